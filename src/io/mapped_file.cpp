@@ -1,0 +1,57 @@
+#include "io/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "wick/errors.h"
+
+namespace wick::io {
+
+std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw FileError(path, std::string("cannot open: ") + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    throw FileError(path, std::string("cannot stat: ") + std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw FileError(path, "not a regular file (expected a checkpoint file)");
+  }
+  std::shared_ptr<MappedFile> f(new MappedFile());
+  f->path_ = path;
+  f->size_ = static_cast<size_t>(st.st_size);
+  if (f->size_ > 0) {
+    void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      int e = errno;
+      ::close(fd);
+      throw FileError(path, std::string("cannot mmap: ") + std::strerror(e));
+    }
+    f->data_ = static_cast<const uint8_t*>(p);
+    f->owns_mapping_ = true;
+  }
+  ::close(fd);
+  return f;
+}
+
+std::shared_ptr<MappedFile> MappedFile::borrow(const uint8_t* data, size_t size, std::string name) {
+  std::shared_ptr<MappedFile> f(new MappedFile());
+  f->data_ = data;
+  f->size_ = size;
+  f->path_ = std::move(name);
+  return f;
+}
+
+MappedFile::~MappedFile() {
+  if (owns_mapping_ && data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+}  // namespace wick::io

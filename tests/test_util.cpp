@@ -1,0 +1,86 @@
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <unistd.h>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "io/safetensors.h"
+
+namespace wick::test {
+
+std::string fixtures_dir() {
+  const char* env = std::getenv("WICK_FIXTURES");
+  return env && *env ? std::string(env) : std::string(WICK_FIXTURES_DIR);
+}
+
+std::string fixture(const std::string& rel) {
+  std::string p = fixtures_dir() + "/" + rel;
+  if (!std::filesystem::exists(p)) {
+    ADD_FAILURE() << "fixture missing: " << p
+                  << " (the tests read ../shared/fixtures; set WICK_FIXTURES to its location)";
+    throw std::runtime_error("fixture missing: " + p);
+  }
+  return p;
+}
+
+std::filesystem::path scratch_dir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "scratch";
+  for (char& c : name)
+    if (c == '/') c = '_';
+  auto dir = std::filesystem::temp_directory_path() / ("wick-test-" + std::to_string(::getpid())) / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+void write_file(const std::filesystem::path& p, const std::string& bytes) {
+  std::ofstream f(p, std::ios::binary);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!f) throw std::runtime_error("cannot write " + p.string());
+}
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+io::TensorSet load_fixture_tensors(const std::string& rel) {
+  return io::read_safetensors(io::MappedFile::open(fixture(rel)));
+}
+
+std::vector<float> floats(const io::TensorSet& set, const std::string& name) {
+  const io::TensorView* t = set.find(name);
+  if (!t || t->dtype != DType::F32) throw std::runtime_error("no F32 tensor " + name);
+  std::vector<float> v(static_cast<size_t>(t->numel()));
+  std::memcpy(v.data(), t->data, t->nbytes);
+  return v;
+}
+
+std::vector<int32_t> ints(const io::TensorSet& set, const std::string& name) {
+  const io::TensorView* t = set.find(name);
+  if (!t || t->dtype != DType::I32) throw std::runtime_error("no I32 tensor " + name);
+  std::vector<int32_t> v(static_cast<size_t>(t->numel()));
+  std::memcpy(v.data(), t->data, t->nbytes);
+  return v;
+}
+
+double max_abs_diff(const float* a, const float* b, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double d = std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i]));
+    if (std::isnan(d)) return std::numeric_limits<double>::infinity();
+    if (d > m) m = d;
+  }
+  return m;
+}
+
+}  // namespace wick::test

@@ -1,0 +1,35 @@
+// Shared helpers for the test suite: where the fixtures are, reading fixture tensors as floats,
+// writing crafted files into a scratch folder.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "io/tensor_set.h"
+
+namespace wick::test {
+
+// ../shared/fixtures (override with the environment variable WICK_FIXTURES).
+std::string fixtures_dir();
+// fixtures_dir() + "/" + rel; fails the calling test (ADD_FAILURE + throw) if it is missing.
+std::string fixture(const std::string& rel);
+// A fresh, empty scratch folder for this test (under the build tree's temp dir).
+std::filesystem::path scratch_dir();
+void write_file(const std::filesystem::path& p, const std::string& bytes);
+std::string read_file(const std::filesystem::path& p);
+
+// Reads a whole safetensors fixture file.
+io::TensorSet load_fixture_tensors(const std::string& rel);
+// Copies tensor `name` of `set` out as floats (F32 only) / ints (I32 only); throws if absent.
+std::vector<float> floats(const io::TensorSet& set, const std::string& name);
+std::vector<int32_t> ints(const io::TensorSet& set, const std::string& name);
+
+// max |a[i] - b[i]|; the sizes must match.
+double max_abs_diff(const float* a, const float* b, size_t n);
+inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() ? max_abs_diff(a.data(), b.data(), a.size()) : 1e30;
+}
+
+}  // namespace wick::test
