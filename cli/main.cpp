@@ -1,3 +1,31 @@
-// Temporary entry point; replaced by the real subcommand dispatcher.
+// wick: command-line front end. One file per subcommand (cmd_*.cpp); each parses its flags and
+// calls the library. Results go to stdout, diagnostics and progress to stderr.
+#include <CLI/CLI.hpp>
 #include <cstdio>
-int main() { std::puts("wick"); return 0; }
+#include <iostream>
+
+#include "commands.h"
+#include "wick/errors.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"wick: fast, exact RWKV-7 inference on the CPU"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("wick 0.1.0"));
+  wick::cli::register_generate(app);
+  wick::cli::register_info(app);
+  wick::cli::register_logits(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const wick::Error& e) {
+    std::fflush(stdout);
+    std::cerr << "wick: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::cerr << "wick: internal error: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,12 @@
+// Registration of the subcommands (one cmd_*.cpp each).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace wick::cli {
+
+void register_generate(CLI::App& app);
+void register_info(CLI::App& app);
+void register_logits(CLI::App& app);
+
+}  // namespace wick::cli

@@ -1,0 +1,20 @@
+// Helpers shared by the subcommands: loading the model (or the embedded default), picking the
+// tokenizer, printing errors.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "wick/model.h"
+#include "wick/tokenizer.h"
+
+namespace wick::cli {
+
+// Loads `path`, or the embedded default model when it is empty.
+Model load_model_or_default(const std::string& path);
+// The tokenizer for a model: byte-level for vocabulary 256. Throws wick::Error otherwise.
+std::unique_ptr<Tokenizer> tokenizer_for(const Model& model);
+// Shortest text that reads back to the same float ("null" for NaN/Inf, which JSON cannot hold).
+std::string float_json(float f);
+
+}  // namespace wick::cli

@@ -1,0 +1,107 @@
+// An RWKV-7 "x070" language model (docs/x070-math.md; reference: BlinkDL/RWKV-LM
+// RWKV-v7/rwkv_v7_demo_rnn.py) and its two passes, which compute the same function:
+//   * forward(): the parallel pass over a whole token sequence (prefill, scoring) - GEMMs over
+//     the T rows, the WKV recurrence looped inside one kernel;
+//   * step():    the recurrent step over one token (decode) - GEMVs, constant memory.
+// Both read every weight through one weight-access path (model/linear.h), so every task
+// (generation, ppl, embedding, reranking) and every weight format share the block arithmetic.
+//
+// Loading: load_model() accepts a safetensors file, an official BlinkDL `.pth`, or a
+// HuggingFace / flash-linear-attention folder (config.json + model.safetensors), in any of the
+// three naming conventions of docs/naming.md. The geometry comes from the tensor shapes only.
+// Weights stay in their stored dtype (fp32, fp16, bf16) in the memory-mapped file; computation is
+// fp32, the WKV state fp32.
+//
+// Thread-safety: a loaded Model is immutable; any number of threads may call forward()/step()
+// concurrently, each with its own State. Copies of a Model share the weights (cheap).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wick/dtype.h"
+#include "wick/state.h"
+
+namespace wick {
+
+// Dimensions read from the weight shapes (docs/x070-math.md §1).
+struct Geometry {
+  int n_layer = 0;    // L: blocks
+  int n_embd = 0;     // C: model width
+  int n_head = 0;     // H: heads (from att.r_k [H, N])
+  int head_size = 0;  // N: head size, H*N == C
+  int ffn_dim = 0;    // F: channel-mix width (ffn.key [F, C])
+  int vocab = 0;      // V: vocabulary (emb [V, C])
+  int lora_w = 0, lora_a = 0, lora_v = 0, lora_g = 0;  // ranks of the decay / in-context-rate /
+                                                       // value-residual / gate LoRA branches
+  bool operator==(const Geometry&) const = default;
+};
+
+// Which checkpoint convention a model was loaded from (docs/naming.md).
+enum class NamingConvention { kOfficial, kHuggingFace, kTmixCmix };
+std::string_view naming_convention_name(NamingConvention c);
+
+// Facts about a loaded model for `wick info`.
+struct ModelInfo {
+  std::string source;                 // path (or "<embedded default model>")
+  std::string container;              // "safetensors", "pth", "hf-folder"
+  NamingConvention convention = NamingConvention::kOfficial;
+  uint64_t file_bytes = 0;            // size of the checkpoint file(s) in bytes
+  uint64_t parameters = 0;            // number of weights used by the model
+  uint64_t weight_bytes = 0;          // bytes of those weights as stored
+  std::vector<std::pair<DType, uint64_t>> dtype_parameters;  // parameters per stored dtype
+};
+
+// Hook for inspecting intermediate activations of the parallel pass (tests, debugging).
+// Called with a name, the layer (-1 outside blocks) and a [rows, cols] fp32 row-major array:
+//   "emb_ln0" (layer -1), and per layer "r", "k" (key after the k_a rescale), "v" (after the value
+//   residual), "w_logdecay" (ln(-ln w)), "a" (= -kk), "b" (= kk * a), "wkv_out" (WKV read-out
+//   before GroupNorm), "v_first" (layer 0), "att_out", "ffn_out", "block_out".
+using ActivationTrace =
+    std::function<void(std::string_view name, int layer, const float* data, int64_t rows,
+                       int64_t cols)>;
+
+class Model {
+ public:
+  // Loads a checkpoint. Throws FileError (cannot read), FormatError / UnsafePickleError (damaged
+  // or unsafe container) and CheckpointError (not an x070 model wick understands: unknown or
+  // missing tensors, inconsistent shapes, bad config.json).
+  static Model load(const std::string& path);
+  // The tiny trained model embedded in the binary (models/tiny-rwkv7-834K.safetensors, byte-level
+  // vocabulary of 256).
+  static Model load_default();
+
+  const Geometry& geometry() const;
+  const ModelInfo& info() const;
+
+  // A zero state of this model's geometry.
+  State new_state() const;
+
+  // Parallel pass over tokens[0..T) continuing from `state` (updated to the state after the last
+  // token). Returns logits [V] of the last position, or [T, V] row-major with all_positions.
+  // Throws InputError for an empty sequence, a token id outside [0, V) or a state of another
+  // geometry (the state is then left unchanged).
+  std::vector<float> forward(std::span<const int32_t> tokens, State& state,
+                             bool all_positions = false,
+                             const ActivationTrace* trace = nullptr) const;
+
+  // Recurrent step over one token: logits [V]; `state` advances by one token.
+  // Throws InputError like forward().
+  std::vector<float> step(int32_t token, State& state) const;
+
+  struct Impl;
+
+ private:
+  explicit Model(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<const Impl> impl_;
+};
+
+// Same as Model::load.
+inline Model load_model(const std::string& path) { return Model::load(path); }
+
+}  // namespace wick

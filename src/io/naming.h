@@ -1,0 +1,34 @@
+// Maps the three x070 checkpoint naming conventions of docs/naming.md (official BlinkDL,
+// fla / HuggingFace, tmix/cmix of rwkv-metal and SwiftRWKV) onto the official names, which are
+// wick's internal names. Only names and views change here: no values are touched. Whether a
+// LoRA factor is stored in the official orientation (w1 [C, D]) or as an nn.Linear ([D, C]) is
+// recorded so the loader can read it the right way.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "io/tensor_set.h"
+#include "wick/model.h"
+
+namespace wick::io {
+
+struct MappedTensor {
+  TensorView view;          // the stored tensor (possibly a row slice of a fused tensor)
+  std::string stored_name;  // its name in the file, for messages
+  bool linear_layout = false;  // LoRA factor stored as nn.Linear weight ([out, in])
+};
+
+struct OfficialNames {
+  NamingConvention convention = NamingConvention::kOfficial;
+  std::map<std::string, MappedTensor> tensors;  // keyed by official name
+  std::vector<std::string> unmapped;            // stored names no rule of the convention covers
+};
+
+// Detects the convention from the keys (docs/naming.md §7; a leading `module.` or `_orig_mod.`
+// is stripped) and renames. Throws CheckpointError when no x070 convention matches (naming
+// RWKV-6/5 or other families when recognisable) or when two stored tensors map to one name.
+OfficialNames map_to_official_names(const TensorSet& set);
+
+}  // namespace wick::io

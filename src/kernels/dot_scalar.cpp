@@ -1,0 +1,78 @@
+#include <cstring>
+
+#include "kernels/dot.h"
+
+namespace wick::kernels {
+
+float f16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      int e = -1;
+      do {
+        ++e;
+        mant <<= 1;
+      } while ((mant & 0x400u) == 0);
+      bits = sign | (static_cast<uint32_t>(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
+    }
+  } else if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+namespace {
+
+// Eight partial sums, combined pairwise: keeps the rounding error of long rows low and lets the
+// compiler vectorise the loop.
+template <typename Load>
+float dot_generic(size_t n, Load load, const float* x) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += load(i + j) * x[i + j];
+  for (; i < n; ++i) acc[i & 7] += load(i) * x[i];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+float dot_f32(const float* w, const float* x, size_t n) {
+  return dot_generic(n, [w](size_t i) { return w[i]; }, x);
+}
+float dot_f16(const uint16_t* w, const float* x, size_t n) {
+  return dot_generic(n, [w](size_t i) { return f16_to_f32(w[i]); }, x);
+}
+float dot_bf16(const uint16_t* w, const float* x, size_t n) {
+  return dot_generic(n, [w](size_t i) { return bf16_to_f32(w[i]); }, x);
+}
+
+}  // namespace
+
+const DotKernels& dot_kernels_scalar() {
+  static const DotKernels k{dot_f32, dot_f16, dot_bf16};
+  return k;
+}
+
+const DotKernels& dot_kernels_for(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512: return dot_kernels_avx512();
+    case Isa::kAvx2: return dot_kernels_avx2();
+    case Isa::kScalar: break;
+  }
+  return dot_kernels_scalar();
+}
+
+const DotKernels& dot_kernels() {
+  static const DotKernels& k = dot_kernels_for(active_isa());
+  return k;
+}
+
+}  // namespace wick::kernels

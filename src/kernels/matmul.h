@@ -1,0 +1,27 @@
+// Dense matrix products with a stored weight matrix W [rows = out, cols = in] (nn.Linear layout,
+// fp32 / fp16 / bf16 elements, row-major, element-aligned) and fp32 activations.
+//
+//   matmul(W, X, T, Y):  Y[t, o] = sum_i W[o, i] * X[t, i]   for t < T, o < rows
+//
+// T = 1 is the GEMV of the recurrent step; T > 1 the GEMM of the parallel pass. Every output is
+// one call of the same dot kernel (kernels/dot.h), so row t of a GEMM equals the GEMV of X[t]
+// bit for bit, whatever the thread count. Threads: OpenMP over blocks of output rows.
+#pragma once
+
+#include <cstdint>
+
+#include "wick/dtype.h"
+
+namespace wick::kernels {
+
+struct MatrixRef {
+  const void* data = nullptr;
+  DType dtype = DType::F32;  // F32, F16 or BF16
+  int64_t rows = 0;          // outputs
+  int64_t cols = 0;          // inputs
+};
+
+// X: [T, cols] fp32, Y: [T, rows] fp32 (must not alias X).
+void matmul(const MatrixRef& w, const float* x, int64_t T, float* y);
+
+}  // namespace wick::kernels

@@ -1,0 +1,53 @@
+#include "kernels/wkv7.h"
+
+namespace wick::kernels {
+namespace {
+
+// One head, one token. N is small (64 in released models); the inner loops vectorise.
+inline void wkv7_head(int N, float* __restrict S, const float* __restrict r,
+                      const float* __restrict w, const float* __restrict k,
+                      const float* __restrict v, const float* __restrict kk,
+                      const float* __restrict a, float* __restrict y) {
+  float kka[256];
+  float* b = N <= 256 ? kka : new float[N];
+  for (int j = 0; j < N; ++j) b[j] = kk[j] * a[j];
+  for (int i = 0; i < N; ++i) {
+    float* Si = S + static_cast<int64_t>(i) * N;
+    float sa = 0.f;
+    for (int j = 0; j < N; ++j) sa += Si[j] * -kk[j];
+    const float vi = v[i];
+    float yi = 0.f;
+    for (int j = 0; j < N; ++j) {
+      const float s = Si[j] * w[j] + sa * b[j] + vi * k[j];
+      Si[j] = s;
+      yi += s * r[j];
+    }
+    y[i] = yi;
+  }
+  if (b != kka) delete[] b;
+}
+
+}  // namespace
+
+void wkv7_token(int H, int N, float* S, const float* r, const float* w, const float* k,
+                const float* v, const float* kk, const float* a, float* y) {
+  for (int h = 0; h < H; ++h) {
+    const int64_t o = static_cast<int64_t>(h) * N;
+    wkv7_head(N, S + o * N, r + o, w + o, k + o, v + o, kk + o, a + o, y + o);
+  }
+}
+
+void wkv7_sequence(int64_t T, int H, int N, float* S, const float* r, const float* w,
+                   const float* k, const float* v, const float* kk, const float* a, float* y) {
+  const int64_t C = static_cast<int64_t>(H) * N;
+#pragma omp parallel for schedule(static) if (H > 1 && T * C * N >= (1 << 16))
+  for (int h = 0; h < H; ++h) {
+    const int64_t o = static_cast<int64_t>(h) * N;
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t ro = t * C + o;
+      wkv7_head(N, S + o * N, r + ro, w + ro, k + ro, v + ro, kk + ro, a + ro, y + ro);
+    }
+  }
+}
+
+}  // namespace wick::kernels

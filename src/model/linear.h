@@ -1,0 +1,50 @@
+// The weight-access path: every projection of the model (r/k/v/o, FFN key/value, head, the LoRA
+// factors) is a Linear, y = W x with W [out, in] as nn.Linear stores it. The block code only calls
+// apply(); dense weights (fp32/fp16/bf16, in place in the mapped file) are one implementation and
+// packed formats plug in as others, without touching the model arithmetic.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "wick/dtype.h"
+
+namespace wick::model {
+
+class Linear {
+ public:
+  virtual ~Linear() = default;
+  virtual int64_t out_features() const = 0;
+  virtual int64_t in_features() const = 0;
+  // Y [T, out] = X [T, in] . W^T; T = 1 is the GEMV of the recurrent step. Y must not alias X.
+  virtual void apply(const float* x, int64_t T, float* y) const = 0;
+  virtual DType stored_dtype() const = 0;
+  virtual uint64_t stored_bytes() const = 0;
+};
+
+// A dense matrix in fp32, fp16 or bf16, either borrowed (pointing into a mapped file that the
+// model keeps alive) or owned (`storage` holds the bytes, e.g. a transposed LoRA factor).
+class DenseLinear final : public Linear {
+ public:
+  DenseLinear(kernels::MatrixRef ref, std::shared_ptr<const void> storage = nullptr)
+      : ref_(ref), storage_(std::move(storage)) {}
+  // An owned fp32 matrix [out, in].
+  static std::unique_ptr<DenseLinear> owned_f32(std::vector<float> values, int64_t out, int64_t in);
+
+  int64_t out_features() const override { return ref_.rows; }
+  int64_t in_features() const override { return ref_.cols; }
+  void apply(const float* x, int64_t T, float* y) const override { kernels::matmul(ref_, x, T, y); }
+  DType stored_dtype() const override { return ref_.dtype; }
+  uint64_t stored_bytes() const override {
+    return static_cast<uint64_t>(ref_.rows * ref_.cols) * dtype_size(ref_.dtype);
+  }
+  const kernels::MatrixRef& matrix() const { return ref_; }
+
+ private:
+  kernels::MatrixRef ref_;
+  std::shared_ptr<const void> storage_;
+};
+
+}  // namespace wick::model

@@ -1,0 +1,491 @@
+// Model::load: picks the container reader, maps names, derives the geometry from shapes, checks
+// every tensor, and builds the weights (model/weights.h).
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "io/naming.h"
+#include "io/pth.h"
+#include "io/safetensors.h"
+#include "kernels/dot.h"
+#include "model/model_impl.h"
+#include "wick/errors.h"
+
+extern "C" {
+extern const unsigned char wick_default_model_start[];
+extern const unsigned char wick_default_model_end[];
+}
+
+namespace wick {
+namespace model {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+// Reads tensors by official name, checks shapes and dtypes, and remembers what was consumed.
+class TensorReader {
+ public:
+  TensorReader(io::OfficialNames names, std::string path)
+      : names_(std::move(names)), path_(std::move(path)) {}
+
+  bool has(const std::string& name) const { return names_.tensors.count(name) != 0; }
+
+  const io::MappedTensor& get(const std::string& name) {
+    auto it = names_.tensors.find(name);
+    if (it == names_.tensors.end()) {
+      throw CheckpointError(path_, "missing tensor '" + name + "' (official name" +
+                                       convention_hint() +
+                                       "); expected a complete RWKV-7 x070 checkpoint");
+    }
+    const io::MappedTensor& t = it->second;
+    if (!is_float_dtype(t.view.dtype)) {
+      throw CheckpointError(path_, "tensor " + describe(t, name) + ": expected dtype F32, F16 or BF16, found " +
+                                       std::string(dtype_name(t.view.dtype)));
+    }
+    consumed_.insert(name);
+    return t;
+  }
+
+  // A per-channel vector of `n` elements (any nominal shape: [n], [1,1,n], [1,n], [H,N]).
+  std::vector<float> vector(const std::string& name, int64_t n) {
+    const io::MappedTensor& t = get(name);
+    if (t.view.numel() != n) {
+      throw CheckpointError(path_, "tensor " + describe(t, name) + ": expected " + std::to_string(n) +
+                                       " elements (C), found shape " + t.view.shape_string());
+    }
+    return to_f32(t.view);
+  }
+
+  // A 2-D matrix with the given shape, checked exactly.
+  const io::MappedTensor& matrix(const std::string& name, int64_t rows, int64_t cols,
+                                 const char* what) {
+    const io::MappedTensor& t = get(name);
+    if (t.view.shape.size() != 2 || t.view.shape[0] != rows || t.view.shape[1] != cols) {
+      throw CheckpointError(path_, "tensor " + describe(t, name) + ": expected shape [" +
+                                       std::to_string(rows) + ", " + std::to_string(cols) + "] (" +
+                                       what + "), found " + t.view.shape_string());
+    }
+    return t;
+  }
+
+  // A big projection kept in its stored dtype (borrowed from the mapped file when aligned).
+  std::unique_ptr<Linear> linear(const std::string& name, int64_t out, int64_t in, const char* what) {
+    const io::MappedTensor& t = matrix(name, out, in, what);
+    return borrow(t.view, out, in);
+  }
+
+  // A LoRA factor read as an owned fp32 Linear [out, in]. Official files store the transpose
+  // ([in, out], applied from the right); Linear-style conventions store [out, in].
+  std::unique_ptr<Linear> lora(const std::string& name, int64_t out, int64_t in, const char* what) {
+    const io::MappedTensor* probe = has(name) ? &names_.tensors.at(name) : nullptr;
+    const bool linear_layout = probe && probe->linear_layout;
+    const io::MappedTensor& t =
+        linear_layout ? matrix(name, out, in, what) : matrix(name, in, out, what);
+    std::vector<float> v = to_f32(t.view);
+    if (linear_layout) return DenseLinear::owned_f32(std::move(v), out, in);
+    std::vector<float> tr(v.size());
+    for (int64_t i = 0; i < in; ++i)
+      for (int64_t o = 0; o < out; ++o) tr[o * in + i] = v[i * out + o];
+    return DenseLinear::owned_f32(std::move(tr), out, in);
+  }
+
+  std::unique_ptr<Linear> borrow(const io::TensorView& v, int64_t out, int64_t in) {
+    const size_t es = dtype_size(v.dtype);
+    if (reinterpret_cast<uintptr_t>(v.data) % es == 0) {
+      return std::make_unique<DenseLinear>(kernels::MatrixRef{v.data, v.dtype, out, in});
+    }
+    // Unaligned data (e.g. an unpadded MLX header): copy once into aligned storage.
+    auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[v.nbytes]);
+    std::memcpy(buf.get(), v.data, v.nbytes);
+    return std::make_unique<DenseLinear>(kernels::MatrixRef{buf.get(), v.dtype, out, in},
+                                         std::shared_ptr<const void>(buf, buf.get()));
+  }
+
+  static std::vector<float> to_f32(const io::TensorView& v) {
+    std::vector<float> out(static_cast<size_t>(v.numel()));
+    const size_t n = out.size();
+    switch (v.dtype) {
+      case DType::F32:
+        std::memcpy(out.data(), v.data, n * 4);
+        break;
+      case DType::F16:
+      case DType::BF16:
+        for (size_t i = 0; i < n; ++i) {
+          uint16_t h;
+          std::memcpy(&h, v.data + 2 * i, 2);
+          out[i] = v.dtype == DType::F16 ? kernels::f16_to_f32(h) : kernels::bf16_to_f32(h);
+        }
+        break;
+      default:
+        break;
+    }
+    return out;
+  }
+
+  // Stored names nobody consumed (layer-0 v0/v1/v2 are allowed and ignored).
+  std::vector<std::string> leftovers() const {
+    std::vector<std::string> left = names_.unmapped;
+    for (auto& [name, t] : names_.tensors) {
+      if (consumed_.count(name)) continue;
+      if (name == "blocks.0.att.v0" || name == "blocks.0.att.v1" || name == "blocks.0.att.v2")
+        continue;
+      left.push_back(t.stored_name);
+    }
+    return left;
+  }
+
+  std::string describe(const io::MappedTensor& t, const std::string& official) const {
+    if (t.stored_name == official) return "'" + official + "'";
+    return "'" + t.stored_name + "' (official name '" + official + "')";
+  }
+  std::string convention_hint() const {
+    return names_.convention == NamingConvention::kOfficial
+               ? ""
+               : std::string(", in a ") +
+                     std::string(naming_convention_name(names_.convention)) + " checkpoint";
+  }
+  const io::OfficialNames& names() const { return names_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  io::OfficialNames names_;
+  std::string path_;
+  std::set<std::string> consumed_;
+};
+
+struct HfFlags {
+  bool norm_first = true;  // layer 0 has pre_norm (ln0)
+  bool norm_bias = true;   // LayerNorms have biases
+  bool tie_embeddings = false;
+};
+
+// Validates an fla/HF config.json against the geometry read from the shapes (docs/naming.md §4).
+HfFlags check_hf_config(const std::string& text, const std::string& cpath, const Geometry& g) {
+  json c;
+  try {
+    c = json::parse(text);
+  } catch (const json::exception& e) {
+    throw CheckpointError(cpath, std::string("config.json is not valid JSON: ") + e.what());
+  }
+  if (!c.is_object()) throw CheckpointError(cpath, "config.json: expected a JSON object");
+  HfFlags f;
+  auto str = [&](const char* k) { return c.contains(k) && c[k].is_string() ? c[k].get<std::string>() : ""; };
+  auto check_int = [&](const char* k, int64_t expected, const char* what) {
+    if (!c.contains(k) || c[k].is_null()) return;
+    if (!c[k].is_number_integer() || c[k].get<int64_t>() != expected) {
+      throw CheckpointError(cpath, std::string("config.json: '") + k + "' is " + c[k].dump() +
+                                       " but the weights have " + what + " = " +
+                                       std::to_string(expected) +
+                                       "; the config does not belong to these weights");
+    }
+  };
+  if (str("model_type") != "rwkv7") {
+    throw CheckpointError(cpath, "config.json: expected model_type \"rwkv7\" (fla RWKV7ForCausalLM), found " +
+                                     (c.contains("model_type") ? c["model_type"].dump() : std::string("none")));
+  }
+  if (c.contains("attn") && !c["attn"].is_null()) {
+    throw CheckpointError(cpath, "config.json: 'attn' is set (a hybrid model with softmax-attention "
+                                 "layers); wick runs pure RWKV-7 x070 models");
+  }
+  if (c.contains("hidden_act") && str("hidden_act") != "sqrelu") {
+    throw CheckpointError(cpath, "config.json: expected hidden_act \"sqrelu\", found " + c["hidden_act"].dump());
+  }
+  if (c.contains("value_dim") && !c["value_dim"].is_null()) {
+    const json& vd = c["value_dim"];
+    bool ok = vd.is_number_integer() ? vd.get<int64_t>() == g.n_embd : vd.is_array();
+    if (vd.is_array())
+      for (const json& x : vd) ok = ok && x.is_number_integer() && x.get<int64_t>() == g.n_embd;
+    if (!ok) {
+      throw CheckpointError(cpath, "config.json: value_dim " + vd.dump() +
+                                       " differs from hidden_size " + std::to_string(g.n_embd) +
+                                       " (fla 'state expansion' is not x070)");
+    }
+  }
+  check_int("vocab_size", g.vocab, "vocabulary V");
+  check_int("hidden_size", g.n_embd, "width C");
+  check_int("num_hidden_layers", g.n_layer, "layers L");
+  check_int("head_dim", g.head_size, "head size N (from r_k)");
+  check_int("intermediate_size", g.ffn_dim, "FFN width F");
+  check_int("decay_low_rank_dim", g.lora_w, "decay LoRA rank");
+  check_int("a_low_rank_dim", g.lora_a, "in-context-rate LoRA rank");
+  check_int("gate_low_rank_dim", g.lora_g, "gate LoRA rank");
+  if (g.lora_v > 0) check_int("v_low_rank_dim", g.lora_v, "value-residual LoRA rank");
+  if (c.contains("norm_eps") && c["norm_eps"].is_number() &&
+      std::abs(c["norm_eps"].get<double>() - 1e-5) > 1e-12) {
+    throw CheckpointError(cpath, "config.json: norm_eps " + c["norm_eps"].dump() +
+                                     " is not the x070 LayerNorm eps 1e-5");
+  }
+  if (c.contains("norm_first") && c["norm_first"].is_boolean()) f.norm_first = c["norm_first"].get<bool>();
+  if (c.contains("norm_bias") && c["norm_bias"].is_boolean()) f.norm_bias = c["norm_bias"].get<bool>();
+  if (c.contains("tie_word_embeddings") && c["tie_word_embeddings"].is_boolean())
+    f.tie_embeddings = c["tie_word_embeddings"].get<bool>();
+  return f;
+}
+
+Geometry derive_geometry(TensorReader& r) {
+  const auto& names = r.names().tensors;
+  const std::string& path = r.path();
+  Geometry g;
+  auto shape_of = [&](const std::string& n) -> const std::vector<int64_t>& {
+    auto it = names.find(n);
+    if (it == names.end()) {
+      throw CheckpointError(path, "missing tensor '" + n + "'" + r.convention_hint() +
+                                      "; the geometry cannot be derived without it");
+    }
+    return it->second.view.shape;
+  };
+  const auto& emb = shape_of("emb.weight");
+  if (emb.size() != 2 || emb[0] <= 0 || emb[1] <= 0) {
+    throw CheckpointError(path, "tensor 'emb.weight': expected shape [V, C], found " + shape_str(emb));
+  }
+  g.vocab = static_cast<int>(emb[0]);
+  g.n_embd = static_cast<int>(emb[1]);
+  // Layers: blocks.0 .. blocks.{L-1} must all be present.
+  std::set<int> layers;
+  for (auto& [name, t] : names) {
+    if (name.rfind("blocks.", 0) == 0) {
+      size_t dot = name.find('.', 7);
+      layers.insert(std::stoi(name.substr(7, dot - 7)));
+    }
+  }
+  if (layers.empty()) throw CheckpointError(path, "no blocks found: expected blocks.0 .. blocks.{L-1}");
+  g.n_layer = *layers.rbegin() + 1;
+  if (static_cast<int>(layers.size()) != g.n_layer) {
+    for (int i = 0; i < g.n_layer; ++i)
+      if (!layers.count(i))
+        throw CheckpointError(path, "block " + std::to_string(i) + " is missing (blocks up to " +
+                                        std::to_string(g.n_layer - 1) + " exist)");
+  }
+  const auto& rk = shape_of("blocks.0.att.r_k");
+  if (rk.size() != 2 || rk[0] <= 0 || rk[1] <= 0 || rk[0] * rk[1] != g.n_embd) {
+    throw CheckpointError(path, "tensor 'blocks.0.att.r_k': expected shape [H, N] with H*N = C = " +
+                                    std::to_string(g.n_embd) + ", found " + shape_str(rk));
+  }
+  g.n_head = static_cast<int>(rk[0]);
+  g.head_size = static_cast<int>(rk[1]);
+  const auto& fk = shape_of("blocks.0.ffn.key.weight");
+  if (fk.size() != 2 || fk[0] <= 0) {
+    throw CheckpointError(path, "tensor 'blocks.0.ffn.key.weight': expected shape [F, C], found " + shape_str(fk));
+  }
+  g.ffn_dim = static_cast<int>(fk[0]);
+  auto rank = [&](const std::string& n) {
+    const auto& it = names.find(n);
+    if (it == names.end()) shape_of(n);  // throws "missing"
+    const auto& s = it->second.view.shape;
+    if (s.size() != 2) {
+      throw CheckpointError(path, "tensor '" + it->second.stored_name + "': expected a 2-D LoRA factor, found " +
+                                      shape_str(s));
+    }
+    return static_cast<int>(it->second.linear_layout ? s[0] : s[1]);
+  };
+  g.lora_w = rank("blocks.0.att.w1");
+  g.lora_a = rank("blocks.0.att.a1");
+  g.lora_g = rank("blocks.0.att.g1");
+  g.lora_v = g.n_layer > 1 ? rank("blocks.1.att.v1") : 0;
+  return g;
+}
+
+void load_layer(TensorReader& r, const Geometry& g, int i, bool norm_bias, LayerWeights& L) {
+  const std::string p = "blocks." + std::to_string(i) + ".";
+  const int64_t C = g.n_embd, F = g.ffn_dim;
+  L.ln1_w = r.vector(p + "ln1.weight", C);
+  L.ln2_w = r.vector(p + "ln2.weight", C);
+  if (norm_bias || r.has(p + "ln1.bias")) L.ln1_b = r.vector(p + "ln1.bias", C);
+  if (norm_bias || r.has(p + "ln2.bias")) L.ln2_b = r.vector(p + "ln2.bias", C);
+  L.x_r = r.vector(p + "att.x_r", C);
+  L.x_w = r.vector(p + "att.x_w", C);
+  L.x_k = r.vector(p + "att.x_k", C);
+  L.x_v = r.vector(p + "att.x_v", C);
+  L.x_a = r.vector(p + "att.x_a", C);
+  L.x_g = r.vector(p + "att.x_g", C);
+  L.w0 = r.vector(p + "att.w0", C);
+  L.a0 = r.vector(p + "att.a0", C);
+  L.k_k = r.vector(p + "att.k_k", C);
+  L.k_a = r.vector(p + "att.k_a", C);
+  const io::MappedTensor& rk = r.matrix(p + "att.r_k", g.n_head, g.head_size, "H x N");
+  L.r_k = TensorReader::to_f32(rk.view);
+  L.w1 = r.lora(p + "att.w1", g.lora_w, C, "decay LoRA down");
+  L.w2 = r.lora(p + "att.w2", C, g.lora_w, "decay LoRA up");
+  L.a1 = r.lora(p + "att.a1", g.lora_a, C, "in-context-rate LoRA down");
+  L.a2 = r.lora(p + "att.a2", C, g.lora_a, "in-context-rate LoRA up");
+  L.g1 = r.lora(p + "att.g1", g.lora_g, C, "gate LoRA down");
+  L.g2 = r.lora(p + "att.g2", C, g.lora_g, "gate LoRA up");
+  if (i > 0) {
+    L.v0 = r.vector(p + "att.v0", C);
+    L.v1 = r.lora(p + "att.v1", g.lora_v, C, "value-residual LoRA down");
+    L.v2 = r.lora(p + "att.v2", C, g.lora_v, "value-residual LoRA up");
+  }
+  L.receptance = r.linear(p + "att.receptance.weight", C, C, "C x C");
+  L.key = r.linear(p + "att.key.weight", C, C, "C x C");
+  L.value = r.linear(p + "att.value.weight", C, C, "C x C");
+  L.output = r.linear(p + "att.output.weight", C, C, "C x C");
+  L.ln_x_w = r.vector(p + "att.ln_x.weight", C);
+  L.ln_x_b = r.vector(p + "att.ln_x.bias", C);
+  L.ffn_x_k = r.vector(p + "ffn.x_k", C);
+  L.ffn_key = r.linear(p + "ffn.key.weight", F, C, "F x C");
+  L.ffn_value = r.linear(p + "ffn.value.weight", C, F, "C x F");
+}
+
+uint64_t total_file_bytes(const io::TensorSet& s) {
+  uint64_t b = 0;
+  for (const auto& f : s.files()) b += f->size();
+  return b;
+}
+
+std::string read_text_file(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) throw FileError(p, "cannot open");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+io::TensorSet read_container(std::shared_ptr<io::MappedFile> file, std::string* container) {
+  if (io::looks_like_zip(*file)) {
+    *container = "pth";
+    return io::read_pth(std::move(file));
+  }
+  *container = "safetensors";
+  return io::read_safetensors(std::move(file));
+}
+
+}  // namespace
+
+std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::string& hf_config,
+                                         const std::string& config_path) {
+  const std::string path = tensors.source();
+  TensorReader r(io::map_to_official_names(tensors), path);
+  auto impl = std::make_shared<Model::Impl>();
+  Geometry& g = impl->geometry;
+  g = derive_geometry(r);
+
+  HfFlags flags;
+  if (!hf_config.empty()) flags = check_hf_config(hf_config, config_path, g);
+
+  model::ModelWeights& w = impl->weights;
+  const io::MappedTensor& emb = r.matrix("emb.weight", g.vocab, g.n_embd, "V x C");
+  {
+    auto lin = r.borrow(emb.view, g.vocab, g.n_embd);
+    auto* dense = static_cast<DenseLinear*>(lin.get());
+    w.emb = dense->matrix().data;
+    w.emb_dtype = emb.view.dtype;
+    // Keep the (possibly copied) storage alive through a shared owner of the Linear.
+    std::shared_ptr<Linear> owner(std::move(lin));
+    w.emb_storage = std::shared_ptr<const void>(owner, w.emb);
+  }
+  if (flags.norm_first || r.has("blocks.0.ln0.weight")) {
+    w.ln0_w = r.vector("blocks.0.ln0.weight", g.n_embd);
+    if (flags.norm_bias || r.has("blocks.0.ln0.bias")) w.ln0_b = r.vector("blocks.0.ln0.bias", g.n_embd);
+  }
+  w.layers.resize(g.n_layer);
+  for (int i = 0; i < g.n_layer; ++i) load_layer(r, g, i, flags.norm_bias, w.layers[i]);
+  w.ln_out_w = r.vector("ln_out.weight", g.n_embd);
+  if (flags.norm_bias || r.has("ln_out.bias")) w.ln_out_b = r.vector("ln_out.bias", g.n_embd);
+  if (!r.has("head.weight") && flags.tie_embeddings) {
+    w.head = r.borrow(emb.view, g.vocab, g.n_embd);
+  } else {
+    w.head = r.linear("head.weight", g.vocab, g.n_embd, "V x C");
+  }
+
+  std::vector<std::string> left = r.leftovers();
+  if (!left.empty()) {
+    std::string list;
+    for (size_t i = 0; i < left.size() && i < 20; ++i) list += (i ? ", " : "") + left[i];
+    if (left.size() > 20) list += ", ... (" + std::to_string(left.size()) + " in all)";
+    throw CheckpointError(path, "unknown tensors: " + list +
+                                    ". wick runs plain RWKV-7 x070 checkpoints; extra tensors mean "
+                                    "another architecture (RWKV-7a/7b, DeepEmbed, a hybrid) or a "
+                                    "damaged conversion");
+  }
+
+  ModelInfo& info = impl->info;
+  info.source = path;
+  info.convention = r.names().convention;
+  info.file_bytes = total_file_bytes(tensors);
+  std::map<DType, uint64_t> per_dtype;
+  for (const auto& [name, t] : r.names().tensors) {
+    if (name == "blocks.0.att.v0" || name == "blocks.0.att.v1" || name == "blocks.0.att.v2") continue;
+    info.parameters += static_cast<uint64_t>(t.view.numel());
+    info.weight_bytes += t.view.nbytes;
+    per_dtype[t.view.dtype] += static_cast<uint64_t>(t.view.numel());
+  }
+  for (auto& [dt, n] : per_dtype) info.dtype_parameters.emplace_back(dt, n);
+  impl->sources.push_back(std::move(tensors));
+  return impl;
+}
+
+}  // namespace model
+
+std::string_view naming_convention_name(NamingConvention c) {
+  switch (c) {
+    case NamingConvention::kOfficial: return "official";
+    case NamingConvention::kHuggingFace: return "huggingface-fla";
+    case NamingConvention::kTmixCmix: return "tmix-cmix";
+  }
+  return "?";
+}
+
+Model Model::load(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string container;
+  std::string config_text, config_path;
+  std::string file = path;
+  if (fs::is_directory(path, ec)) {
+    config_path = (fs::path(path) / "config.json").string();
+    if (!fs::exists(config_path)) {
+      throw FileError(path, "is a folder without config.json; expected a HuggingFace/fla model "
+                            "folder (config.json + model.safetensors) or a checkpoint file");
+    }
+    file = (fs::path(path) / "model.safetensors").string();
+    if (!fs::exists(file)) {
+      const bool sharded = fs::exists(fs::path(path) / "model.safetensors.index.json");
+      throw FileError(path, sharded ? "sharded checkpoints (model.safetensors.index.json) are not "
+                                      "supported yet; merge the shards into model.safetensors"
+                                    : "has config.json but no model.safetensors");
+    }
+    config_text = model::read_text_file(config_path);
+  }
+  auto mapped = io::MappedFile::open(file);
+  io::TensorSet set = model::read_container(mapped, &container);
+  // An fla-named file with a config.json beside it: validate against it as well.
+  if (config_text.empty() && set.find("model.embeddings.weight") != nullptr) {
+    fs::path beside = fs::path(file).parent_path() / "config.json";
+    if (fs::exists(beside, ec)) {
+      config_path = beside.string();
+      config_text = model::read_text_file(config_path);
+    }
+  }
+  auto impl = model::build_model(std::move(set), config_text, config_path);
+  impl->info.container = fs::is_directory(path, ec) ? "hf-folder" : container;
+  impl->info.source = path;
+  return Model(std::move(impl));
+}
+
+Model Model::load_default() {
+  const size_t n = static_cast<size_t>(wick_default_model_end - wick_default_model_start);
+  auto mapped = io::MappedFile::borrow(wick_default_model_start, n,
+                                       "<embedded default model tiny-rwkv7-834K.safetensors>");
+  auto impl = model::build_model(io::read_safetensors(mapped), "", "");
+  impl->info.container = "safetensors (embedded)";
+  return Model(std::move(impl));
+}
+
+const Geometry& Model::geometry() const { return impl_->geometry; }
+const ModelInfo& Model::info() const { return impl_->info; }
+State Model::new_state() const {
+  const Geometry& g = impl_->geometry;
+  return State(g.n_layer, g.n_embd, g.n_head, g.head_size);
+}
+
+}  // namespace wick

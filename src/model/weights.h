@@ -1,0 +1,41 @@
+// The weights of an x070 model after loading, in the form the passes use: small per-channel
+// vectors and norms as fp32 copies; every matrix behind a Linear (model/linear.h).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "model/linear.h"
+#include "wick/dtype.h"
+
+namespace wick::model {
+
+struct LayerWeights {
+  // LayerNorms before time mixing (ln1) and channel mixing (ln2); bias empty = zero.
+  std::vector<float> ln1_w, ln1_b, ln2_w, ln2_b;
+  // Time mixing: token-shift mixes, biases of the LoRA branches, key scales, bonus, GroupNorm.
+  std::vector<float> x_r, x_w, x_k, x_v, x_a, x_g;
+  std::vector<float> w0, a0, v0;  // v0 empty in layer 0
+  std::vector<float> k_k, k_a, r_k;
+  std::vector<float> ln_x_w, ln_x_b;
+  std::unique_ptr<Linear> receptance, key, value, output;  // [C, C]
+  // LoRA factors as Linear: down [D, C] (= w1^T), up [C, D] (= w2^T). v1/v2 null in layer 0.
+  std::unique_ptr<Linear> w1, w2, a1, a2, v1, v2, g1, g2;
+  // Channel mixing.
+  std::vector<float> ffn_x_k;
+  std::unique_ptr<Linear> ffn_key;    // [F, C]
+  std::unique_ptr<Linear> ffn_value;  // [C, F]
+};
+
+struct ModelWeights {
+  // Embedding table [V, C] in its stored dtype (read row by row).
+  const void* emb = nullptr;
+  DType emb_dtype = DType::F32;
+  std::shared_ptr<const void> emb_storage;  // set when the table had to be copied
+  std::vector<float> ln0_w, ln0_b;          // empty when the checkpoint has no ln0
+  std::vector<LayerWeights> layers;
+  std::vector<float> ln_out_w, ln_out_b;
+  std::unique_ptr<Linear> head;  // [V, C]
+};
+
+}  // namespace wick::model
