@@ -10,8 +10,9 @@ namespace {
 // Rows of W per work item: a block of weight rows stays in L1/L2 while every input row is
 // streamed past it.
 constexpr int64_t kRowBlock = 16;
-// Below this many multiply-adds, threads cost more than they save.
-constexpr int64_t kParallelThreshold = 1 << 16;
+// Below this many multiply-adds (~1 ms of work), waking threads costs more than it saves, and on
+// a loaded machine spinning OpenMP workers can cost far more.
+constexpr int64_t kParallelThreshold = 1 << 22;
 
 template <typename Elem, typename Dot>
 void matmul_typed(const Elem* w, int64_t rows, int64_t cols, const float* x, int64_t T, float* y,

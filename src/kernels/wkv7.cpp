@@ -40,7 +40,7 @@ void wkv7_token(int H, int N, float* S, const float* r, const float* w, const fl
 void wkv7_sequence(int64_t T, int H, int N, float* S, const float* r, const float* w,
                    const float* k, const float* v, const float* kk, const float* a, float* y) {
   const int64_t C = static_cast<int64_t>(H) * N;
-#pragma omp parallel for schedule(static) if (H > 1 && T * C * N >= (1 << 16))
+#pragma omp parallel for schedule(static) if (H > 1 && T * C * N >= (1 << 22))
   for (int h = 0; h < H; ++h) {
     const int64_t o = static_cast<int64_t>(h) * N;
     for (int64_t t = 0; t < T; ++t) {
