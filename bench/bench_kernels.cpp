@@ -1,0 +1,95 @@
+// Kernel benchmarks (performance only; correctness lives in tests/kernels). GEMV at the shapes of
+// the 0.1B geometry (C = 768, F = 3072, V = 65536) in each weight dtype, reported as weight bytes
+// read per second so they can be judged against measured memory bandwidth; the GEMM of the
+// parallel pass; the WKV-7 recurrence.
+//   build/bench/bench_kernels --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "kernels/wkv7.h"
+
+namespace {
+
+using wick::DType;
+using wick::kernels::MatrixRef;
+
+struct Matrix {
+  std::vector<uint8_t> bytes;
+  MatrixRef ref;
+};
+
+Matrix make_matrix(DType dt, int64_t rows, int64_t cols) {
+  Matrix m;
+  const size_t es = wick::dtype_size(dt);
+  m.bytes.resize(rows * cols * es);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> ud(-0.05f, 0.05f);
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    float f = ud(rng);
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if (dt == DType::F32) std::memcpy(&m.bytes[i * 4], &f, 4);
+    if (dt == DType::BF16) {
+      uint16_t b = static_cast<uint16_t>(u >> 16);
+      std::memcpy(&m.bytes[i * 2], &b, 2);
+    }
+    if (dt == DType::F16) {
+      uint16_t h = static_cast<uint16_t>(0x2000 + (i % 0x1000));  // small normal fp16 values
+      std::memcpy(&m.bytes[i * 2], &h, 2);
+    }
+  }
+  m.ref = MatrixRef{m.bytes.data(), dt, rows, cols};
+  return m;
+}
+
+void BM_Gemv(benchmark::State& state, DType dt) {
+  const int64_t rows = state.range(0), cols = state.range(1);
+  Matrix m = make_matrix(dt, rows, cols);
+  std::vector<float> x(cols, 0.5f), y(rows);
+  for (auto _ : state) {
+    wick::kernels::matmul(m.ref, x.data(), 1, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(m.bytes.size()));
+}
+
+void BM_Gemm(benchmark::State& state, DType dt) {
+  const int64_t rows = state.range(0), cols = state.range(1), T = state.range(2);
+  Matrix m = make_matrix(dt, rows, cols);
+  std::vector<float> x(T * cols, 0.5f), y(T * rows);
+  for (auto _ : state) {
+    wick::kernels::matmul(m.ref, x.data(), T, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * T * state.iterations(),
+                                                 benchmark::Counter::kIsRate,
+                                                 benchmark::Counter::kIs1000);
+}
+
+void BM_Wkv7Sequence(benchmark::State& state) {
+  const int H = static_cast<int>(state.range(0)), N = 64;
+  const int64_t T = state.range(1), C = H * N;
+  std::vector<float> S(H * N * N), r(T * C, 0.1f), w(T * C, 0.9f), k(T * C, 0.1f), v(T * C, 0.2f),
+      kk(T * C, 0.125f), a(T * C, 0.5f), y(T * C);
+  for (auto _ : state) {
+    wick::kernels::wkv7_sequence(T, H, N, S.data(), r.data(), w.data(), k.data(), v.data(),
+                                 kk.data(), a.data(), y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetItemsProcessed(state.iterations() * T);
+}
+
+}  // namespace
+
+BENCHMARK_CAPTURE(BM_Gemv, f32, DType::F32)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
+BENCHMARK_CAPTURE(BM_Gemv, bf16, DType::BF16)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
+BENCHMARK_CAPTURE(BM_Gemv, f16, DType::F16)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
+BENCHMARK_CAPTURE(BM_Gemm, f32, DType::F32)->Args({768, 768, 64})->Args({3072, 768, 64});
+BENCHMARK_CAPTURE(BM_Gemm, bf16, DType::BF16)->Args({768, 768, 64})->Args({3072, 768, 64});
+BENCHMARK(BM_Wkv7Sequence)->Args({12, 1})->Args({12, 64});
+
+BENCHMARK_MAIN();

@@ -1,0 +1,121 @@
+// The `wick` command line as users (and outside checks) run it: the exact forms and JSON fields
+// of the issue contract, stdout carrying only results.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include "test_util.h"
+
+namespace wick::test {
+namespace {
+
+struct CliRun {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+CliRun wick(const std::string& args) {
+  const auto dir = scratch_dir();
+  const std::string err_path = (dir / "stderr.txt").string();
+  const std::string cmd = std::string(WICK_CLI_PATH) + " " + args + " 2>" + quote(err_path);
+  CliRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 65536> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.err = read_file(err_path);
+  return r;
+}
+
+const char* kSeq64Prompt = "Once upon a time, in a small caf\xc3\xa9 by the sea, the old man said:";
+
+TEST(Cli, GenerateJsonReturnsTheFixtureGreedyTokens) {
+  io::TensorSet data = load_fixture_tensors("tiny-rwkv7/seq64.safetensors");
+  const std::vector<int32_t> greedy = ints(data, "greedy.tokens");
+  for (std::string model : {std::string(""), "--model " + quote(fixture("tiny-rwkv7/tiny-rwkv7-834K.safetensors")),
+                            "--model " + quote(fixture("tiny-rwkv7/tiny-rwkv7-834K.pth"))}) {
+    CliRun r = wick("generate " + model + " --prompt " + quote(kSeq64Prompt) + " --max-tokens 32 --json");
+    ASSERT_EQ(r.status, 0) << r.err;
+    nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["tokens"].get<std::vector<int32_t>>(), greedy) << model;
+    EXPECT_EQ(j["text"], " the the the the the the the the");
+    EXPECT_EQ(j["stop_reason"], "max_tokens");
+    EXPECT_EQ(j["prompt_tokens"], 64);
+    EXPECT_TRUE(j["timings"].contains("prefill_ms"));
+    EXPECT_TRUE(j["timings"].contains("decode_ms"));
+  }
+}
+
+TEST(Cli, GeneratePrintsOnlyTheTextOnStdout) {
+  CliRun r = wick("generate --prompt " + quote(kSeq64Prompt) + " --max-tokens 8");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, " the the\n");
+  EXPECT_NE(r.err.find("tokens"), std::string::npos);  // diagnostics on stderr
+}
+
+TEST(Cli, LogitsMatchTheReferenceInBothPasses) {
+  io::TensorSet data = load_fixture_tensors("tiny-rwkv7/prompt3.safetensors");
+  const std::vector<float> ref = floats(data, "logits");
+  for (const char* mode : {"", " --recurrent"}) {
+    CliRun r = wick(std::string("logits --tokens 34,105,110 --all-positions") + mode);
+    ASSERT_EQ(r.status, 0) << r.err;
+    nlohmann::json j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["logits"].size(), 3u);
+    std::vector<float> got;
+    for (auto& row : j["logits"]) {
+      ASSERT_EQ(row.size(), 256u);
+      for (auto& x : row) got.push_back(x.get<float>());
+    }
+    EXPECT_LE(max_abs_diff(got, ref), 1e-5) << mode;
+  }
+  // Without --all-positions: only the last row, printed at full float precision (round trip).
+  CliRun last = wick("logits --tokens 34,105,110");
+  nlohmann::json j = nlohmann::json::parse(last.out);
+  ASSERT_EQ(j["logits"].size(), 1u);
+  CliRun all = wick("logits --tokens 34,105,110 --all-positions");
+  EXPECT_EQ(j["logits"][0], nlohmann::json::parse(all.out)["logits"][2]);
+}
+
+TEST(Cli, InfoReportsGeometryDtypesParametersAndSize) {
+  CliRun r = wick("info --model " + quote(fixture("tiny-rwkv7/hf")) + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["geometry"]["n_layer"], 12);
+  EXPECT_EQ(j["geometry"]["n_embd"], 64);
+  EXPECT_EQ(j["geometry"]["vocab"], 256);
+  EXPECT_EQ(j["parameters"], 829888);
+  EXPECT_EQ(j["dtypes"]["F32"], 829888);
+  EXPECT_EQ(j["naming"], "huggingface-fla");
+  EXPECT_EQ(j["file_bytes"], 3358656);
+  CliRun text = wick("info");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("L=12 C=64 H=1 N=64 F=256 V=256"), std::string::npos) << text.out;
+}
+
+TEST(Cli, ErrorsGoToStderrWithNonZeroStatus) {
+  CliRun r = wick("logits --tokens 1,999");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_NE(r.err.find("999"), std::string::npos) << r.err;
+  CliRun missing = wick("info --model /nonexistent/model.pth");
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.err.find("/nonexistent/model.pth"), std::string::npos) << missing.err;
+  CliRun bad = wick("generate --model " + quote(fixture("tiny-rwkv7/README.md")) + " --prompt x");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("README.md"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace wick::test
