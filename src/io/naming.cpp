@@ -108,7 +108,15 @@ std::string strip_wrapper_prefix(const std::string& name) {
 OfficialNames map_to_official_names(const TensorSet& set) {
   const std::string& path = set.source();
   std::map<std::string, const TensorView*> by_name;
-  for (const TensorView& t : set.tensors()) by_name[strip_wrapper_prefix(t.name)] = &t;
+  for (const TensorView& t : set.tensors()) {
+    auto [it, inserted] = by_name.emplace(strip_wrapper_prefix(t.name), &t);
+    if (!inserted) {
+      throw CheckpointError(path, "two stored tensors, '" + it->second->name + "' and '" + t.name +
+                                      "', name the same weight '" + it->first +
+                                      "' (a `module.`/`_orig_mod.` wrapper prefix is ignored); "
+                                      "expected each weight once");
+    }
+  }
   auto has = [&](const std::string& n) { return by_name.count(n) != 0; };
 
   OfficialNames out;

@@ -1,5 +1,6 @@
 // Model::load: picks the container reader, maps names, derives the geometry from shapes, checks
 // every tensor, and builds the weights (model/weights.h).
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -25,6 +26,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+// No released model has more than a few dozen blocks; an index beyond this is a damaged file.
+constexpr int64_t kMaxLayers = 1 << 16;
 
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string r = "[";
@@ -250,22 +254,36 @@ Geometry derive_geometry(TensorReader& r) {
   }
   g.vocab = static_cast<int>(emb[0]);
   g.n_embd = static_cast<int>(emb[1]);
-  // Layers: blocks.0 .. blocks.{L-1} must all be present.
-  std::set<int> layers;
+  // Layers: blocks.0 .. blocks.{L-1} must all be present. Names whose index does not parse are
+  // left unconsumed and reported as unknown tensors.
+  std::set<int64_t> layers;
   for (auto& [name, t] : names) {
-    if (name.rfind("blocks.", 0) == 0) {
-      size_t dot = name.find('.', 7);
-      layers.insert(std::stoi(name.substr(7, dot - 7)));
+    if (name.rfind("blocks.", 0) != 0) continue;
+    const size_t dot = name.find('.', 7);
+    if (dot == std::string::npos || dot == 7 || dot > 7 + 9) continue;
+    int64_t index = 0;
+    auto res = std::from_chars(name.data() + 7, name.data() + dot, index);
+    if (res.ec != std::errc() || res.ptr != name.data() + dot) continue;
+    if (index > kMaxLayers) {
+      throw CheckpointError(path, "tensor '" + t.stored_name + "': expected a block index below " +
+                                      std::to_string(kMaxLayers) + ", found " +
+                                      std::to_string(index));
     }
+    layers.insert(index);
   }
   if (layers.empty()) throw CheckpointError(path, "no blocks found: expected blocks.0 .. blocks.{L-1}");
-  g.n_layer = *layers.rbegin() + 1;
-  if (static_cast<int>(layers.size()) != g.n_layer) {
-    for (int i = 0; i < g.n_layer; ++i)
-      if (!layers.count(i))
-        throw CheckpointError(path, "block " + std::to_string(i) + " is missing (blocks up to " +
-                                        std::to_string(g.n_layer - 1) + " exist)");
+  const int64_t last = *layers.rbegin();
+  if (static_cast<int64_t>(layers.size()) != last + 1) {
+    int64_t expect = 0;
+    for (int64_t i : layers) {
+      if (i != expect) break;
+      ++expect;
+    }
+    throw CheckpointError(path, "block " + std::to_string(expect) + " is missing (blocks up to " +
+                                    std::to_string(last) + " exist); expected blocks 0.." +
+                                    std::to_string(last) + " without gaps");
   }
+  g.n_layer = static_cast<int>(last + 1);
   const auto& rk = shape_of("blocks.0.att.r_k");
   if (rk.size() != 2 || rk[0] <= 0 || rk[1] <= 0 || rk[0] * rk[1] != g.n_embd) {
     throw CheckpointError(path, "tensor 'blocks.0.att.r_k': expected shape [H, N] with H*N = C = " +
