@@ -377,6 +377,51 @@ io::TensorSet read_container(std::shared_ptr<io::MappedFile> file, std::string* 
   return io::read_safetensors(std::move(file));
 }
 
+// An HF folder with sharded weights: model.safetensors.index.json maps each tensor name to a
+// shard file in the same folder. Every shard is read strictly; the index must agree with the
+// shards exactly (no tensor missing from its shard, none unlisted).
+io::TensorSet read_shards(const std::string& index_path) {
+  json index;
+  try {
+    index = json::parse(read_text_file(index_path));
+  } catch (const json::exception& e) {
+    throw FormatError(index_path, "", "a JSON shard index", std::string("invalid JSON (") + e.what() + ")");
+  }
+  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
+    throw FormatError(index_path, "", "an object with a \"weight_map\" object", index.type_name());
+  }
+  const fs::path folder = fs::path(index_path).parent_path();
+  std::map<std::string, std::set<std::string>> by_shard;  // shard file -> tensor names
+  for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
+    if (!it.value().is_string()) {
+      throw FormatError(index_path, it.key(), "a shard file name", it.value().dump());
+    }
+    const std::string shard = it.value().get<std::string>();
+    if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..") {
+      throw FormatError(index_path, it.key(), "a file name inside the model folder", "'" + shard + "'");
+    }
+    by_shard[shard].insert(it.key());
+  }
+  io::TensorSet merged((folder).string());
+  for (auto& [shard, wanted] : by_shard) {
+    io::TensorSet part = io::read_safetensors(io::MappedFile::open((folder / shard).string()));
+    for (const io::TensorView& t : part.tensors()) {
+      if (!wanted.count(t.name)) {
+        throw FormatError(part.source(), t.name, "only tensors the index assigns to this shard",
+                          "a tensor the index does not list here");
+      }
+      merged.add(t);
+    }
+    for (const std::string& name : wanted) {
+      if (!part.find(name)) {
+        throw FormatError(part.source(), name, "the tensor the index assigns to this shard", "none");
+      }
+    }
+    for (const auto& f : part.files()) merged.keep_alive(f);
+  }
+  return merged;
+}
+
 }  // namespace
 
 std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::string& hf_config,
@@ -466,13 +511,18 @@ Model Model::load(const std::string& path) {
                             "folder (config.json + model.safetensors) or a checkpoint file");
     }
     file = (fs::path(path) / "model.safetensors").string();
-    if (!fs::exists(file)) {
-      const bool sharded = fs::exists(fs::path(path) / "model.safetensors.index.json");
-      throw FileError(path, sharded ? "sharded checkpoints (model.safetensors.index.json) are not "
-                                      "supported yet; merge the shards into model.safetensors"
-                                    : "has config.json but no model.safetensors");
-    }
     config_text = model::read_text_file(config_path);
+    if (!fs::exists(file)) {
+      const fs::path index = fs::path(path) / "model.safetensors.index.json";
+      if (!fs::exists(index)) {
+        throw FileError(path, "has config.json but neither model.safetensors nor "
+                              "model.safetensors.index.json (sharded weights)");
+      }
+      auto impl = model::build_model(model::read_shards(index.string()), config_text, config_path);
+      impl->info.container = "hf-folder (sharded)";
+      impl->info.source = path;
+      return Model(std::move(impl));
+    }
   }
   auto mapped = io::MappedFile::open(file);
   io::TensorSet set = model::read_container(mapped, &container);

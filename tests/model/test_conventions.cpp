@@ -4,7 +4,12 @@
 
 #include <cstring>
 
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors_writer.h"
 #include "model/fixture_case.h"
+#include "wick/errors.h"
 #include "test_util.h"
 #include "wick/model.h"
 
@@ -91,6 +96,48 @@ TEST(Conventions, GeometryFromShapes) {
   EXPECT_EQ(w.geometry().lora_a, 32);
   EXPECT_EQ(w.geometry().lora_v, 32);
   EXPECT_EQ(w.geometry().lora_g, 32);
+}
+
+// HF folders with sharded weights (model.safetensors.index.json + model-0000k-of-0000n files).
+TEST(Conventions, ShardedHuggingFaceFolderLoadsBitIdentically) {
+  io::TensorSet src = load_fixture_tensors("tiny-rwkv7/hf/model.safetensors");
+  const auto dir = scratch_dir();
+  std::filesystem::copy_file(fixture("tiny-rwkv7/hf/config.json"), dir / "config.json");
+  std::vector<io::TensorToWrite> a, b;
+  nlohmann::json map = nlohmann::json::object();
+  size_t i = 0;
+  for (const io::TensorView& t : src.tensors()) {
+    const bool first = i++ % 2 == 0;
+    (first ? a : b).push_back({t.name, t.dtype, t.shape,
+                               std::string_view(reinterpret_cast<const char*>(t.data), t.nbytes)});
+    map[t.name] = first ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  io::write_safetensors((dir / "model-00001-of-00002.safetensors").string(), a);
+  io::write_safetensors((dir / "model-00002-of-00002.safetensors").string(), b);
+  write_file(dir / "model.safetensors.index.json", nlohmann::json{{"weight_map", map}}.dump());
+
+  Model sharded = Model::load(dir.string());
+  Model whole = Model::load(fixture("tiny-rwkv7/hf"));
+  EXPECT_EQ(sharded.info().container, "hf-folder (sharded)");
+  const std::vector<int32_t> tokens{34, 105, 110};
+  EXPECT_TRUE(bit_identical(run(sharded, tokens).logits, run(whole, tokens).logits));
+
+  // An index that points a tensor at the wrong shard is refused, naming the shard and tensor.
+  map["lm_head.weight"] = map["lm_head.weight"] == "model-00001-of-00002.safetensors"
+                              ? "model-00002-of-00002.safetensors"
+                              : "model-00001-of-00002.safetensors";
+  write_file(dir / "model.safetensors.index.json", nlohmann::json{{"weight_map", map}}.dump());
+  try {
+    Model::load(dir.string());
+    FAIL() << "expected FormatError";
+  } catch (const FormatError& e) {
+    EXPECT_EQ(e.tensor(), "lm_head.weight");
+    EXPECT_NE(std::string(e.what()).find("model-0000"), std::string::npos) << e.what();
+  }
+  // A shard path escaping the folder is refused.
+  map["lm_head.weight"] = "../elsewhere.safetensors";
+  write_file(dir / "model.safetensors.index.json", nlohmann::json{{"weight_map", map}}.dump());
+  EXPECT_THROW(Model::load(dir.string()), FormatError);
 }
 
 }  // namespace
