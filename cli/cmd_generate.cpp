@@ -71,7 +71,8 @@ void register_generate(CLI::App& app) {
   cmd->add_option("-m,--model", o->model,
                   "Checkpoint (.safetensors, .pth or HF folder); default: the embedded tiny model");
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
-  cmd->add_option("-n,--max-tokens", o->max_tokens, "Tokens to generate")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-n,--max-tokens", o->max_tokens, "Tokens to generate (default 64)")
+      ->check(CLI::Range(0, 1 << 30));
   cmd->add_flag("--json", o->json, "Print a JSON object instead of the text");
   cmd->callback([o] { run_generate(*o); });
 }

@@ -2,6 +2,7 @@
 // Prints {"logits": [[V numbers], ...]}: one row for the last position, or one per position with
 // --all-positions. --recurrent runs the recurrent step token by token instead of the parallel
 // pass. Numbers are printed in the shortest form that reads back to the same float.
+#include <climits>
 #include <cstdio>
 #include <string>
 
@@ -14,6 +15,7 @@ namespace {
 
 struct LogitsOptions {
   std::string model;
+  std::string tokens_text;
   std::vector<int32_t> tokens;
   bool all_positions = false;
   bool recurrent = false;
@@ -33,8 +35,36 @@ void print_rows(const std::vector<std::vector<float>>& rows) {
   std::fwrite(out.data(), 1, out.size(), stdout);
 }
 
-void run_logits(const LogitsOptions& o) {
-  if (o.tokens.empty()) throw InputError("--tokens needs at least one token id");
+// "1,2,3" -> ids. Every item must be a decimal integer: empty items ("1,,2", "") are errors.
+std::vector<int32_t> parse_token_list(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t pos = 0;
+  while (true) {
+    const size_t comma = text.find(',', pos);
+    const std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    size_t used = 0;
+    long long v = 0;
+    bool ok = !item.empty() && item.find_first_not_of("-0123456789") == std::string::npos;
+    if (ok) {
+      try {
+        v = std::stoll(item, &used);
+      } catch (const std::exception&) {
+        ok = false;
+      }
+    }
+    if (!ok || used != item.size() || v < INT32_MIN || v > INT32_MAX) {
+      throw InputError("--tokens: expected comma-separated integer token ids, found item '" +
+                       item + "' in '" + text + "'");
+    }
+    ids.push_back(static_cast<int32_t>(v));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return ids;
+}
+
+void run_logits(LogitsOptions& o) {
+  o.tokens = parse_token_list(o.tokens_text);
   Model model = load_model_or_default(o.model);
   const int V = model.geometry().vocab;
   State state = model.new_state();
@@ -58,9 +88,8 @@ void register_logits(CLI::App& app) {
   auto o = std::make_shared<LogitsOptions>();
   CLI::App* cmd = app.add_subcommand("logits", "Print the logits for a list of token ids (JSON)");
   cmd->add_option("-m,--model", o->model, "Checkpoint; default: the embedded tiny model");
-  cmd->add_option("-t,--tokens", o->tokens, "Token ids, comma separated")
-      ->required()
-      ->delimiter(',');
+  cmd->add_option("-t,--tokens", o->tokens_text, "Token ids, comma separated (e.g. 34,105,110)")
+      ->required();
   cmd->add_flag("--all-positions", o->all_positions, "One row per position instead of the last");
   cmd->add_flag("--recurrent", o->recurrent, "Use the recurrent step instead of the parallel pass");
   cmd->callback([o] { run_logits(*o); });

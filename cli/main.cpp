@@ -8,12 +8,20 @@
 #include "wick/errors.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"wick: fast, exact RWKV-7 inference on the CPU"};
+  CLI::App app{"wick: fast, exact RWKV-7 inference on the CPU", "wick"};
   app.require_subcommand(1);
+  app.footer(
+      "Run `wick <command> --help` for a command's options.\n"
+      "Exit status: 0 success, 1 error in the input (file, model, arguments), 2 internal error,\n"
+      "other non-zero values: command-line syntax errors.");
   app.set_version_flag("--version", std::string("wick 0.1.0"));
   wick::cli::register_generate(app);
   wick::cli::register_info(app);
   wick::cli::register_logits(app);
+  if (argc == 1) {
+    std::cout << app.help();
+    return 0;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

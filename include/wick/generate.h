@@ -30,7 +30,8 @@ struct GenerationTimings {
 struct GenerationResult {
   std::string text;             // bytes of the generated tokens
   std::vector<int32_t> tokens;  // generated token ids (a stop token included)
-  std::string stop_reason;      // "max_tokens" | "stop_token" | "stop_string" | "cancelled"
+  std::string stop_reason;      // "max_tokens" | "stop_token" | "cancelled" ("stop_string" is
+                                // reserved for stop strings, which arrive with sampling)
   int prompt_tokens = 0;
   GenerationTimings timings;
 };
@@ -43,7 +44,8 @@ int32_t argmax(std::span<const float> logits);
 
 // Generates from `prompt`, continuing from `state` (fresh: model.new_state()). Afterwards the state
 // has absorbed the prompt and every returned token. Throws InputError for an empty prompt, a
-// negative max_tokens, or ids the model cannot take (the state is then unchanged).
+// negative max_tokens, or ids the model cannot take (the state is then unchanged); and, after the
+// prompt was absorbed, if the model produces all-NaN logits (argmax).
 GenerationResult generate(const Model& model, const Tokenizer& tokenizer, std::string_view prompt,
                           const GenerationConfig& config, State& state,
                           const TokenCallback& on_token = nullptr);

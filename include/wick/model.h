@@ -48,8 +48,9 @@ std::string_view naming_convention_name(NamingConvention c);
 
 // Facts about a loaded model for `wick info`.
 struct ModelInfo {
-  std::string source;                 // path (or "<embedded default model>")
-  std::string container;              // "safetensors", "pth", "hf-folder"
+  std::string source;     // the path given to load(), or "<embedded default model ...>"
+  std::string container;  // "safetensors", "pth", "hf-folder", "hf-folder (sharded)",
+                          // "safetensors (embedded)"
   NamingConvention convention = NamingConvention::kOfficial;
   uint64_t file_bytes = 0;            // size of the checkpoint file(s) in bytes
   uint64_t parameters = 0;            // number of weights used by the model
@@ -57,8 +58,9 @@ struct ModelInfo {
   std::vector<std::pair<DType, uint64_t>> dtype_parameters;  // parameters per stored dtype
 };
 
-// Hook for inspecting intermediate activations of the parallel pass (tests, debugging).
-// Called with a name, the layer (-1 outside blocks) and a [rows, cols] fp32 row-major array:
+// Hook for inspecting intermediate activations of forward() (tests, debugging). Called
+// synchronously with a name, the layer (-1 outside blocks) and a [rows = T, cols = C] fp32
+// row-major array that is valid only during the call (copy what you keep):
 //   "emb_ln0" (layer -1), and per layer "r", "k" (key after the k_a rescale), "v" (after the value
 //   residual), "w_logdecay" (ln(-ln w)), "a" (= -kk), "b" (= kk * a), "wkv_out" (WKV read-out
 //   before GroupNorm), "v_first" (layer 0), "att_out", "ffn_out", "block_out".
@@ -68,9 +70,13 @@ using ActivationTrace =
 
 class Model {
  public:
-  // Loads a checkpoint. Throws FileError (cannot read), FormatError / UnsafePickleError (damaged
-  // or unsafe container) and CheckpointError (not an x070 model wick understands: unknown or
-  // missing tensors, inconsistent shapes, bad config.json).
+  // Loads a checkpoint: a .safetensors file, an official .pth (PyTorch zip), or a folder with
+  // config.json + model.safetensors (or model.safetensors.index.json + shards). An fla-named
+  // file with a config.json beside it is checked against that config too. The file is
+  // memory-mapped; the Model keeps the mapping alive. Throws FileError (cannot read),
+  // FormatError / UnsafePickleError (damaged, lying or unsafe container) and CheckpointError (not
+  // an x070 model wick understands: unknown or missing tensors, inconsistent shapes, a
+  // config.json that contradicts the weights, a GGUF / rwkv.cpp / legacy torch file).
   static Model load(const std::string& path);
   // The tiny trained model embedded in the binary (models/tiny-rwkv7-834K.safetensors, byte-level
   // vocabulary of 256).
@@ -90,7 +96,8 @@ class Model {
                              bool all_positions = false,
                              const ActivationTrace* trace = nullptr) const;
 
-  // Recurrent step over one token: logits [V]; `state` advances by one token.
+  // Recurrent step over one token: logits [V]; `state` advances by one token. Bit-identical to
+  // the corresponding row of forward(..., all_positions = true).
   // Throws InputError like forward().
   std::vector<float> step(int32_t token, State& state) const;
 

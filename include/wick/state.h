@@ -20,7 +20,9 @@ namespace wick {
 class State {
  public:
   State() = default;
-  // Zeros for a model with n_layer layers, width C, H heads of size N (H*N == C).
+  // Zeros for a model with n_layer layers, width C, H heads of size N. Usually obtained from
+  // Model::new_state(). Throws InputError unless all are positive, H*N == C and the state is
+  // below 2^40 floats.
   State(int n_layer, int n_embd, int n_head, int head_size);
 
   int n_layer() const { return n_layer_; }
@@ -29,7 +31,7 @@ class State {
   int head_size() const { return head_size_; }
   bool empty() const { return data_.empty(); }
 
-  // Per-layer pieces (layer in [0, n_layer); unchecked in release builds).
+  // Per-layer pieces (layer in [0, n_layer); not bounds-checked).
   float* att_shift(int layer) { return data_.data() + layer * layer_stride() + 0; }
   float* wkv(int layer) { return data_.data() + layer * layer_stride() + n_embd_; }
   float* ffn_shift(int layer) { return data_.data() + layer * layer_stride() + n_embd_ + wkv_size(); }

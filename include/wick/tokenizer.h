@@ -6,6 +6,7 @@
 // any number of threads.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -35,6 +36,53 @@ class ByteTokenizer final : public Tokenizer {
   std::string decode(std::span<const int32_t> ids) const override;
   int32_t vocab_size() const override { return 256; }
   std::string_view name() const override { return "byte-level"; }
+};
+
+// The RWKV "World" tokenizer (World models, vocabulary file `rwkv_vocab_v20230424.txt`): greedy
+// longest match over the bytes of the text. Encoding accepts any bytes (valid UTF-8 or not) and never
+// fails; id 0 is the models' end-of-text token: the encoder never produces it and decoding it yields
+// no bytes. vocab_size() is one past the largest id in the file (65530 for the standard file; the
+// models' embedding has 65536 rows, ids 65530..65535 are never produced and do not decode).
+// name() is "world".
+// Throws FileError if the file cannot be read, FormatError (naming the line) if it is malformed: a
+// line that is not `<id> <literal> <byte length>`, a bad escape, a length that disagrees with the
+// literal, a duplicate id or token, ids out of increasing order, or a single byte with no token.
+std::unique_ptr<Tokenizer> load_world_tokenizer(const std::string& path);
+
+// Replaces every invalid part of `bytes` with U+FFFD and returns valid UTF-8: each maximal subpart of
+// an ill-formed sequence becomes one U+FFFD (the Unicode "best practice", identical to Python's
+// bytes.decode('utf-8', errors='replace') and to WHATWG / Rust from_utf8_lossy). Encoded surrogates
+// (ED A0..BF ..), overlong forms (C0, C1, E0 80..9F, F0 80..8F) and code points above U+10FFFF
+// (F4 90.., F5..FF) are invalid. Valid input is returned unchanged. Never throws (except bad_alloc).
+std::string utf8_replace_invalid(std::string_view bytes);
+
+// Turns a stream of token ids into text one id at a time, emitting only complete UTF-8 characters:
+// a character whose bytes are split over several tokens (common for CJK, Cyrillic and emoji in the
+// World vocabulary) is held back until its last byte arrives. Invalid bytes are replaced exactly as
+// utf8_replace_invalid does, so the concatenation of every push() and the final flush() equals
+// utf8_replace_invalid(tokenizer.decode(all ids)).
+//
+// Thread-safety: a StreamDecoder holds per-stream state and must not be used from two threads at
+// once; use one per stream. The tokenizer is only read and must outlive the decoder.
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tokenizer);
+
+  // Adds the bytes of token `id` and returns the text that became complete (often empty while a
+  // character is incomplete). Throws InputError (from Tokenizer::decode) for an id the tokenizer does
+  // not have; the decoder's state is then unchanged.
+  std::string push(int32_t id);
+
+  // End of the stream: returns the held-back tail (an incomplete character becomes one U+FFFD) and
+  // resets the decoder, which can then start a new stream. Never throws (except bad_alloc).
+  std::string flush();
+
+  // Bytes held back, waiting for the rest of a character (0..3).
+  size_t pending_bytes() const { return pending_.size(); }
+
+ private:
+  const Tokenizer* tokenizer_;
+  std::string pending_;  // an incomplete but so far valid UTF-8 sequence
 };
 
 }  // namespace wick

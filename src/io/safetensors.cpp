@@ -6,6 +6,7 @@
 #include <set>
 #include <string_view>
 
+#include "io/json_limits.h"
 #include "wick/errors.h"
 
 namespace wick::io {
@@ -74,25 +75,19 @@ TensorSet read_safetensors(std::shared_ptr<MappedFile> file) {
   const auto* hbeg = reinterpret_cast<const char*>(file->data() + 8);
   std::string_view header(hbeg, header_len);
 
-  // Parse, refusing duplicate keys at the top level (nlohmann keeps the last one silently).
+  // Parse, refusing duplicate top-level keys (nlohmann keeps the last one silently), nesting
+  // beyond {name: {field: [dims]}} and arrays longer than any real shape.
   std::set<std::string> seen_keys;
   std::string duplicate;
-  json root;
-  try {
-    root = json::parse(
-        header.begin(), header.end(),
-        [&](int depth, json::parse_event_t event, json& parsed) {
-          if (depth == 1 && event == json::parse_event_t::key) {
-            std::string k = parsed.get<std::string>();
-            if (!seen_keys.insert(k).second && duplicate.empty()) duplicate = k;
-          }
-          return true;
-        },
-        /*allow_exceptions=*/true);
-  } catch (const json::exception& e) {
-    throw FormatError(path, "", "a well-formed JSON header",
-                      std::string("invalid JSON (") + e.what() + ")");
-  }
+  JsonLimits limits;
+  limits.max_depth = 3;
+  limits.max_array = 64;
+  json root = parse_json_limited(header, path, "safetensors header", limits,
+                                 [&](int depth, const std::string& key) {
+                                   if (depth == 1 && !seen_keys.insert(key).second &&
+                                       duplicate.empty())
+                                     duplicate = key;
+                                 });
   if (!duplicate.empty()) {
     throw FormatError(path, duplicate, "each key once in the header", "a duplicate key");
   }
@@ -157,7 +152,7 @@ TensorSet read_safetensors(std::shared_ptr<MappedFile> file) {
     for (const json& d : entry["shape"]) {
       uint64_t v;
       if (!as_u64(d, &v) || v > (1ull << 48)) {
-        throw FormatError(path, name, "non-negative integer dimensions", d.dump());
+        throw FormatError(path, name, "non-negative integer dimensions", brief_json(d));
       }
       if (v != 0 && numel > UINT64_MAX / v) overflow = true;
       numel *= v;
@@ -168,7 +163,7 @@ TensorSet read_safetensors(std::shared_ptr<MappedFile> file) {
     if (off == nullptr || !off->is_array() || off->size() != 2 || !as_u64((*off)[0], &begin) ||
         !as_u64((*off)[1], &end)) {
       throw FormatError(path, name, "'data_offsets' as two non-negative integers [begin, end]",
-                        off ? off->dump() : "none");
+                        off ? brief_json(*off) : "none");
     }
     if (begin > end || end > data_size) {
       throw FormatError(path, name,

@@ -1,9 +1,24 @@
 #include "kernels/cpu_features.h"
 
+#include <cpuid.h>
+
 #include <cstdlib>
 #include <cstring>
 
 namespace wick::kernels {
+namespace {
+
+bool has_f16c() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  return (ecx & bit_F16C) != 0;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
 
 Isa best_supported_isa() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -12,7 +27,8 @@ Isa best_supported_isa() {
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
     return Isa::kAvx512;
   }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
+  // The AVX2 kernels also widen fp16 with F16C (vcvtph2ps); every AVX2 CPU has it, but check.
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c()) return Isa::kAvx2;
 #endif
   return Isa::kScalar;
 }

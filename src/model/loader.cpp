@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "io/json_limits.h"
 #include "io/naming.h"
 #include "io/pth.h"
 #include "io/safetensors.h"
@@ -120,7 +121,7 @@ class TensorReader {
     const size_t n = out.size();
     switch (v.dtype) {
       case DType::F32:
-        std::memcpy(out.data(), v.data, n * 4);
+        if (n > 0) std::memcpy(out.data(), v.data, n * 4);
         break;
       case DType::F16:
       case DType::BF16:
@@ -175,19 +176,14 @@ struct HfFlags {
 
 // Validates an fla/HF config.json against the geometry read from the shapes (docs/naming.md §4).
 HfFlags check_hf_config(const std::string& text, const std::string& cpath, const Geometry& g) {
-  json c;
-  try {
-    c = json::parse(text);
-  } catch (const json::exception& e) {
-    throw CheckpointError(cpath, std::string("config.json is not valid JSON: ") + e.what());
-  }
+  json c = io::parse_json_limited(text, cpath, "config.json", io::JsonLimits{8, 1 << 16});
   if (!c.is_object()) throw CheckpointError(cpath, "config.json: expected a JSON object");
   HfFlags f;
   auto str = [&](const char* k) { return c.contains(k) && c[k].is_string() ? c[k].get<std::string>() : ""; };
   auto check_int = [&](const char* k, int64_t expected, const char* what) {
     if (!c.contains(k) || c[k].is_null()) return;
     if (!c[k].is_number_integer() || c[k].get<int64_t>() != expected) {
-      throw CheckpointError(cpath, std::string("config.json: '") + k + "' is " + c[k].dump() +
+      throw CheckpointError(cpath, std::string("config.json: '") + k + "' is " + io::brief_json(c[k]) +
                                        " but the weights have " + what + " = " +
                                        std::to_string(expected) +
                                        "; the config does not belong to these weights");
@@ -195,14 +191,14 @@ HfFlags check_hf_config(const std::string& text, const std::string& cpath, const
   };
   if (str("model_type") != "rwkv7") {
     throw CheckpointError(cpath, "config.json: expected model_type \"rwkv7\" (fla RWKV7ForCausalLM), found " +
-                                     (c.contains("model_type") ? c["model_type"].dump() : std::string("none")));
+                                     (c.contains("model_type") ? io::brief_json(c["model_type"]) : std::string("none")));
   }
   if (c.contains("attn") && !c["attn"].is_null()) {
     throw CheckpointError(cpath, "config.json: 'attn' is set (a hybrid model with softmax-attention "
                                  "layers); wick runs pure RWKV-7 x070 models");
   }
   if (c.contains("hidden_act") && str("hidden_act") != "sqrelu") {
-    throw CheckpointError(cpath, "config.json: expected hidden_act \"sqrelu\", found " + c["hidden_act"].dump());
+    throw CheckpointError(cpath, "config.json: expected hidden_act \"sqrelu\", found " + io::brief_json(c["hidden_act"]));
   }
   if (c.contains("value_dim") && !c["value_dim"].is_null()) {
     const json& vd = c["value_dim"];
@@ -210,7 +206,7 @@ HfFlags check_hf_config(const std::string& text, const std::string& cpath, const
     if (vd.is_array())
       for (const json& x : vd) ok = ok && x.is_number_integer() && x.get<int64_t>() == g.n_embd;
     if (!ok) {
-      throw CheckpointError(cpath, "config.json: value_dim " + vd.dump() +
+      throw CheckpointError(cpath, "config.json: value_dim " + io::brief_json(vd) +
                                        " differs from hidden_size " + std::to_string(g.n_embd) +
                                        " (fla 'state expansion' is not x070)");
     }
@@ -226,7 +222,7 @@ HfFlags check_hf_config(const std::string& text, const std::string& cpath, const
   if (g.lora_v > 0) check_int("v_low_rank_dim", g.lora_v, "value-residual LoRA rank");
   if (c.contains("norm_eps") && c["norm_eps"].is_number() &&
       std::abs(c["norm_eps"].get<double>() - 1e-5) > 1e-12) {
-    throw CheckpointError(cpath, "config.json: norm_eps " + c["norm_eps"].dump() +
+    throw CheckpointError(cpath, "config.json: norm_eps " + io::brief_json(c["norm_eps"]) +
                                      " is not the x070 LayerNorm eps 1e-5");
   }
   if (c.contains("norm_first") && c["norm_first"].is_boolean()) f.norm_first = c["norm_first"].get<bool>();
@@ -261,10 +257,11 @@ Geometry derive_geometry(TensorReader& r) {
     if (name.rfind("blocks.", 0) != 0) continue;
     const size_t dot = name.find('.', 7);
     if (dot == std::string::npos || dot == 7 || dot > 7 + 9) continue;
+    if (name[7] < '0' || name[7] > '9') continue;  // from_chars would accept a sign
     int64_t index = 0;
     auto res = std::from_chars(name.data() + 7, name.data() + dot, index);
     if (res.ec != std::errc() || res.ptr != name.data() + dot) continue;
-    if (index > kMaxLayers) {
+    if (index >= kMaxLayers) {
       throw CheckpointError(path, "tensor '" + t.stored_name + "': expected a block index below " +
                                       std::to_string(kMaxLayers) + ", found " +
                                       std::to_string(index));
@@ -310,6 +307,19 @@ Geometry derive_geometry(TensorReader& r) {
   g.lora_a = rank("blocks.0.att.a1");
   g.lora_g = rank("blocks.0.att.g1");
   g.lora_v = g.n_layer > 1 ? rank("blocks.1.att.v1") : 0;
+  for (auto [value, what] : {std::pair{g.lora_w, "decay LoRA rank (att.w1)"},
+                             {g.lora_a, "in-context-rate LoRA rank (att.a1)"},
+                             {g.lora_g, "gate LoRA rank (att.g1)"},
+                             {g.ffn_dim, "FFN width F (ffn.key)"}}) {
+    if (value <= 0) {
+      throw CheckpointError(path, std::string("expected a positive ") + what + ", found " +
+                                      std::to_string(value));
+    }
+  }
+  if (g.n_layer > 1 && g.lora_v <= 0) {
+    throw CheckpointError(path, "expected a positive value-residual LoRA rank (blocks.1.att.v1), found " +
+                                    std::to_string(g.lora_v));
+  }
   return g;
 }
 
@@ -368,7 +378,31 @@ std::string read_text_file(const std::string& p) {
   return ss.str();
 }
 
+// Names container formats wick does not read, from their first bytes (docs/naming.md §7.1).
+void refuse_foreign_formats(const io::MappedFile& f) {
+  const uint8_t* d = f.data();
+  const size_t n = f.size();
+  if (n >= 4 && std::memcmp(d, "GGUF", 4) == 0) {
+    throw CheckpointError(f.path(), "this is a GGUF file (llama.cpp); wick reads safetensors, "
+                                    "official .pth and HuggingFace folders - use the original "
+                                    "checkpoint");
+  }
+  if (n >= 4 && d[0] == 0x66 && d[1] == 0x6d && d[2] == 0x67 && d[3] == 0x67) {
+    throw CheckpointError(f.path(), "this is an rwkv.cpp ggml file (magic 'ggmf'); wick reads "
+                                    "safetensors, official .pth and HuggingFace folders - use the "
+                                    "original checkpoint");
+  }
+  // Legacy torch.save: a pickle (protocol 2) starting with the LONG1 magic number 0x1950a86a20f9469cfc6c.
+  static const uint8_t kLegacyTorch[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46};
+  if (n >= sizeof(kLegacyTorch) && std::memcmp(d, kLegacyTorch, sizeof(kLegacyTorch)) == 0) {
+    throw CheckpointError(f.path(), "this is a PyTorch file in the legacy (pre-1.6, non-zip) "
+                                    "format; re-save it with a current torch.save, which writes "
+                                    "the zip format wick reads");
+  }
+}
+
 io::TensorSet read_container(std::shared_ptr<io::MappedFile> file, std::string* container) {
+  refuse_foreign_formats(*file);
   if (io::looks_like_zip(*file)) {
     *container = "pth";
     return io::read_pth(std::move(file));
@@ -381,12 +415,8 @@ io::TensorSet read_container(std::shared_ptr<io::MappedFile> file, std::string* 
 // shard file in the same folder. Every shard is read strictly; the index must agree with the
 // shards exactly (no tensor missing from its shard, none unlisted).
 io::TensorSet read_shards(const std::string& index_path) {
-  json index;
-  try {
-    index = json::parse(read_text_file(index_path));
-  } catch (const json::exception& e) {
-    throw FormatError(index_path, "", "a JSON shard index", std::string("invalid JSON (") + e.what() + ")");
-  }
+  json index = io::parse_json_limited(read_text_file(index_path), index_path, "shard index",
+                                      io::JsonLimits{4, 1 << 16});
   if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
     throw FormatError(index_path, "", "an object with a \"weight_map\" object", index.type_name());
   }
@@ -394,7 +424,7 @@ io::TensorSet read_shards(const std::string& index_path) {
   std::map<std::string, std::set<std::string>> by_shard;  // shard file -> tensor names
   for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
     if (!it.value().is_string()) {
-      throw FormatError(index_path, it.key(), "a shard file name", it.value().dump());
+      throw FormatError(index_path, it.key(), "a shard file name", io::brief_json(it.value()));
     }
     const std::string shard = it.value().get<std::string>();
     if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..") {
@@ -446,7 +476,13 @@ std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::strin
     std::shared_ptr<Linear> owner(std::move(lin));
     w.emb_storage = std::shared_ptr<const void>(owner, w.emb);
   }
-  if (flags.norm_first || r.has("blocks.0.ln0.weight")) {
+  if (!flags.norm_first && r.has("blocks.0.ln0.weight")) {
+    throw CheckpointError(config_path, "config.json says norm_first = false (no pre_norm), but the "
+                                       "weights contain '" +
+                                           r.names().tensors.at("blocks.0.ln0.weight").stored_name +
+                                           "'; the config does not belong to these weights");
+  }
+  if (flags.norm_first) {
     w.ln0_w = r.vector("blocks.0.ln0.weight", g.n_embd);
     if (flags.norm_bias || r.has("blocks.0.ln0.bias")) w.ln0_b = r.vector("blocks.0.ln0.bias", g.n_embd);
   }
