@@ -16,6 +16,7 @@ namespace {
 struct GenerateOptions {
   std::string model;
   std::string prompt;
+  std::string tokenizer;
   int max_tokens = 64;
   bool json = false;
 };
@@ -25,7 +26,7 @@ void run_generate(const GenerateOptions& o) {
   Model model = load_model_or_default(o.model);
   const double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  auto tokenizer = tokenizer_for(model);
+  auto tokenizer = tokenizer_for(model, o.tokenizer);
   State state = model.new_state();
   GenerationConfig cfg;
   cfg.max_tokens = o.max_tokens;
@@ -71,6 +72,9 @@ void register_generate(CLI::App& app) {
   cmd->add_option("-m,--model", o->model,
                   "Checkpoint (.safetensors, .pth or HF folder); default: the embedded tiny model");
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
+  cmd->add_option("--tokenizer", o->tokenizer,
+                  "World vocabulary (.txt) or HuggingFace tokenizer.json (BPE); default: byte-level "
+                  "for 256-token models, the embedded World vocabulary for 65536");
   cmd->add_option("-n,--max-tokens", o->max_tokens, "Tokens to generate (default 64)")
       ->check(CLI::Range(0, 1 << 30));
   cmd->add_flag("--json", o->json, "Print a JSON object instead of the text");

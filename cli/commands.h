@@ -8,5 +8,7 @@ namespace wick::cli {
 void register_generate(CLI::App& app);
 void register_info(CLI::App& app);
 void register_logits(CLI::App& app);
+void register_tokenize(CLI::App& app);
+void register_detokenize(CLI::App& app);
 
 }  // namespace wick::cli

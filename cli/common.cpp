@@ -12,11 +12,16 @@ Model load_model_or_default(const std::string& path) {
   return path.empty() ? Model::load_default() : Model::load(path);
 }
 
-std::unique_ptr<Tokenizer> tokenizer_for(const Model& model) {
-  if (model.geometry().vocab == 256) return std::make_unique<ByteTokenizer>();
-  throw Error("this model has a vocabulary of " + std::to_string(model.geometry().vocab) +
-              " tokens; this build of wick tokenizes text only for byte-level (vocabulary 256) "
-              "models. Run `wick logits --tokens ...` with token ids instead");
+std::unique_ptr<Tokenizer> tokenizer_for(const Model& model, const std::string& path) {
+  const int32_t vocab = model.geometry().vocab;
+  if (path.empty()) return default_tokenizer_for_vocab(vocab);
+  std::unique_ptr<Tokenizer> t = load_tokenizer(path);
+  check_tokenizer_fits(*t, vocab, path);
+  return t;
+}
+
+std::unique_ptr<Tokenizer> tokenizer_or_default(const std::string& path) {
+  return path.empty() ? default_world_tokenizer() : load_tokenizer(path);
 }
 
 std::string float_json(float f) {

@@ -12,8 +12,11 @@ namespace wick::cli {
 
 // Loads `path`, or the embedded default model when it is empty.
 Model load_model_or_default(const std::string& path);
-// The tokenizer for a model: byte-level for vocabulary 256. Throws wick::Error otherwise.
-std::unique_ptr<Tokenizer> tokenizer_for(const Model& model);
+// The tokenizer for a model: `path` if given (checked against the model's vocabulary), else
+// byte-level for vocabulary 256 and the embedded World vocabulary for 65536.
+std::unique_ptr<Tokenizer> tokenizer_for(const Model& model, const std::string& path = "");
+// `path`, or the embedded World vocabulary when empty.
+std::unique_ptr<Tokenizer> tokenizer_or_default(const std::string& path);
 // Shortest text that reads back to the same float ("null" for NaN/Inf, which JSON cannot hold).
 std::string float_json(float f);
 

@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   wick::cli::register_generate(app);
   wick::cli::register_info(app);
   wick::cli::register_logits(app);
+  wick::cli::register_tokenize(app);
+  wick::cli::register_detokenize(app);
   if (argc == 1) {
     std::cout << app.help();
     return 0;

@@ -49,6 +49,22 @@ class ByteTokenizer final : public Tokenizer {
 // literal, a duplicate id or token, ids out of increasing order, or a single byte with no token.
 std::unique_ptr<Tokenizer> load_world_tokenizer(const std::string& path);
 
+// The World vocabulary embedded in the binary (models/rwkv_vocab_v20230424.txt).
+std::unique_ptr<Tokenizer> default_world_tokenizer();
+
+// Picks the kind from the file: `.json` -> BPE (HuggingFace tokenizer.json), anything else ->
+// World vocabulary. Throws FileError / FormatError.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
+
+// The tokenizer a model uses by default: byte-level for vocabulary 256, the embedded World
+// vocabulary for 65536. Throws InputError for other sizes (pass a tokenizer explicitly).
+std::unique_ptr<Tokenizer> default_tokenizer_for_vocab(int32_t model_vocab);
+
+// Checks that every id the tokenizer can produce is below the model's vocabulary size; throws
+// InputError naming both sizes otherwise (the classic mistake: a World model with the 20B
+// tokenizer, or the reverse).
+void check_tokenizer_fits(const Tokenizer& tokenizer, int32_t model_vocab, const std::string& tokenizer_name);
+
 // Replaces every invalid part of `bytes` with U+FFFD and returns valid UTF-8: each maximal subpart of
 // an ill-formed sequence becomes one U+FFFD (the Unicode "best practice", identical to Python's
 // bytes.decode('utf-8', errors='replace') and to WHATWG / Rust from_utf8_lossy). Encoded surrogates

@@ -1,9 +1,9 @@
 #include "io/pickle.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string_view>
-#include <unordered_map>
 
 #include "wick/errors.h"
 
@@ -218,7 +218,7 @@ bool valid_utf8(const uint8_t* s, size_t n) {
   return true;
 }
 
-bool allowed_global(const std::string& module, const std::string& name) {
+bool allowed_global(std::string_view module, std::string_view name) {
   if (module == "collections") return name == "OrderedDict";
   if (module == "torch._utils") return name == "_rebuild_tensor_v2" || name == "_rebuild_parameter";
   if (module == "torch") {
@@ -258,7 +258,7 @@ std::string describe(const PickleValue& v) {
     case Kind::kDict:
       return "a dict of " + std::to_string(v.entries.size());
     case Kind::kGlobal:
-      return "global '" + printable(v.module + " " + v.name, 120) + "'";
+      return "global '" + printable(std::string(v.module) + " " + std::string(v.name), 120) + "'";
     case Kind::kPersistentId:
       return "a persistent id";
     case Kind::kCall:
@@ -270,7 +270,25 @@ std::string describe(const PickleValue& v) {
 class Unpickler {
  public:
   Unpickler(const uint8_t* data, size_t size, const std::string& path, const std::string& what)
-      : d_(data), size_(size), path_(path), what_(what) {}
+      : size_(size), path_(path), what_(what) {
+    // A share of the pickle's size (every opcode takes at least one byte), under a ceiling.
+    const size_t half = size / 2 + kPickleLimitSlack;
+    max_values_ = std::min(kMaxPickleValues, half);
+    max_memo_ = std::min(kMaxPickleMemo, half);
+    // (a MARK ... TUPLE of N one-byte values holds N stack slots: 8 bytes per pickle byte)
+    max_stack_ = size > kMaxPickleStack ? kMaxPickleStack
+                                        : std::min(kMaxPickleStack, size + kPickleLimitSlack);
+    max_slots_ = size > kMaxPickleSlots ? kMaxPickleSlots
+                                        : std::min(kMaxPickleSlots, 2 * size + kPickleLimitSlack);
+    out_.bytes_.assign(data, data + size);
+    d_ = out_.bytes_.data();
+    out_.constants_ = std::make_unique<PickleValue[]>(3);
+    none_ = &out_.constants_[0];
+    false_ = &out_.constants_[1];
+    true_ = &out_.constants_[2];
+    false_->kind = true_->kind = Kind::kBool;
+    true_->boolean = true;
+  }
 
   Unpickled run();
 
@@ -283,6 +301,12 @@ class Unpickler {
     throw UnsafePickleError(path_, "", expected,
                             found + " at byte " + std::to_string(op_off_) + " of " + what_ +
                                 " (refused; nothing was executed)");
+  }
+  // A cap of unpickle()'s limits was reached.
+  [[noreturn]] void too_many(const std::string& what, size_t cap) const {
+    malformed("at most " + std::to_string(cap) + " " + what + " in a state-dict pickle of " +
+                  std::to_string(size_) + " bytes (" + op() + ")",
+              "more (a hostile or corrupt pickle)");
   }
   std::string op() const { return opcode_label(op_); }
 
@@ -315,20 +339,23 @@ class Unpickler {
   }
 
   PickleValue* make(Kind k) {
-    if (out_.arena_.size() >= kMaxPickleValues) {
-      malformed("at most " + std::to_string(kMaxPickleValues) + " objects in a state-dict pickle",
-                "more");
+    if (out_.count_ >= max_values_) too_many("values", max_values_);
+    if (out_.count_ % Unpickled::kChunk == 0) {
+      out_.chunks_.push_back(std::make_unique<PickleValue[]>(Unpickled::kChunk));
     }
-    out_.arena_.push_back(std::make_unique<PickleValue>());
-    PickleValue* v = out_.arena_.back().get();
+    PickleValue* v = &out_.chunks_.back()[out_.count_ % Unpickled::kChunk];
+    ++out_.count_;
     v->kind = k;
     v->offset = op_off_;
     return v;
   }
+  // Charges `n` new container slots (items, dict keys and values) to the budget.
+  void charge(size_t n) {
+    if (n > max_slots_ - slots_) too_many("tuple/list items and dict keys and values", max_slots_);
+    slots_ += n;
+  }
   void push(PickleValue* v) {
-    if (stack_.size() >= kMaxPickleStack) {
-      malformed("a stack of at most " + std::to_string(kMaxPickleStack) + " values", "deeper");
-    }
+    if (stack_.size() >= max_stack_) too_many("values on the stack", max_stack_);
     stack_.push_back(v);
   }
   size_t floor() const { return marks_.empty() ? 0 : marks_.back(); }
@@ -344,6 +371,8 @@ class Unpickler {
     stack_.pop_back();
     return v;
   }
+  // Moves the values above the last MARK out of the stack (slots are charged by the caller when
+  // they go into a container).
   std::vector<PickleValue*> pop_mark() {
     if (marks_.empty()) malformed("a MARK before " + op(), "none");
     const size_t m = marks_.back();
@@ -352,31 +381,34 @@ class Unpickler {
     stack_.resize(m);
     return items;
   }
+  void discard_mark() {
+    if (marks_.empty()) malformed("a MARK before " + op(), "none");
+    stack_.resize(marks_.back());
+    marks_.pop_back();
+  }
   void memo_put(uint64_t index, PickleValue* v) {
-    auto it = memo_.find(index);
-    if (it != memo_.end()) {
-      it->second = v;
-      return;
+    if (index >= max_memo_) {
+      malformed("a memo index below " + std::to_string(max_memo_) + " for " + op() +
+                    " (a pickle of " + std::to_string(size_) + " bytes numbers its memo from 0)",
+                "index " + std::to_string(index));
     }
-    if (memo_.size() >= kMaxPickleMemo) {
-      malformed("at most " + std::to_string(kMaxPickleMemo) + " memo entries", "more");
-    }
-    memo_.emplace(index, v);
+    if (index >= memo_.size()) memo_.resize(static_cast<size_t>(index) + 1, nullptr);
+    if (!memo_[index]) ++memo_count_;
+    memo_[index] = v;
   }
   PickleValue* memo_get(uint64_t index) {
-    auto it = memo_.find(index);
-    if (it == memo_.end()) {
+    if (index >= memo_.size() || !memo_[index]) {
       malformed("memo entry " + std::to_string(index) + " stored before " + op() + " reads it",
                 "none");
     }
-    return it->second;
+    return memo_[index];
   }
   PickleValue* make_string(std::string_view s, Kind k) {
     if (k == Kind::kString && !valid_utf8(reinterpret_cast<const uint8_t*>(s.data()), s.size())) {
       malformed("UTF-8 text for " + op(), "invalid UTF-8 '" + printable(s, 80) + "'");
     }
     PickleValue* v = make(k);
-    v->str.assign(s);
+    v->str = s;
     return v;
   }
   PickleValue* make_int(int64_t i) {
@@ -396,7 +428,7 @@ class Unpickler {
     if (n > 0 && n < 8 && (static_cast<uint8_t>(b[n - 1]) & 0x80)) u |= ~uint64_t{0} << (8 * n);
     return make_int(static_cast<int64_t>(u));
   }
-  PickleValue* make_global(std::string module, std::string name) {
+  PickleValue* make_global(std::string_view module, std::string_view name) {
     if (!allowed_global(module, name)) {
       refuse(
           "only the globals a tensor state dict needs (collections.OrderedDict, "
@@ -404,30 +436,35 @@ class Unpickler {
           "pickle global '" + printable(module, 120) + " " + printable(name, 120) + "'");
     }
     PickleValue* v = make(Kind::kGlobal);
-    v->module = std::move(module);
-    v->name = std::move(name);
+    v->module = module;
+    v->name = name;
     return v;
   }
-  PickleValue* make_dict(const std::vector<PickleValue*>& kv) {
+  void add_entries(PickleValue* d, const std::vector<PickleValue*>& kv) {
     if (kv.size() % 2 != 0) {
       malformed("key/value pairs for " + op(), std::to_string(kv.size()) + " values (odd)");
     }
-    PickleValue* d = make(Kind::kDict);
+    charge(kv.size());
     for (size_t i = 0; i < kv.size(); i += 2) d->entries.emplace_back(kv[i], kv[i + 1]);
-    return d;
   }
   PickleValue* reduce(PickleValue* callable, PickleValue* args);
 
-  const uint8_t* d_;
+  const uint8_t* d_ = nullptr;  // out_.bytes_
   size_t size_;
   const std::string& path_;
   const std::string& what_;
+  size_t max_values_ = 0, max_stack_ = 0, max_memo_ = 0, max_slots_ = 0;
+  size_t slots_ = 0;
   size_t pos_ = 0;
   size_t op_off_ = 0;
   uint8_t op_ = 0;
   std::vector<PickleValue*> stack_;
   std::vector<size_t> marks_;
-  std::unordered_map<uint64_t, PickleValue*> memo_;
+  std::vector<PickleValue*> memo_;  // by index; nullptr where nothing was stored
+  size_t memo_count_ = 0;           // entries stored (MEMOIZE's next index)
+  PickleValue* none_ = nullptr;
+  PickleValue* false_ = nullptr;
+  PickleValue* true_ = nullptr;
   Unpickled out_;
 };
 
@@ -440,6 +477,7 @@ PickleValue* Unpickler::reduce(PickleValue* callable, PickleValue* args) {
   }
   if (callable->is_global("collections", "OrderedDict")) {
     // OrderedDict() or OrderedDict(iterable of pairs): becomes a plain (ordered) dict.
+    // The pairs are copied into the new dict: charged to the slot budget, like every slot.
     PickleValue* d = make(Kind::kDict);
     if (args->items.empty()) return d;
     const PickleValue* src = args->items.size() == 1 ? args->items[0] : nullptr;
@@ -447,6 +485,7 @@ PickleValue* Unpickler::reduce(PickleValue* callable, PickleValue* args) {
       refuse("OrderedDict() or OrderedDict(list of pairs)",
              "OrderedDict called with " + describe(*args));
     }
+    charge(2 * src->items.size());
     for (const PickleValue* pair : src->items) {
       if (!(pair->is(Kind::kTuple) || pair->is(Kind::kList)) || pair->items.size() != 2) {
         malformed("(key, value) pairs in OrderedDict(...)", describe(*pair));
@@ -458,7 +497,7 @@ PickleValue* Unpickler::reduce(PickleValue* callable, PickleValue* args) {
   if (callable->module == "torch._utils") {
     PickleValue* c = make(Kind::kCall);
     c->callable = callable;
-    c->items = args->items;
+    c->args = args;  // shared, not copied: a memoized tuple may be reduced any number of times
     return c;
   }
   refuse(
@@ -504,12 +543,13 @@ Unpickled Unpickler::run() {
         push(make(Kind::kTuple));
         break;
       case '(':
-        if (marks_.size() >= kMaxPickleStack) malformed("fewer nested MARKs", "too many");
+        if (marks_.size() >= max_stack_) too_many("open MARKs", max_stack_);
         marks_.push_back(stack_.size());
         break;
       case 't': {
         PickleValue* t = make(Kind::kTuple);
         t->items = pop_mark();
+        charge(t->items.size());
         push(t);
         break;
       }
@@ -518,6 +558,7 @@ Unpickled Unpickler::run() {
       case 0x87: {  // TUPLE1..3
         const size_t n = op_ - 0x84u;
         PickleValue* t = make(Kind::kTuple);
+        charge(n);
         t->items.resize(n);
         for (size_t i = n; i-- > 0;) t->items[i] = pop();
         push(t);
@@ -530,7 +571,7 @@ Unpickled Unpickler::run() {
         memo_put(read_le(4), top());
         break;
       case 0x94:
-        memo_put(memo_.size(), top());
+        memo_put(memo_count_, top());
         break;
       case 'h':
         push(memo_get(read_le(1)));
@@ -581,15 +622,14 @@ Unpickled Unpickler::run() {
         push(make_long(read_le(4)));
         break;
       case 'N':
-        push(make(Kind::kNone));
+        push(none_);
         break;
       case 0x88:
-      case 0x89: {
-        PickleValue* b = make(Kind::kBool);
-        b->boolean = op_ == 0x88;
-        push(b);
+        push(true_);
         break;
-      }
+      case 0x89:
+        push(false_);
+        break;
       case 'G': {  // BINFLOAT: big-endian IEEE double
         std::string_view b = read_bytes(8);
         uint64_t u = 0;
@@ -600,9 +640,9 @@ Unpickled Unpickler::run() {
         break;
       }
       case 'c': {  // GLOBAL "module\nname\n"
-        std::string module(read_line());
-        std::string name(read_line());
-        push(make_global(std::move(module), std::move(name)));
+        const std::string_view module = read_line();
+        const std::string_view name = read_line();
+        push(make_global(module, name));
         break;
       }
       case 0x93: {  // STACK_GLOBAL
@@ -618,7 +658,7 @@ Unpickled Unpickler::run() {
       case 'Q': {  // BINPERSID
         PickleValue* pid = pop();
         PickleValue* v = make(Kind::kPersistentId);
-        v->items.push_back(pid);
+        v->args = pid;
         push(v);
         break;
       }
@@ -633,6 +673,7 @@ Unpickled Unpickler::run() {
         PickleValue* key = pop();
         PickleValue* d = top();
         if (!d->is(Kind::kDict)) malformed("a dict below SETITEM's key and value", describe(*d));
+        charge(2);
         d->entries.emplace_back(key, value);
         break;
       }
@@ -640,16 +681,14 @@ Unpickled Unpickler::run() {
         std::vector<PickleValue*> kv = pop_mark();
         PickleValue* d = top();
         if (!d->is(Kind::kDict)) malformed("a dict below SETITEMS' MARK", describe(*d));
-        if (kv.size() % 2 != 0) {
-          malformed("key/value pairs for SETITEMS", std::to_string(kv.size()) + " values (odd)");
-        }
-        for (size_t i = 0; i < kv.size(); i += 2) d->entries.emplace_back(kv[i], kv[i + 1]);
+        add_entries(d, kv);
         break;
       }
       case 'a': {
         PickleValue* value = pop();
         PickleValue* l = top();
         if (!l->is(Kind::kList)) malformed("a list below APPEND's value", describe(*l));
+        charge(1);
         l->items.push_back(value);
         break;
       }
@@ -657,6 +696,7 @@ Unpickled Unpickler::run() {
         std::vector<PickleValue*> vs = pop_mark();
         PickleValue* l = top();
         if (!l->is(Kind::kList)) malformed("a list below APPENDS' MARK", describe(*l));
+        charge(vs.size());
         l->items.insert(l->items.end(), vs.begin(), vs.end());
         break;
       }
@@ -669,12 +709,16 @@ Unpickled Unpickler::run() {
         }
         break;
       }
-      case 'd':
-        push(make_dict(pop_mark()));
+      case 'd': {
+        PickleValue* d = make(Kind::kDict);
+        add_entries(d, pop_mark());
+        push(d);
         break;
+      }
       case 'l': {
         PickleValue* l = make(Kind::kList);
         l->items = pop_mark();
+        charge(l->items.size());
         push(l);
         break;
       }
@@ -682,11 +726,11 @@ Unpickled Unpickler::run() {
         if (stack_.size() > floor()) {
           stack_.pop_back();
         } else {
-          pop_mark();
+          discard_mark();
         }
         break;
       case '1':
-        pop_mark();
+        discard_mark();
         break;
       case '2':
         push(top());

@@ -1,5 +1,6 @@
 #include "io/pth.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string_view>
@@ -15,6 +16,9 @@ using Kind = PickleValue::Kind;
 
 constexpr size_t kMaxDims = 64;
 constexpr size_t kMaxMetadataText = size_t{1} << 20;
+// All metadata values together: shared (memoized) values can be referenced by any number of keys,
+// so the text, not the pickle, would otherwise bound the memory.
+constexpr size_t kMaxMetadataTotal = size_t{4} << 20;
 constexpr int kMaxMetadataDepth = 32;
 
 std::string num(int64_t v) {
@@ -22,7 +26,7 @@ std::string num(int64_t v) {
 }
 
 // Storage type name -> dtype; false for storage types wick does not hold (double, bool).
-bool storage_dtype(const std::string& name, DType* out) {
+bool storage_dtype(std::string_view name, DType* out) {
   static const std::pair<const char*, DType> kTypes[] = {
       {"FloatStorage", DType::F32}, {"HalfStorage", DType::F16}, {"BFloat16Storage", DType::BF16},
       {"IntStorage", DType::I32},   {"LongStorage", DType::I64}, {"ShortStorage", DType::I16},
@@ -46,13 +50,16 @@ bool is_tensor_call(const PickleValue* v) {
   return v->is(Kind::kCall) && v->callable->module == "torch._utils";
 }
 
-// Renders a non-tensor state-dict value as JSON (None -> null, tuples -> arrays).
+// Renders a non-tensor state-dict value as JSON (None -> null, tuples -> arrays), in at most
+// `limit` characters (kMaxMetadataText, or less when the metadata total is nearly spent).
 class JsonWriter {
  public:
-  JsonWriter(const std::string& path, const std::string& key) : path_(path), key_(key) {}
+  JsonWriter(const std::string& path, const std::string& key, size_t limit)
+      : path_(path), key_(key), limit_(std::min(limit, kMaxMetadataText)) {}
 
   std::string write(const PickleValue* v) {
     add(v, 0);
+    check_size();
     return out_;
   }
 
@@ -64,7 +71,14 @@ class JsonWriter {
                           key_ + "'",
                       found);
   }
-  void text(const std::string& s) {
+  void check_size() const {
+    if (out_.size() <= limit_) return;
+    refuse(limit_ < kMaxMetadataText
+               ? "more than " + std::to_string(kMaxMetadataTotal >> 20) +
+                     " MiB of non-tensor values as text in all"
+               : std::string("a value of more than 1 MiB as text"));
+  }
+  void text(std::string_view s) {
     out_ += '"';
     for (unsigned char c : s) {
       if (c == '"' || c == '\\') {
@@ -82,7 +96,7 @@ class JsonWriter {
   }
   void add(const PickleValue* v, int depth) {
     if (depth > kMaxMetadataDepth) refuse("values nested more than 32 deep");
-    if (out_.size() > kMaxMetadataText) refuse("a value of more than 1 MiB as text");
+    check_size();
     switch (v->kind) {
       case Kind::kNone:
         out_ += "null";
@@ -112,7 +126,7 @@ class JsonWriter {
         for (size_t i = 0; i < v->items.size(); ++i) {
           if (i) out_ += ", ";
           add(v->items[i], depth + 1);
-          if (out_.size() > kMaxMetadataText) refuse("a value of more than 1 MiB as text");
+          check_size();
         }
         out_ += ']';
         break;
@@ -126,7 +140,7 @@ class JsonWriter {
           text(k->str);
           out_ += ": ";
           add(val, depth + 1);
-          if (out_.size() > kMaxMetadataText) refuse("a value of more than 1 MiB as text");
+          check_size();
         }
         out_ += '}';
         break;
@@ -143,6 +157,7 @@ class JsonWriter {
 
   const std::string& path_;
   const std::string& key_;
+  size_t limit_;
   std::string out_;
 };
 
@@ -186,15 +201,16 @@ class PthReader {
 TensorView PthReader::tensor(const std::string& name, const PickleValue* call) {
   // _rebuild_parameter(data, requires_grad, backward_hooks): the tensor is `data`.
   if (call->callable->name == "_rebuild_parameter") {
-    if (call->items.size() != 3 || !call->items[0]->is(Kind::kCall) ||
-        call->items[0]->callable->name != "_rebuild_tensor_v2") {
+    const auto& pargs = call->args->items;
+    if (pargs.size() != 3 || !pargs[0]->is(Kind::kCall) ||
+        pargs[0]->callable->name != "_rebuild_tensor_v2") {
       fail(name, "_rebuild_parameter(tensor, requires_grad, backward_hooks)",
-           "arguments " + std::to_string(call->items.size()) + " starting with " +
-               (call->items.empty() ? std::string("nothing") : describe(*call->items[0])));
+           "arguments " + std::to_string(pargs.size()) + " starting with " +
+               (pargs.empty() ? std::string("nothing") : describe(*pargs[0])));
     }
-    call = call->items[0];
+    call = pargs[0];
   }
-  const auto& args = call->items;
+  const auto& args = call->args->items;
   if (args.size() != 6 && args.size() != 7) {
     fail(name,
          "_rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, "
@@ -202,7 +218,7 @@ TensorView PthReader::tensor(const std::string& name, const PickleValue* call) {
          std::to_string(args.size()) + " arguments");
   }
   // Persistent id: ('storage', torch.<T>Storage, key, location, numel).
-  const PickleValue* pid = args[0]->is(Kind::kPersistentId) ? args[0]->items[0] : nullptr;
+  const PickleValue* pid = args[0]->is(Kind::kPersistentId) ? args[0]->args : nullptr;
   if (!pid || !pid->is(Kind::kTuple) || pid->items.size() != 5 ||
       !pid->items[0]->is(Kind::kString) || pid->items[0]->str != "storage" ||
       !pid->items[1]->is(Kind::kGlobal) || !pid->items[2]->is(Kind::kString) ||
@@ -219,9 +235,9 @@ TensorView PthReader::tensor(const std::string& name, const PickleValue* call) {
     fail(name,
          "a storage of float32, float16, bfloat16 or an integer type (torch.FloatStorage, "
          "HalfStorage, BFloat16Storage, Int/Long/Short/Char/ByteStorage)",
-         "torch." + type->name + " (convert the checkpoint to float32/bfloat16)");
+         "torch." + std::string(type->name) + " (convert the checkpoint to float32/bfloat16)");
   }
-  const std::string& key = pid->items[2]->str;
+  const std::string key(pid->items[2]->str);
   const int64_t storage_numel = pid->items[4]->integer;
   const uint64_t esize = dtype_size(t.dtype);
   const std::string entry_name = prefix_ + "/data/" + key;
@@ -340,18 +356,21 @@ TensorSet PthReader::read() {
 
   TensorSet set(path_);
   set.keep_alive(file_);
+  size_t metadata_bytes = 0;  // <= kMaxMetadataTotal
   for (const auto& [k, v] : root->entries) {
     if (!k->is(Kind::kString)) {
       fail("", "str keys (tensor names) in the state dict", describe(*k));
     }
-    const std::string& name = k->str;
+    const std::string name(k->str);
     if (is_tensor_call(v)) {
       set.add(tensor(name, v));
     } else {
       if (set.metadata().count(name)) {
         fail(name, "each key once in the state dict", "a second value with this key");
       }
-      set.metadata()[name] = JsonWriter(path_, name).write(v);
+      std::string json = JsonWriter(path_, name, kMaxMetadataTotal - metadata_bytes).write(v);
+      metadata_bytes += json.size();
+      set.metadata()[name] = std::move(json);
     }
   }
   for (const auto& [name, text] : set.metadata()) {

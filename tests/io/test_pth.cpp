@@ -3,8 +3,12 @@
 // their safetensors twins, and crafted damaged or hostile archives (built below, byte by byte)
 // are refused with the right typed error, never a crash.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <ctime>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <random>
@@ -247,6 +251,22 @@ std::vector<ZipItem> pth_items(const std::string& pickle,
   for (const auto& [key, bytes] : storages) items.push_back({prefix + "/data/" + key, bytes});
   items.push_back({prefix + "/version", "3\n"});
   return items;
+}
+
+// Writes a torch.save-style archive whose data.pkl is `pickle` straight to `path`, without
+// building the archive in memory (the pickle may be tens of MB): data.pkl is the last entry, so
+// only the central directory offset moves when the pickle bytes are spliced in.
+void write_pth_with_pickle(const std::filesystem::path& path, const std::string& pickle) {
+  std::vector<ZipItem> items = {{"archive/byteorder", "little"}, {"archive/data.pkl", ""}};
+  items[1].size = pickle.size();  // (the CRC is of the empty string; readers do not check it)
+  std::string zip = make_zip(items);
+  const size_t split = zip.find(std::string("PK\x01\x02", 4));
+  patch32(zip, zip.size() - 22 + 16, static_cast<uint32_t>(split + pickle.size()));
+  std::ofstream f(path, std::ios::binary);
+  f.write(zip.data(), static_cast<std::streamsize>(split));
+  f.write(pickle.data(), static_cast<std::streamsize>(pickle.size()));
+  f.write(zip.data() + split, static_cast<std::streamsize>(zip.size() - split));
+  ASSERT_TRUE(f.good());
 }
 
 // Writes `bytes` to the scratch folder and reads it with read_pth.
@@ -696,6 +716,188 @@ TEST(PickleSafety, RandomMutationsNeverCrash) {
     } catch (const FormatError&) {
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resource limits: hostile pickles must fail fast with a FormatError, in bounded memory
+
+// Resident memory now, and the process's peak so far, in KiB.
+long current_rss_kib() {
+  std::ifstream f("/proc/self/statm");
+  long size = 0, resident = 0;
+  f >> size >> resident;
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+long peak_rss_kib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+// CPU seconds of the calling thread (wall time would count other processes on a busy machine).
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
+constexpr double kQuickSeconds = 1.0;
+constexpr size_t kFloodBytes = size_t{33} << 20;  // the reviewer's input
+#else
+constexpr double kQuickSeconds = 10.0;  // Debug / sanitizer builds
+constexpr size_t kFloodBytes = size_t{8} << 20;
+#endif
+constexpr long kMaxGrowthKib = 200 * 1024;
+
+// Runs `f`, which must throw a FormatError within kQuickSeconds of CPU time, with a peak memory
+// under kMaxGrowthKib above the resident memory at the start (when the process's earlier peak is
+// higher than that, ru_maxrss cannot see it and the memory check is vacuous); returns what().
+std::string bounded_format_error(const std::function<void()>& f) {
+  const long rss0 = current_rss_kib(), peak0 = peak_rss_kib();
+  const double t0 = thread_cpu_seconds();
+  std::string msg = format_error(f);
+  const double seconds = thread_cpu_seconds() - t0;
+  const long peak1 = peak_rss_kib();
+  const long growth = peak1 > peak0 ? peak1 - rss0 : 0;
+  EXPECT_LT(seconds, kQuickSeconds) << msg;
+  EXPECT_LT(growth, kMaxGrowthKib) << "peak RSS grew by " << growth / 1024 << " MiB: " << msg;
+  return msg;
+}
+
+TEST(PickleLimits, ReduceOnAMemoizedTupleDoesNotCopyIt) {
+  // A 400K-item argument tuple reduced 20,000 times: 3.2 MB copied per 6 pickle bytes when REDUCE
+  // copied its arguments (a 920 KB .pth exhausted 6 GB); now each Call refers to the tuple.
+  Pk p;
+  p.proto(2).global("torch._utils", "_rebuild_tensor_v2").op('q').op(1).op('0');
+  p.mark();
+  p.b.append(400000, 'N');
+  p.op('t').op('q').op(2).op('0');
+  for (int i = 0; i < 20000; ++i) p.op('h').op(1).op('h').op(2).op('R').op('0');
+  p.op('}').str("w").op('h').op(1).op('h').op(2).op('R').op('s').op('.');
+  std::string path;
+  const std::string msg =
+      bounded_format_error([&] { read_bytes_as_pth(make_zip(pth_items(p.b, {})), &path); });
+  EXPECT_HAS(msg, path);
+  EXPECT_HAS(msg, "tensor 'w'");
+  EXPECT_HAS(msg, "400000 arguments");
+}
+
+TEST(PickleLimits, OrderedDictCopiesAreChargedToTheSlotBudget) {
+  // OrderedDict(list of 200K pairs) copies the pairs: reducing it over and over must run out of
+  // the slot budget (2 slots per pickle byte) instead of memory.
+  Pk p;
+  p.proto(2).global("collections", "OrderedDict").op('q').op(1).op('0');
+  p.op('N').op('N').op(0x86).op('q').op(3).op('0');  // memo 3: the pair (None, None)
+  p.op(']').mark();
+  for (int i = 0; i < 200000; ++i) p.op('h').op(3);
+  p.op('e').op(0x85).op('q').op(4).op('0');  // memo 4: ([pair] * 200000,)
+  for (int i = 0; i < 20000; ++i) p.op('h').op(1).op('h').op(4).op('R').op('0');
+  p.op('}').op('.');
+  std::string path;
+  const std::string msg =
+      bounded_format_error([&] { read_bytes_as_pth(make_zip(pth_items(p.b, {})), &path); });
+  EXPECT_HAS(msg, path);
+  EXPECT_HAS(msg, "tuple/list items and dict keys and values");
+  EXPECT_HAS(msg, "REDUCE");
+  EXPECT_HAS(msg, "archive/data.pkl");
+}
+
+TEST(PickleLimits, NonePopFloodTakesNoMemory) {
+  // 33 MB of NONE, POP (16.5M values, 3.3 GB when each None was a fresh object), then the end
+  // of the data without STOP. (8 MB in Debug and sanitizer builds.)
+  std::string pickle = "\x80\x02";
+  pickle.reserve(kFloodBytes);
+  while (pickle.size() + 2 <= kFloodBytes) pickle += "N0";
+  const auto path = test::scratch_dir() / "flood.pth";
+  write_pth_with_pickle(path, pickle);
+  std::string().swap(pickle);
+  const std::string msg =
+      bounded_format_error([&] { read_pth(MappedFile::open(path.string())); });
+  EXPECT_HAS(msg, path.string());
+  EXPECT_HAS(msg, "STOP");
+  EXPECT_HAS(msg, "truncated");
+}
+
+TEST(PickleLimits, ValueFloodHitsTheValueCap) {
+  // EMPTY_TUPLE, POP: one new value per 2 bytes, 4M of them.
+  std::string pickle = "\x80\x02";
+  pickle.reserve(8u << 20);
+  while (pickle.size() + 2 <= (8u << 20)) pickle += ")0";
+  const auto path = test::scratch_dir() / "tuples.pth";
+  write_pth_with_pickle(path, pickle);
+  std::string().swap(pickle);
+  const std::string msg =
+      bounded_format_error([&] { read_pth(MappedFile::open(path.string())); });
+  EXPECT_HAS(msg, path.string());
+  EXPECT_HAS(msg, "at most " + std::to_string(kMaxPickleValues) + " values");
+  EXPECT_HAS(msg, "EMPTY_TUPLE");
+}
+
+TEST(PickleLimits, CapsScaleWithThePickleSize) {
+  const std::string path = "mem.pkl";
+  auto run = [&](const std::string& b) {
+    return bounded_format_error(
+        [&] { unpickle(reinterpret_cast<const uint8_t*>(b.data()), b.size(), path, "test"); });
+  };
+  const size_t n = 100000;
+  // Values: EMPTY_TUPLE x n, one per byte (without POP they also fill the stack).
+  std::string b = "\x80\x02" + std::string(n, ')');
+  EXPECT_HAS(run(b), "at most " + std::to_string(b.size() / 2 + kPickleLimitSlack) + " values");
+  // Memo: MEMOIZE of one value under ever new indices, and a LONG_BINPUT far out.
+  b = "\x80\x04)" + std::string(n, '\x94');
+  EXPECT_HAS(run(b), "a memo index below " + std::to_string(b.size() / 2 + kPickleLimitSlack));
+  b = std::string("\x80\x02)r\xf0\xff\xff\xff", 8);
+  EXPECT_HAS(run(b), "index 4294967280");
+  // Stack and MARKs take a slot per byte at most (8 bytes each): only the ceiling applies.
+  b = "\x80\x02]" + std::string(kMaxPickleStack + 100, '2');
+  EXPECT_HAS(run(b), "at most " + std::to_string(kMaxPickleStack) + " values on the stack");
+  b = "\x80\x02" + std::string(kMaxPickleStack + 100, '(');
+  EXPECT_HAS(run(b), "at most " + std::to_string(kMaxPickleStack) + " open MARKs");
+}
+
+TEST(PickleLimits, LargeLegitimateStateDictLoads) {
+  // The pickle of a 2.9B model (32 layers, ~400 tensors, ~40 KB) is well inside every cap;
+  // all tensors view one shared storage so the archive stays small.
+  std::vector<TensorSpec> specs;
+  const char* kNames[] = {"att.receptance.weight", "att.key.weight",  "att.value.weight",
+                          "att.output.weight",     "att.w1",          "att.w2",
+                          "att.a1",                "att.a2",          "att.v1",
+                          "att.v2",                "ffn.key.weight",  "ffn.value.weight"};
+  for (int layer = 0; layer < 32; ++layer) {
+    for (const char* n : kNames) {
+      specs.push_back({"blocks." + std::to_string(layer) + "." + n, "BFloat16Storage", "0",
+                       2560, 0, {2560, 1}});
+    }
+  }
+  specs.push_back({"emb.weight", "BFloat16Storage", "0", 2560, 0, {2560}});
+  const std::string pkl = state_dict(specs);
+  TensorSet s = read_bytes_as_pth(make_zip(pth_items(pkl, {{"0", pattern_bytes(5120, 1)}})));
+  EXPECT_EQ(s.size(), specs.size());
+  const Unpickled u =
+      unpickle(reinterpret_cast<const uint8_t*>(pkl.data()), pkl.size(), "big.pth", "data.pkl");
+  EXPECT_LT(u.value_count() * 2, pkl.size() / 2) << pkl.size();
+
+  // The fixtures written by torch.save are far inside the caps too.
+  auto file = MappedFile::open(test::fixture("tiny-rwkv7/tiny-rwkv7-834K.pth"));
+  ZipReader zip(file);
+  uint64_t n = 0;
+  const uint8_t* p = zip.data("tiny-rwkv7-834K/data.pkl", &n);
+  const Unpickled fx = unpickle(p, n, file->path(), "data.pkl");
+  EXPECT_LT(fx.value_count() * 3, n / 2);
+}
+
+TEST(PickleLimits, SharedMetadataTextIsCappedInTotal) {
+  // One memoized 900 KB string under 10 keys: 9 MB of metadata text from a 900 KB pickle.
+  Pk p;
+  p.proto(2).op('}').str(std::string(900000, 'a')).op('q').op(1).op('0');
+  p.mark();
+  for (char c = '0'; c <= '9'; ++c) p.str(std::string{'k', c}).op('h').op(1);
+  p.op('u').op('.');
+  std::string path;
+  const std::string msg =
+      bounded_format_error([&] { read_bytes_as_pth(make_zip(pth_items(p.b, {})), &path); });
+  EXPECT_HAS(msg, path);
+  EXPECT_HAS(msg, "MiB of non-tensor values as text in all");
 }
 
 // ---------------------------------------------------------------------------------------------
