@@ -10,5 +10,6 @@ void register_info(CLI::App& app);
 void register_logits(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_detokenize(CLI::App& app);
+void register_bench(CLI::App& app);
 
 }  // namespace wick::cli

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   wick::cli::register_logits(app);
   wick::cli::register_tokenize(app);
   wick::cli::register_detokenize(app);
+  wick::cli::register_bench(app);
   if (argc == 1) {
     std::cout << app.help();
     return 0;

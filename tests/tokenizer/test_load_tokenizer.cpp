@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
@@ -75,6 +76,33 @@ TEST(LoadTokenizer, TokenizeAndDetokenizeCommandLines) {
   // A World tokenizer given to the byte-level tiny model is refused.
   run_cli("generate --prompt hi --tokenizer " + fixture("tokenizers/vocab/rwkv_vocab_v20230424.txt"), &st);
   EXPECT_EQ(st, 1);
+}
+
+}  // namespace
+}  // namespace wick::test
+
+namespace wick::test {
+namespace {
+
+// Streaming decode equals whole decode (invalid bytes replaced) for the BPE tokenizer too, on
+// every corpus text fed one token at a time.
+TEST(LoadTokenizer, BpeStreamingDecodeEqualsWholeDecodeOnTheCorpus) {
+  auto bpe = load_tokenizer(fixture("tokenizers/vocab/20B_tokenizer.json"));
+  std::ifstream in(fixture("tokenizers/corpus.jsonl"), std::ios::binary);
+  std::string line;
+  int texts = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const std::string text = nlohmann::json::parse(line)["text"].get<std::string>();
+    const std::vector<int32_t> ids = bpe->encode(text);
+    StreamDecoder dec(*bpe);
+    std::string streamed;
+    for (int32_t id : ids) streamed += dec.push(id);
+    streamed += dec.flush();
+    EXPECT_EQ(streamed, utf8_replace_invalid(bpe->decode(ids))) << line;
+    ++texts;
+  }
+  EXPECT_EQ(texts, 1884);
 }
 
 }  // namespace
