@@ -45,6 +45,14 @@ void trace_out(const ActivationTrace* trace, const char* name, int layer, const 
   if (trace && *trace) (*trace)(name, layer, data, rows, cols);
 }
 
+// LayerNorm (eps 1e-5) of each of T rows of C channels; an empty bias means zero.
+void layer_norm_rows(const float* x, const std::vector<float>& w, const std::vector<float>& b,
+                     float* y, int64_t T, int64_t C) {
+  for (int64_t t = 0; t < T; ++t)
+    kernels::layer_norm(x + t * C, w.data(), b.empty() ? nullptr : b.data(), y + t * C, C,
+                        kLayerNormEps);
+}
+
 // out[t] = x[t] + (prev[t] - x[t]) * mix, where prev[0] = shift and prev[t] = x[t-1].
 void token_shift_mix(const float* x, const float* shift, const float* mix, float* out, int64_t T,
                      int64_t C) {
@@ -62,9 +70,7 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T, St
   const int H = g.n_head, N = g.head_size;
   float* x = ws.x.data();
   float* xa = ws.xa.data();
-  for (int64_t t = 0; t < T; ++t)
-    kernels::layer_norm(x + t * C, L.ln1_w.data(), L.ln1_b.empty() ? nullptr : L.ln1_b.data(),
-                        xa + t * C, C, kLayerNormEps);
+  layer_norm_rows(x, L.ln1_w, L.ln1_b, xa, T, C);
   float* shift = st.att_shift(layer);
   token_shift_mix(xa, shift, L.x_r.data(), ws.xr.data(), T, C);
   token_shift_mix(xa, shift, L.x_w.data(), ws.xw.data(), T, C);
@@ -176,9 +182,7 @@ void channel_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
   const int64_t C = g.n_embd, F = g.ffn_dim;
   float* x = ws.x.data();
   float* xb = ws.xb.data();
-  for (int64_t t = 0; t < T; ++t)
-    kernels::layer_norm(x + t * C, L.ln2_w.data(), L.ln2_b.empty() ? nullptr : L.ln2_b.data(),
-                        xb + t * C, C, kLayerNormEps);
+  layer_norm_rows(x, L.ln2_w, L.ln2_b, xb, T, C);
   float* shift = st.ffn_shift(layer);
   token_shift_mix(xb, shift, L.ffn_x_k.data(), ws.xk.data(), T, C);
   std::memcpy(shift, xb + (T - 1) * C, C * sizeof(float));

@@ -11,6 +11,7 @@
 //   7. template ids around the result.
 // The byte-level alphabet never has to be materialized while encoding: byte b starts as the id of
 // the one-character token for b, and merges work on ids.
+#include "tokenizer/utf8.h"
 #include "tokenizer/bpe_tokenizer.h"
 
 #include <algorithm>
@@ -60,24 +61,6 @@ struct ByteAlphabet {
 const ByteAlphabet& alphabet() {
   static const ByteAlphabet a;
   return a;
-}
-
-void append_utf8(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out.push_back(char(c));
-  } else if (c < 0x800) {
-    out.push_back(char(0xC0 | (c >> 6)));
-    out.push_back(char(0x80 | (c & 0x3F)));
-  } else if (c < 0x10000) {
-    out.push_back(char(0xE0 | (c >> 12)));
-    out.push_back(char(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(char(0x80 | (c & 0x3F)));
-  } else {
-    out.push_back(char(0xF0 | (c >> 18)));
-    out.push_back(char(0x80 | ((c >> 12) & 0x3F)));
-    out.push_back(char(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(char(0x80 | (c & 0x3F)));
-  }
 }
 
 // Decodes the code point of valid UTF-8 at s[i]; sets len.
@@ -735,7 +718,7 @@ class Loader {
     const ByteAlphabet& ab = alphabet();
     for (int b = 0; b < 256; ++b) {
       std::string sym;
-      append_utf8(sym, ab.byte_to_cp[b]);
+      utf8::append_code_point(sym, ab.byte_to_cp[b]);
       auto it = vocab_.find(sym);
       impl.byte_id[b] = it == vocab_.end() ? -1 : it->second;
       const bool needed = b < 0xC0 || (b >= 0xC2 && b <= 0xF4);

@@ -1,5 +1,6 @@
 // NFC / NFKC: full (canonical or compatibility) decomposition, canonical ordering, canonical
 // composition, as defined in Unicode Standard Annex #15, with Hangul handled algorithmically.
+#include "tokenizer/utf8.h"
 #include "tokenizer/unicode_norm.h"
 
 #include <algorithm>
@@ -40,24 +41,6 @@ inline char32_t next_cp(std::string_view s, size_t& i) {
                (static_cast<unsigned char>(s[i + 3]) & 0x3F);
   i += 4;
   return c;
-}
-
-inline void put_cp(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out.push_back(char(c));
-  } else if (c < 0x800) {
-    out.push_back(char(0xC0 | (c >> 6)));
-    out.push_back(char(0x80 | (c & 0x3F)));
-  } else if (c < 0x10000) {
-    out.push_back(char(0xE0 | (c >> 12)));
-    out.push_back(char(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(char(0x80 | (c & 0x3F)));
-  } else {
-    out.push_back(char(0xF0 | (c >> 18)));
-    out.push_back(char(0x80 | ((c >> 12) & 0x3F)));
-    out.push_back(char(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(char(0x80 | (c & 0x3F)));
-  }
 }
 
 const Decomposition* find_decomp(const Decomposition* table, size_t n, char32_t c) {
@@ -144,7 +127,7 @@ void normalize_segment(std::string_view text, bool compat, std::vector<char32_t>
     last_cc = cc;
     buf[w++] = c;
   }
-  for (size_t k = 0; k < w; ++k) put_cp(out, buf[k]);
+  for (size_t k = 0; k < w; ++k) utf8::append_code_point(out, buf[k]);
 }
 
 }  // namespace
