@@ -73,6 +73,24 @@ std::vector<int32_t> ints(const io::TensorSet& set, const std::string& name) {
   return v;
 }
 
+std::vector<nlohmann::json> read_jsonl(const std::string& rel) {
+  std::ifstream f(fixture(rel), std::ios::binary);
+  std::vector<nlohmann::json> rows;
+  std::string line;
+  while (std::getline(f, line)) {  // records are split on LF only
+    if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+  }
+  return rows;
+}
+
+std::string from_hex(const std::string& hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
+  return out;
+}
+
 double max_abs_diff(const float* a, const float* b, size_t n) {
   double m = 0;
   for (size_t i = 0; i < n; ++i) {

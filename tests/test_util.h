@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,11 @@ io::TensorSet load_fixture_tensors(const std::string& rel);
 // Copies tensor `name` of `set` out as floats (F32 only) / ints (I32 only); throws if absent.
 std::vector<float> floats(const io::TensorSet& set, const std::string& name);
 std::vector<int32_t> ints(const io::TensorSet& set, const std::string& name);
+
+// Every non-empty line of a JSON-lines fixture (records split on LF only), parsed.
+std::vector<nlohmann::json> read_jsonl(const std::string& rel);
+// "c3a9" -> the bytes 0xc3 0xa9.
+std::string from_hex(const std::string& hex);
 
 // max |a[i] - b[i]|; the sizes must match.
 double max_abs_diff(const float* a, const float* b, size_t n);

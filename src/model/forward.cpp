@@ -261,10 +261,8 @@ std::vector<float> run(const Model::Impl& m, std::span<const int32_t> tokens, St
   const int64_t first = all_positions ? 0 : T - 1;
   const int64_t rows = T - first;
   std::vector<float> normed(static_cast<size_t>(rows * C));
-  for (int64_t t = 0; t < rows; ++t)
-    kernels::layer_norm(ws.x.data() + (first + t) * C, m.weights.ln_out_w.data(),
-                        m.weights.ln_out_b.empty() ? nullptr : m.weights.ln_out_b.data(),
-                        normed.data() + t * C, C, kLayerNormEps);
+  layer_norm_rows(ws.x.data() + first * C, m.weights.ln_out_w, m.weights.ln_out_b, normed.data(),
+                  rows, C);
   std::vector<float> logits(static_cast<size_t>(rows * g.vocab));
   m.weights.head->apply(normed.data(), rows, logits.data());
   return logits;

@@ -21,16 +21,7 @@ namespace wick {
 namespace {
 
 using json = nlohmann::json;
-
-std::vector<json> read_jsonl(const std::string& rel) {
-  std::ifstream f(test::fixture(rel), std::ios::binary);
-  std::vector<json> rows;
-  std::string line;
-  while (std::getline(f, line)) {  // splits on '\n' only; U+2028 etc. are escaped in the files
-    if (!line.empty()) rows.push_back(json::parse(line));
-  }
-  return rows;
-}
+using wick::test::read_jsonl;
 
 std::string vocab_path(const std::string& name) {
   return test::fixture("tokenizers/vocab/" + name);

@@ -88,18 +88,15 @@ namespace {
 // every corpus text fed one token at a time.
 TEST(LoadTokenizer, BpeStreamingDecodeEqualsWholeDecodeOnTheCorpus) {
   auto bpe = load_tokenizer(fixture("tokenizers/vocab/20B_tokenizer.json"));
-  std::ifstream in(fixture("tokenizers/corpus.jsonl"), std::ios::binary);
-  std::string line;
   int texts = 0;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const std::string text = nlohmann::json::parse(line)["text"].get<std::string>();
+  for (const nlohmann::json& row : read_jsonl("tokenizers/corpus.jsonl")) {
+    const std::string text = row["text"].get<std::string>();
     const std::vector<int32_t> ids = bpe->encode(text);
     StreamDecoder dec(*bpe);
     std::string streamed;
     for (int32_t id : ids) streamed += dec.push(id);
     streamed += dec.flush();
-    EXPECT_EQ(streamed, utf8_replace_invalid(bpe->decode(ids))) << line;
+    EXPECT_EQ(streamed, utf8_replace_invalid(bpe->decode(ids))) << row.dump();
     ++texts;
   }
   EXPECT_EQ(texts, 1884);

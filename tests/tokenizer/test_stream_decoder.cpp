@@ -21,27 +21,11 @@
 namespace {
 
 using json = nlohmann::json;
+using wick::test::read_jsonl;
+using wick::test::from_hex;
 using namespace std::string_literals;
 
 const std::string kFFFD = "\xEF\xBF\xBD";
-
-std::vector<json> read_jsonl(const std::string& rel) {
-  std::ifstream f(wick::test::fixture(rel), std::ios::binary);
-  std::vector<json> rows;
-  std::string line;
-  while (std::getline(f, line)) {
-    if (!line.empty()) rows.push_back(json::parse(line));
-  }
-  return rows;
-}
-
-std::string from_hex(const std::string& hex) {
-  std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-  }
-  return out;
-}
 
 const wick::WorldTokenizer& world() {
   static const std::unique_ptr<wick::WorldTokenizer> tok = wick::WorldTokenizer::load(

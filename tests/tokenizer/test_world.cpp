@@ -20,24 +20,8 @@ namespace {
 
 using wick::WorldTokenizer;
 using json = nlohmann::json;
-
-std::vector<json> read_jsonl(const std::string& rel) {
-  std::ifstream f(wick::test::fixture(rel), std::ios::binary);
-  std::vector<json> rows;
-  std::string line;
-  while (std::getline(f, line)) {  // records are split on LF only
-    if (!line.empty()) rows.push_back(json::parse(line));
-  }
-  return rows;
-}
-
-std::string from_hex(const std::string& hex) {
-  std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-  }
-  return out;
-}
+using wick::test::read_jsonl;
+using wick::test::from_hex;
 
 std::string to_hex(std::string_view s) {
   static const char* d = "0123456789abcdef";
