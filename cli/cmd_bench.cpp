@@ -59,6 +59,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--file", o->file, "Text file (its bytes, verbatim)")->required();
   cmd->add_option("--runs", o->runs, "Repetitions (median reported)")->check(CLI::Range(1, 1000));
   cmd->callback([o] { run_bench_tokenizer(*o); });
+  register_bench_generate(bench);
 }
 
 }  // namespace wick::cli

@@ -1,13 +1,20 @@
-// wick generate --model PATH --prompt TEXT --max-tokens N [--json]
-// Prints only the generated text on stdout (streamed as it is produced); --json prints one JSON
-// object instead: {"tokens", "text", "stop_reason", "prompt_tokens", "timings"}.
+// wick generate --prompt TEXT [--model PATH] [--max-tokens N] [sampling flags] [--stop S]...
+//               [--stream] [--json] [--load-state F] [--save-state F] [--batch-file F]
+// Text mode prints the generated text (with --stream: chunk by chunk as it is produced) and a
+// timing line on stderr. --json prints one JSON object: {"tokens", "text", "stop_reason",
+// ["stop_token" | "stop_string"], "prompt_tokens", "generated_tokens", "timings"}; with --stream,
+// one {"chunk", "token"} line per chunk comes first. --batch-file reads JSON lines
+// {"prompt": TEXT} and prints one JSON result per line, in input order (always JSON).
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "common.h"
+#include "generation_options.h"
+#include "wick/errors.h"
 #include "wick/generate.h"
 
 namespace wick::cli {
@@ -16,69 +23,146 @@ namespace {
 struct GenerateOptions {
   std::string model;
   std::string prompt;
+  bool prompt_given = false;
   std::string tokenizer;
-  int max_tokens = 64;
+  int max_tokens = 128;
   bool json = false;
+  bool stream = false;
+  std::string batch_file;
+  GenerationFlags flags;
 };
 
-void run_generate(const GenerateOptions& o) {
-  auto t0 = std::chrono::steady_clock::now();
-  Model model = load_model_or_default(o.model);
-  const double load_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  auto tokenizer = tokenizer_for(model, o.tokenizer);
-  State state = model.new_state();
-  GenerationConfig cfg;
-  cfg.max_tokens = o.max_tokens;
-  TokenCallback stream;
-  if (!o.json) {
-    stream = [](int32_t, std::string_view bytes) {
-      std::fwrite(bytes.data(), 1, bytes.size(), stdout);
-      std::fflush(stdout);
-      return true;
-    };
-  }
-  GenerationResult r = generate(model, *tokenizer, o.prompt, cfg, state, stream);
-  if (!o.json) {
-    std::fputc('\n', stdout);
-    std::fprintf(stderr, "[wick] %d prompt tokens in %.2f ms, %zu tokens in %.2f ms (%.1f tok/s)\n",
-                 r.prompt_tokens, r.timings.prefill_ms, r.tokens.size(), r.timings.decode_ms,
-                 r.timings.decode_ms > 0 ? 1000.0 * r.timings.decode_steps / r.timings.decode_ms : 0.0);
-    return;
-  }
+std::string dump(const nlohmann::json& j) {
+  // Text is valid UTF-8 already; `replace` only guards against surprises.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+nlohmann::json result_json(const GenerationResult& r, double load_ms) {
   nlohmann::json j;
   j["tokens"] = r.tokens;
   j["text"] = r.text;
   j["stop_reason"] = r.stop_reason;
+  if (r.stop_reason == "stop_token") j["stop_token"] = r.stop_token;
+  if (r.stop_reason == "stop_string") j["stop_string"] = r.stop_string;
   j["prompt_tokens"] = r.prompt_tokens;
+  j["generated_tokens"] = r.generated_tokens;
+  const GenerationTimings& t = r.timings;
   j["timings"] = {
       {"load_ms", load_ms},
-      {"prefill_ms", r.timings.prefill_ms},
-      {"decode_ms", r.timings.decode_ms},
-      {"prefill_tokens_per_s", r.timings.prefill_ms > 0 ? 1000.0 * r.prompt_tokens / r.timings.prefill_ms : 0.0},
-      {"decode_tokens_per_s",
-       r.timings.decode_ms > 0 ? 1000.0 * r.timings.decode_steps / r.timings.decode_ms : 0.0},
+      {"prefill_ms", t.prefill_ms},
+      {"decode_ms", t.decode_ms},
+      {"sample_ms", t.sample_ms},
+      {"prefill_tokens_per_s", t.prefill_ms > 0 ? 1000.0 * r.prompt_tokens / t.prefill_ms : 0.0},
+      {"decode_tokens_per_s", t.decode_ms > 0 ? 1000.0 * t.decode_steps / t.decode_ms : 0.0},
   };
-  // Byte-level models can stop inside a UTF-8 sequence: invalid bytes become U+FFFD in "text"
-  // ("tokens" stays exact).
-  std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  return j;
+}
+
+// JSON lines of {"prompt": TEXT}; blank lines are skipped.
+std::vector<std::string> read_batch_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw FileError(path, "cannot open the batch file");
+  std::vector<std::string> prompts;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("prompt") || !j["prompt"].is_string())
+      throw InputError(path + ":" + std::to_string(n) +
+                       ": expected a JSON object with a string \"prompt\", e.g. {\"prompt\": "
+                       "\"Hello\"}");
+    prompts.push_back(j["prompt"].get<std::string>());
+  }
+  if (prompts.empty()) throw InputError(path + ": no prompts found (expected JSON lines)");
+  return prompts;
+}
+
+void run_batch(const GenerateOptions& o, const Model& model, const Tokenizer& tokenizer,
+               const GenerationConfig& cfg, double load_ms) {
+  if (o.prompt_given) throw InputError("--prompt and --batch-file exclude each other");
+  if (o.stream) throw InputError("--stream is not available with --batch-file");
+  if (!o.flags.save_state.empty())
+    throw InputError("--save-state saves one state; it cannot be combined with --batch-file");
+  const std::vector<std::string> texts = read_batch_file(o.batch_file);
+  std::vector<std::vector<int32_t>> prompts;
+  for (const std::string& t : texts) prompts.push_back(tokenizer.encode(t));
+  int64_t n_loaded = 0;
+  const State start = initial_state(o.flags, model, n_loaded);
+  std::vector<State> states(prompts.size(), start);
+  const std::vector<GenerationResult> results =
+      generate_batch(model, tokenizer, prompts, std::span<const GenerationConfig>(&cfg, 1), states);
+  for (const GenerationResult& r : results) std::cout << dump(result_json(r, load_ms)) << "\n";
+}
+
+void run_generate(const GenerateOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Model model = load_model_or_default(o.model);
+  const double load_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  auto tokenizer = tokenizer_for(model, o.tokenizer);
+  GenerationConfig base;
+  base.max_tokens = o.max_tokens;
+  const GenerationConfig cfg = make_generation_config(o.flags, base, model.geometry().vocab);
+  if (!o.batch_file.empty()) return run_batch(o, model, *tokenizer, cfg, load_ms);
+  if (!o.prompt_given) throw InputError("--prompt is required (or --batch-file)");
+
+  int64_t n_tokens = 0;
+  State state = initial_state(o.flags, model, n_tokens);
+  ChunkCallback on_chunk;
+  if (o.stream) {
+    on_chunk = [&o](std::string_view chunk, int32_t token) {
+      if (o.json) {
+        std::cout << dump({{"chunk", std::string(chunk)}, {"token", token}}) << "\n" << std::flush;
+      } else {
+        std::fwrite(chunk.data(), 1, chunk.size(), stdout);
+        std::fflush(stdout);
+      }
+      return true;
+    };
+  }
+  const GenerationResult r = generate(model, *tokenizer, o.prompt, cfg, state, on_chunk);
+  maybe_save_state(o.flags, state, model, *tokenizer,
+                   n_tokens < 0 ? -1 : n_tokens + r.prompt_tokens + r.generated_tokens);
+  if (o.json) {
+    std::cout << dump(result_json(r, load_ms)) << "\n";
+    return;
+  }
+  if (!o.stream) std::fwrite(r.text.data(), 1, r.text.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "[wick] %d prompt tokens in %.2f ms, %d tokens in %.2f ms (%.1f tok/s), stop: %s\n",
+               r.prompt_tokens, r.timings.prefill_ms, r.generated_tokens, r.timings.decode_ms,
+               r.timings.decode_ms > 0 ? 1000.0 * r.timings.decode_steps / r.timings.decode_ms : 0.0,
+               r.stop_reason.c_str());
 }
 
 }  // namespace
 
 void register_generate(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
-  CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt (greedy decoding)");
+  CLI::App* cmd = app.add_subcommand(
+      "generate", "Generate text from a prompt (greedy by default; sampling, stop strings, "
+                  "streaming, state files, batches)");
   cmd->add_option("-m,--model", o->model,
                   "Checkpoint (.safetensors, .pth or HF folder); default: the embedded tiny model");
-  cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
+  auto* prompt = cmd->add_option("-p,--prompt", o->prompt, "Prompt text (must not be empty)");
   cmd->add_option("--tokenizer", o->tokenizer,
                   "World vocabulary (.txt) or HuggingFace tokenizer.json (BPE); default: byte-level "
                   "for 256-token models, the embedded World vocabulary for 65536");
-  cmd->add_option("-n,--max-tokens", o->max_tokens, "Tokens to generate (default 64)")
+  cmd->add_option("-n,--max-tokens", o->max_tokens,
+                  "Tokens to generate (default 128; 0 only folds the prompt into the state)")
       ->check(CLI::Range(0, 1 << 30));
   cmd->add_flag("--json", o->json, "Print a JSON object instead of the text");
-  cmd->callback([o] { run_generate(*o); });
+  cmd->add_flag("--stream", o->stream, "Print text as it is generated (with --json: JSON lines)");
+  cmd->add_option("--batch-file", o->batch_file,
+                  "JSON lines {\"prompt\": ...}: generate for all at once, one JSON result per "
+                  "line in order; row i samples with seed + i");
+  add_generation_flags(cmd, o->flags, /*chat=*/false);
+  cmd->callback([o, prompt] {
+    o->prompt_given = prompt->count() > 0;
+    run_generate(*o);
+  });
 }
 
 }  // namespace wick::cli

@@ -8,4 +8,5 @@ $SUDO apt-get update -qq || true
 $SUDO apt-get install -y -qq --no-install-recommends \
   g++ cmake make ca-certificates \
   nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libomp-dev \
+  nettle-dev pkg-config \
   >/dev/null

@@ -1,5 +1,10 @@
 #include "test_util.h"
 
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -99,6 +104,35 @@ double max_abs_diff(const float* a, const float* b, size_t n) {
     if (d > m) m = d;
   }
   return m;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+CliRun run_wick(const std::string& args, const std::string& stdin_text) {
+  // Its own folder (scratch_dir() would empty the calling test's folder).
+  static int runs = 0;
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("wick-test-" + std::to_string(::getpid())) / ("cli-run-" + std::to_string(runs++));
+  std::filesystem::create_directories(dir);
+  const std::string err_path = (dir / "stderr.txt").string();
+  const std::string in_path = (dir / "stdin.txt").string();
+  write_file(in_path, stdin_text);
+  const std::string cmd = std::string(WICK_CLI_PATH) + " " + args + " <" + shell_quote(in_path) +
+                          " 2>" + shell_quote(err_path);
+  CliRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 65536> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.err = read_file(err_path);
+  return r;
 }
 
 }  // namespace wick::test

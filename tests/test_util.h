@@ -38,4 +38,15 @@ inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>
   return a.size() == b.size() ? max_abs_diff(a.data(), b.data(), a.size()) : 1e30;
 }
 
+// One run of the `wick` binary built with the tests.
+struct CliRun {
+  int status = -1;   // exit status (-1: did not exit normally)
+  std::string out;   // stdout
+  std::string err;   // stderr
+};
+// Single-quotes `s` for /bin/sh.
+std::string shell_quote(const std::string& s);
+// Runs `wick ARGS` through /bin/sh (ARGS is shell text: quote paths), feeding `stdin_text`.
+CliRun run_wick(const std::string& args, const std::string& stdin_text = "");
+
 }  // namespace wick::test

@@ -75,6 +75,19 @@ class CheckpointError : public Error {
   std::string path_;
 };
 
+// A well-formed safetensors file that is not a state this model can continue: not a wick state
+// file, an unknown format version or kind, wrong tensors, or a state saved by a model of another
+// geometry or (unless allowed) other weights.
+class StateFileError : public Error {
+ public:
+  StateFileError(std::string path, const std::string& message)
+      : Error(path + ": " + message), path_(std::move(path)) {}
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 // Bad input at run time: a token id outside the vocabulary, an empty token list where one is
 // required, a State that belongs to a model of another geometry.
 class InputError : public Error {

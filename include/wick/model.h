@@ -56,6 +56,9 @@ struct ModelInfo {
   uint64_t parameters = 0;            // number of weights used by the model
   uint64_t weight_bytes = 0;          // bytes of those weights as stored
   std::vector<std::pair<DType, uint64_t>> dtype_parameters;  // parameters per stored dtype
+  // "sha256:<64 hex>" identifying the weights (docs/tasks.md §3.5): names, dtypes and shapes of
+  // every tensor plus the bytes of the small ones. State files carry it to refuse foreign states.
+  std::string fingerprint;
 };
 
 // Hook for inspecting intermediate activations of forward() (tests, debugging). Called
@@ -100,6 +103,22 @@ class Model {
   // the corresponding row of forward(..., all_positions = true).
   // Throws InputError like forward().
   std::vector<float> step(int32_t token, State& state) const;
+
+  // Batched parallel pass: sequences[b] continues states[b] (B sequences of any lengths, packed
+  // row after row - no padding, so a row never sees its neighbours). Every matrix product runs
+  // once over the rows of all sequences (one GEMM); token shift and the WKV recurrence run per
+  // sequence from its own state. Returns logits [B, V] row-major: row b is the last position of
+  // sequence b, bit-identical to forward(sequences[b], *states[b]).
+  // Throws InputError (every state then unchanged) when the counts differ, B == 0, a sequence is
+  // empty or has an id outside [0, V), a state is null, of another geometry, or passed twice.
+  std::vector<float> forward_batch(std::span<const std::span<const int32_t>> sequences,
+                                   std::span<State* const> states) const;
+
+  // Batched recurrent step (decode for B rows at once): tokens[b] advances states[b]. Returns
+  // logits [B, V]; row b is bit-identical to step(tokens[b], *states[b]). Throws like
+  // forward_batch().
+  std::vector<float> step_batch(std::span<const int32_t> tokens,
+                                std::span<State* const> states) const;
 
   struct Impl;
 

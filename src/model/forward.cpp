@@ -24,6 +24,15 @@ constexpr float kDecayScale = 0.6065306597126334f;  // e^(-1/2)
 
 inline float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
 
+// One sequence of a (possibly batched) pass: its rows [row0, row0 + T) of the workspace and the
+// state it continues. Rows of all segments go through every matrix product together (one GEMM);
+// token shift and the WKV recurrence run per segment, each from its own state.
+struct Segment {
+  int64_t row0 = 0;
+  int64_t T = 0;
+  State* state = nullptr;
+};
+
 // Scratch buffers for one pass, sized for T rows.
 struct Workspace {
   explicit Workspace(const Geometry& g, int64_t T) {
@@ -64,21 +73,24 @@ void token_shift_mix(const float* x, const float* shift, const float* mix, float
   }
 }
 
-void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T, State& st,
-              Workspace& ws, const ActivationTrace* trace) {
+void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
+              std::span<const Segment> segs, Workspace& ws, const ActivationTrace* trace) {
   const int64_t C = g.n_embd;
   const int H = g.n_head, N = g.head_size;
   float* x = ws.x.data();
   float* xa = ws.xa.data();
   layer_norm_rows(x, L.ln1_w, L.ln1_b, xa, T, C);
-  float* shift = st.att_shift(layer);
-  token_shift_mix(xa, shift, L.x_r.data(), ws.xr.data(), T, C);
-  token_shift_mix(xa, shift, L.x_w.data(), ws.xw.data(), T, C);
-  token_shift_mix(xa, shift, L.x_k.data(), ws.xk.data(), T, C);
-  token_shift_mix(xa, shift, L.x_v.data(), ws.xv.data(), T, C);
-  token_shift_mix(xa, shift, L.x_a.data(), ws.xaa.data(), T, C);
-  token_shift_mix(xa, shift, L.x_g.data(), ws.xg.data(), T, C);
-  std::memcpy(shift, xa + (T - 1) * C, C * sizeof(float));
+  for (const Segment& s : segs) {
+    float* shift = s.state->att_shift(layer);
+    const int64_t o = s.row0 * C;
+    token_shift_mix(xa + o, shift, L.x_r.data(), ws.xr.data() + o, s.T, C);
+    token_shift_mix(xa + o, shift, L.x_w.data(), ws.xw.data() + o, s.T, C);
+    token_shift_mix(xa + o, shift, L.x_k.data(), ws.xk.data() + o, s.T, C);
+    token_shift_mix(xa + o, shift, L.x_v.data(), ws.xv.data() + o, s.T, C);
+    token_shift_mix(xa + o, shift, L.x_a.data(), ws.xaa.data() + o, s.T, C);
+    token_shift_mix(xa + o, shift, L.x_g.data(), ws.xg.data() + o, s.T, C);
+    std::memcpy(shift, xa + (s.row0 + s.T - 1) * C, C * sizeof(float));
+  }
 
   float *r = ws.r.data(), *k = ws.k.data(), *v = ws.v.data(), *w = ws.w.data(), *a = ws.a.data();
   float *gate = ws.g_.data(), *kk = ws.kk.data(), *lora = ws.lora.data(), *tmp = ws.tmpc.data();
@@ -140,7 +152,11 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T, St
   }
 
   float* y = ws.y.data();
-  kernels::wkv7_sequence(T, H, N, st.wkv(layer), r, w, k, v, kk, a, y);
+  for (const Segment& s : segs) {
+    const int64_t o = s.row0 * C;
+    kernels::wkv7_sequence(s.T, H, N, s.state->wkv(layer), r + o, w + o, k + o, v + o, kk + o,
+                           a + o, y + o);
+  }
 
   if (tracing) {
     std::vector<float> neg_kk(kk, kk + T * C), bvec(static_cast<size_t>(T * C));
@@ -177,15 +193,18 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T, St
   for (int64_t i = 0; i < T * C; ++i) x[i] += tmp[i];
 }
 
-void channel_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T, State& st,
-                 Workspace& ws, const ActivationTrace* trace) {
+void channel_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
+                 std::span<const Segment> segs, Workspace& ws, const ActivationTrace* trace) {
   const int64_t C = g.n_embd, F = g.ffn_dim;
   float* x = ws.x.data();
   float* xb = ws.xb.data();
   layer_norm_rows(x, L.ln2_w, L.ln2_b, xb, T, C);
-  float* shift = st.ffn_shift(layer);
-  token_shift_mix(xb, shift, L.ffn_x_k.data(), ws.xk.data(), T, C);
-  std::memcpy(shift, xb + (T - 1) * C, C * sizeof(float));
+  for (const Segment& s : segs) {
+    float* shift = s.state->ffn_shift(layer);
+    const int64_t o = s.row0 * C;
+    token_shift_mix(xb + o, shift, L.ffn_x_k.data(), ws.xk.data() + o, s.T, C);
+    std::memcpy(shift, xb + (s.row0 + s.T - 1) * C, C * sizeof(float));
+  }
   float* h = ws.ffn_h.data();
   L.ffn_key->apply(ws.xk.data(), T, h);
   for (int64_t i = 0; i < T * F; ++i) {
@@ -224,47 +243,84 @@ void embed(const ModelWeights& w, const Geometry& g, const int32_t* tokens, int6
   }
 }
 
-void check_inputs(const Geometry& g, std::span<const int32_t> tokens, const State& st) {
-  if (tokens.empty()) throw InputError("no tokens given: expected at least one token id");
+std::string geometry_string(int L, int C, int H, int N) {
+  return "L=" + std::to_string(L) + ", C=" + std::to_string(C) + ", H=" + std::to_string(H) +
+         ", N=" + std::to_string(N);
+}
+
+void check_tokens(const Geometry& g, std::span<const int32_t> tokens, const std::string& where) {
+  if (tokens.empty())
+    throw InputError("no tokens given" + where + ": expected at least one token id");
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || tokens[i] >= g.vocab) {
       throw InputError("token id " + std::to_string(tokens[i]) + " at position " +
-                       std::to_string(i) + " is outside this model's vocabulary [0, " +
+                       std::to_string(i) + where + " is outside this model's vocabulary [0, " +
                        std::to_string(g.vocab) + "); was the text encoded with another tokenizer?");
     }
   }
-  if (st.n_layer() != g.n_layer || st.n_embd() != g.n_embd || st.n_head() != g.n_head ||
-      st.head_size() != g.head_size) {
-    throw InputError("state geometry (L=" + std::to_string(st.n_layer()) + ", C=" +
-                     std::to_string(st.n_embd()) + ", H=" + std::to_string(st.n_head()) + ", N=" +
-                     std::to_string(st.head_size()) + ") does not match the model (L=" +
-                     std::to_string(g.n_layer) + ", C=" + std::to_string(g.n_embd) + ", H=" +
-                     std::to_string(g.n_head) + ", N=" + std::to_string(g.head_size) +
+}
+
+void check_state(const Geometry& g, const State* st, const std::string& where) {
+  if (st == nullptr) throw InputError("null state" + where + ": pass a State from Model::new_state()");
+  if (st->n_layer() != g.n_layer || st->n_embd() != g.n_embd || st->n_head() != g.n_head ||
+      st->head_size() != g.head_size) {
+    throw InputError("state geometry (" +
+                     geometry_string(st->n_layer(), st->n_embd(), st->n_head(), st->head_size()) +
+                     ")" + where + " does not match the model (" +
+                     geometry_string(g.n_layer, g.n_embd, g.n_head, g.head_size) +
                      "); create it with Model::new_state()");
   }
 }
 
-std::vector<float> run(const Model::Impl& m, std::span<const int32_t> tokens, State& st,
-                       bool all_positions, const ActivationTrace* trace) {
+enum class LogitRows { kLastOfEach, kAll };
+
+// The pass over all sequences at once. Every input is validated before any state changes, so a
+// throw leaves every state as it was.
+std::vector<float> run(const Model::Impl& m, std::span<const std::span<const int32_t>> seqs,
+                       std::span<State* const> states, LogitRows logit_rows,
+                       const ActivationTrace* trace) {
   const Geometry& g = m.geometry;
-  check_inputs(g, tokens, st);
-  const int64_t T = static_cast<int64_t>(tokens.size());
-  const int64_t C = g.n_embd;
-  Workspace ws(g, T);
-  embed(m.weights, g, tokens.data(), T, ws.x.data());
-  trace_out(trace, "emb_ln0", -1, ws.x.data(), T, C);
-  for (int i = 0; i < g.n_layer; ++i) {
-    time_mix(m.weights.layers[i], g, i, T, st, ws, trace);
-    channel_mix(m.weights.layers[i], g, i, T, st, ws, trace);
-    trace_out(trace, "block_out", i, ws.x.data(), T, C);
+  if (seqs.size() != states.size())
+    throw InputError(std::to_string(seqs.size()) + " sequences but " +
+                     std::to_string(states.size()) + " states: expected one state per sequence");
+  if (seqs.empty()) throw InputError("no sequences given: expected at least one");
+  std::vector<Segment> segs(seqs.size());
+  int64_t total = 0;
+  for (size_t b = 0; b < seqs.size(); ++b) {
+    const std::string where = seqs.size() > 1 ? " (sequence " + std::to_string(b) + ")" : "";
+    check_tokens(g, seqs[b], where);
+    check_state(g, states[b], where);
+    for (size_t e = 0; e < b; ++e)
+      if (states[e] == states[b])
+        throw InputError("sequences " + std::to_string(e) + " and " + std::to_string(b) +
+                         " share one State object: each sequence needs its own state");
+    segs[b] = Segment{total, static_cast<int64_t>(seqs[b].size()), states[b]};
+    total += segs[b].T;
   }
-  const int64_t first = all_positions ? 0 : T - 1;
-  const int64_t rows = T - first;
-  std::vector<float> normed(static_cast<size_t>(rows * C));
-  layer_norm_rows(ws.x.data() + first * C, m.weights.ln_out_w, m.weights.ln_out_b, normed.data(),
-                  rows, C);
-  std::vector<float> logits(static_cast<size_t>(rows * g.vocab));
-  m.weights.head->apply(normed.data(), rows, logits.data());
+  const int64_t C = g.n_embd;
+  Workspace ws(g, total);
+  for (size_t b = 0; b < segs.size(); ++b)
+    embed(m.weights, g, seqs[b].data(), segs[b].T, ws.x.data() + segs[b].row0 * C);
+  trace_out(trace, "emb_ln0", -1, ws.x.data(), total, C);
+  for (int i = 0; i < g.n_layer; ++i) {
+    time_mix(m.weights.layers[i], g, i, total, segs, ws, trace);
+    channel_mix(m.weights.layers[i], g, i, total, segs, ws, trace);
+    trace_out(trace, "block_out", i, ws.x.data(), total, C);
+  }
+  // Final LayerNorm and head only for the rows whose logits are returned.
+  std::vector<int64_t> rows;
+  if (logit_rows == LogitRows::kAll) {
+    for (int64_t t = 0; t < total; ++t) rows.push_back(t);
+  } else {
+    for (const Segment& s : segs) rows.push_back(s.row0 + s.T - 1);
+  }
+  const int64_t n = static_cast<int64_t>(rows.size());
+  std::vector<float> normed(static_cast<size_t>(n * C));
+  for (int64_t i = 0; i < n; ++i)
+    layer_norm_rows(ws.x.data() + rows[i] * C, m.weights.ln_out_w, m.weights.ln_out_b,
+                    normed.data() + i * C, 1, C);
+  std::vector<float> logits(static_cast<size_t>(n * g.vocab));
+  m.weights.head->apply(normed.data(), n, logits.data());
   return logits;
 }
 
@@ -272,11 +328,27 @@ std::vector<float> run(const Model::Impl& m, std::span<const int32_t> tokens, St
 
 std::vector<float> Model::forward(std::span<const int32_t> tokens, State& state,
                                   bool all_positions, const ActivationTrace* trace) const {
-  return run(*impl_, tokens, state, all_positions, trace);
+  State* st = &state;
+  return run(*impl_, std::span<const std::span<const int32_t>>(&tokens, 1),
+             std::span<State* const>(&st, 1),
+             all_positions ? LogitRows::kAll : LogitRows::kLastOfEach, trace);
 }
 
 std::vector<float> Model::step(int32_t token, State& state) const {
-  return run(*impl_, std::span<const int32_t>(&token, 1), state, false, nullptr);
+  return forward(std::span<const int32_t>(&token, 1), state);
+}
+
+std::vector<float> Model::forward_batch(std::span<const std::span<const int32_t>> sequences,
+                                        std::span<State* const> states) const {
+  return run(*impl_, sequences, states, LogitRows::kLastOfEach, nullptr);
+}
+
+std::vector<float> Model::step_batch(std::span<const int32_t> tokens,
+                                     std::span<State* const> states) const {
+  std::vector<std::span<const int32_t>> seqs;
+  seqs.reserve(tokens.size());
+  for (const int32_t& t : tokens) seqs.emplace_back(&t, 1);
+  return run(*impl_, seqs, states, LogitRows::kLastOfEach, nullptr);
 }
 
 }  // namespace wick

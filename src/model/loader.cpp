@@ -12,6 +12,7 @@
 #include "io/naming.h"
 #include "io/pth.h"
 #include "io/safetensors.h"
+#include "io/sha256.h"
 #include "kernels/dot.h"
 #include "model/model_impl.h"
 #include "wick/errors.h"
@@ -452,6 +453,25 @@ io::TensorSet read_shards(const std::string& index_path) {
   return merged;
 }
 
+// The base fingerprint of docs/tasks.md §3.5: SHA-256 over every tensor in lexicographic order of
+// its official name - name, 0x00, dtype tag, 0x00, shape "d0,d1,...", 0x00, and the stored bytes
+// of tensors of at most 65536 elements (norms, mixes, biases, LoRA vectors). Cheap (no hashing of
+// the large matrices) and changed by any change of names, shapes, dtypes or small tensors.
+std::string weights_fingerprint(const std::map<std::string, io::MappedTensor>& tensors) {
+  constexpr int64_t kHashedElements = 65536;
+  io::Sha256 h;
+  const char zero = 0;
+  for (const auto& [name, t] : tensors) {
+    h.update(name).update(&zero, 1).update(dtype_name(t.view.dtype)).update(&zero, 1);
+    std::string shape;
+    for (size_t i = 0; i < t.view.shape.size(); ++i)
+      shape += (i ? "," : "") + std::to_string(t.view.shape[i]);
+    h.update(shape).update(&zero, 1);
+    if (t.view.numel() <= kHashedElements) h.update(t.view.data, t.view.nbytes);
+  }
+  return "sha256:" + h.hex_digest();
+}
+
 }  // namespace
 
 std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::string& hf_config,
@@ -519,6 +539,7 @@ std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::strin
     per_dtype[t.view.dtype] += static_cast<uint64_t>(t.view.numel());
   }
   for (auto& [dt, n] : per_dtype) info.dtype_parameters.emplace_back(dt, n);
+  info.fingerprint = weights_fingerprint(r.names().tensors);
   impl->sources.push_back(std::move(tensors));
   return impl;
 }

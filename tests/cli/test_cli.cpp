@@ -13,32 +13,8 @@
 namespace wick::test {
 namespace {
 
-struct CliRun {
-  int status = -1;
-  std::string out, err;
-};
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-CliRun wick(const std::string& args) {
-  const auto dir = scratch_dir();
-  const std::string err_path = (dir / "stderr.txt").string();
-  const std::string cmd = std::string(WICK_CLI_PATH) + " " + args + " 2>" + quote(err_path);
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 65536> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.err = read_file(err_path);
-  return r;
-}
+std::string quote(const std::string& s) { return shell_quote(s); }
+CliRun wick(const std::string& args) { return run_wick(args); }
 
 const char* kSeq64Prompt = "Once upon a time, in a small caf\xc3\xa9 by the sea, the old man said:";
 

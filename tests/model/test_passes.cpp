@@ -160,7 +160,7 @@ TEST_F(Passes, GenerateContinuesFromTheCallersStateAndAbsorbsEveryToken) {
   cfg.stop_tokens.clear();
   int calls = 0;
   GenerationResult c = generate_tokens(model_, tok, tokens_, cfg, st3,
-                                       [&](int32_t, std::string_view) { return ++calls < 3; });
+                                       [&](std::string_view, int32_t) { return ++calls < 3; });
   EXPECT_EQ(c.stop_reason, "cancelled");
   EXPECT_EQ(c.tokens.size(), 3u);
 }

@@ -15,14 +15,9 @@ namespace wick::test {
 namespace {
 
 std::string run_cli(const std::string& args, int* status) {
-  std::string out;
-  FILE* p = popen((std::string(WICK_CLI_PATH) + " " + args + " 2>/dev/null").c_str(), "r");
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return out;
+  const CliRun r = run_wick(args);
+  *status = r.status;
+  return r.out;
 }
 
 TEST(LoadTokenizer, PicksTheKindFromTheFileAndEmbeddedWorldEqualsTheFile) {

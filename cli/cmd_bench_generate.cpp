@@ -1,0 +1,143 @@
+// wick bench generate [--model F] [--prompt-tokens N] [--gen N] [--reps R] [--batch 1,4,8] [--json]
+// Decode speed as users see it through generate(): ms/token greedy vs with sampling (temperature
+// + top-p + penalties; the difference is the sampler's overhead), and batch generation throughput
+// at several row counts vs the same rows generated one by one. The variants run interleaved in
+// every repetition (this machine is shared and noisy) and medians are reported.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "common.h"
+#include "wick/errors.h"
+#include "wick/generate.h"
+
+namespace wick::cli {
+namespace {
+
+struct BenchGenerateOptions {
+  std::string model, tokenizer;
+  int prompt_tokens = 64;
+  int gen = 64;
+  int reps = 3;
+  std::vector<int> batch = {1, 4, 8};
+  bool json = false;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double seconds_of(const std::function<void()>& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A prompt of exactly n tokens: ids of some English text, repeated.
+std::vector<int32_t> make_prompt(const Tokenizer& tok, int n, int salt) {
+  const std::vector<int32_t> base = tok.encode(
+      "The history of the printing press begins with movable type, paper and ink, and the "
+      "workshops where they met. " + std::to_string(salt));
+  std::vector<int32_t> p;
+  while (static_cast<int>(p.size()) < n) p.push_back(base[(p.size() + salt) % base.size()]);
+  return p;
+}
+
+void run_bench_generate(const BenchGenerateOptions& o) {
+  const Model model = load_model_or_default(o.model);
+  const auto tok = tokenizer_for(model, o.tokenizer);
+  GenerationConfig greedy;
+  greedy.max_tokens = o.gen;
+  GenerationConfig sampled = greedy;
+  sampled.sampling.temperature = 1.0f;
+  sampled.sampling.top_p = 0.9f;
+  sampled.sampling.top_k = 0;
+  sampled.sampling.presence_penalty = 0.2f;
+  sampled.sampling.frequency_penalty = 0.2f;
+  sampled.sampling.penalty_decay = 0.996f;
+  const std::vector<int32_t> prompt = make_prompt(*tok, o.prompt_tokens, 0);
+
+  // Per-token decode time of one generate() call (prefill excluded).
+  auto decode_ms_per_token = [&](const GenerationConfig& c, double* sample_ms) {
+    State st = model.new_state();
+    const GenerationResult r = generate_tokens(model, *tok, prompt, c, st);
+    if (sample_ms) *sample_ms = r.timings.sample_ms / std::max(1, r.timings.decode_steps);
+    return r.timings.decode_ms / std::max(1, r.timings.decode_steps);
+  };
+  std::vector<double> g_ms, s_ms, s_sample_ms;
+  std::map<int, std::vector<double>> batch_tps, single_tps;
+  for (int rep = 0; rep < o.reps; ++rep) {
+    g_ms.push_back(decode_ms_per_token(greedy, nullptr));
+    double sm = 0;
+    s_ms.push_back(decode_ms_per_token(sampled, &sm));
+    s_sample_ms.push_back(sm);
+    for (int B : o.batch) {
+      std::vector<std::vector<int32_t>> prompts;
+      for (int b = 0; b < B; ++b) prompts.push_back(make_prompt(*tok, o.prompt_tokens, b));
+      const double tb = seconds_of([&] {
+        generate_batch(model, *tok, prompts, std::span<const GenerationConfig>(&greedy, 1));
+      });
+      const double ts = seconds_of([&] {
+        for (int b = 0; b < B; ++b) {
+          State st = model.new_state();
+          generate_tokens(model, *tok, prompts[b], greedy, st);
+        }
+      });
+      batch_tps[B].push_back(B * o.gen / tb);
+      single_tps[B].push_back(B * o.gen / ts);
+    }
+  }
+  const Geometry& g = model.geometry();
+  const double gm = median(g_ms), sm = median(s_ms);
+  if (o.json) {
+    auto line = [](const nlohmann::json& j) { std::cout << j.dump() << "\n"; };
+    line({{"test", "decode_greedy"}, {"ms_per_token", gm}, {"n_gen", o.gen}});
+    line({{"test", "decode_sampled"}, {"ms_per_token", sm}, {"sampler_ms_per_token", median(s_sample_ms)},
+          {"overhead_pct", 100.0 * (sm - gm) / gm}, {"n_gen", o.gen}});
+    for (int B : o.batch)
+      line({{"test", "batch"}, {"rows", B}, {"batch_tokens_per_s", median(batch_tps[B])},
+            {"one_by_one_tokens_per_s", median(single_tps[B])},
+            {"speedup", median(batch_tps[B]) / median(single_tps[B])}});
+    return;
+  }
+  fmt::print("model      {} (L {}, C {}, vocab {}), prompt {} tokens, {} generated, {} reps "
+             "(medians)\n",
+             model.info().source, g.n_layer, g.n_embd, g.vocab, o.prompt_tokens, o.gen, o.reps);
+  fmt::print("greedy     {:.3f} ms/token\n", gm);
+  fmt::print("sampled    {:.3f} ms/token (T 1, top-p 0.9, presence/frequency 0.2, decay 0.996): "
+             "{:+.1f} %, of which the sampler {:.3f} ms/token\n",
+             sm, 100.0 * (sm - gm) / gm, median(s_sample_ms));
+  fmt::print("{:>6} {:>16} {:>16} {:>8}\n", "rows", "batch tok/s", "one-by-one tok/s", "speedup");
+  for (int B : o.batch)
+    fmt::print("{:>6} {:>16.1f} {:>16.1f} {:>7.2f}x\n", B, median(batch_tps[B]),
+               median(single_tps[B]), median(batch_tps[B]) / median(single_tps[B]));
+}
+
+}  // namespace
+
+void register_bench_generate(CLI::App* bench) {
+  auto o = std::make_shared<BenchGenerateOptions>();
+  CLI::App* cmd = bench->add_subcommand(
+      "generate", "Decode ms/token greedy vs sampled, and batch generation speed-up");
+  cmd->add_option("-m,--model", o->model,
+                  "Checkpoint; default: the embedded tiny model (try `wick synth --geometry 0.1b`)");
+  cmd->add_option("--tokenizer", o->tokenizer, "Tokenizer file; default as for generate");
+  cmd->add_option("--prompt-tokens", o->prompt_tokens, "Prompt length in tokens (default 64)")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--gen", o->gen, "Tokens generated per row (default 64)")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--reps", o->reps, "Repetitions (medians reported; default 3)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--batch", o->batch, "Row counts for the batch test (default 1,4,8)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
+  cmd->add_flag("--json", o->json, "One JSON object per test and line");
+  cmd->callback([o] { run_bench_generate(*o); });
+}
+
+}  // namespace wick::cli

@@ -1,0 +1,197 @@
+// wick chat [--model PATH] [sampling flags] [--load-state F]: an interactive REPL in the RWKV World
+// chat format (docs/tasks.md §2.6). Each user message is cleaned and fed as
+// "User: {message}\n\nAssistant:"; the reply streams until the stop string "\n\n". The history
+// lives in the recurrent state (nothing is re-fed). Commands: /save F, /load F, /reset,
+// /regenerate, /help, /quit. Ctrl-C cancels the reply being generated, not the program.
+// Replies go to stdout; prompts ("User: ") and command messages go to stderr when stdin is a
+// terminal (piped input gets only the replies, one per line).
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include "commands.h"
+#include "common.h"
+#include "generation_options.h"
+#include "wick/chat.h"
+#include "wick/errors.h"
+#include "wick/generate.h"
+#include "wick/state_file.h"
+
+namespace wick::cli {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) { g_interrupted.store(true); }
+
+// Installs the Ctrl-C handler for the duration of a reply; the default action is restored after.
+class InterruptScope {
+ public:
+  InterruptScope() {
+    g_interrupted.store(false);
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_);
+  }
+  ~InterruptScope() { sigaction(SIGINT, &old_, nullptr); }
+
+ private:
+  struct sigaction old_ {};
+};
+
+struct ChatOptions {
+  std::string model;
+  std::string tokenizer;
+  int max_tokens = 1000;
+  bool intro = false;
+  GenerationFlags flags;
+};
+
+class ChatSession {
+ public:
+  ChatSession(const ChatOptions& o, bool interactive)
+      : o_(o),
+        interactive_(interactive),
+        model_(load_model_or_default(o.model)),
+        tokenizer_(tokenizer_for(model_, o.tokenizer)) {
+    GenerationConfig base;
+    base.max_tokens = o.max_tokens;
+    base.sampling = SamplingConfig::chatrwkv_chat();
+    base.stop_strings = {std::string(kChatStopString)};
+    config_ = make_generation_config(o.flags, base, model_.geometry().vocab);
+    int64_t n = 0;
+    state_ = initial_state(o.flags, model_, n);
+    if (o.intro && o.flags.load_state.empty()) feed(std::string(kChatIntro));
+    initial_ = state_;
+  }
+
+  void run() {
+    std::string line;
+    while (true) {
+      if (interactive_) std::fputs("User: ", stderr);
+      if (!std::getline(std::cin, line)) break;
+      if (!line.empty() && line[0] == '/') {
+        if (!command(line)) break;
+        continue;
+      }
+      if (chat_clean_message(line).empty()) continue;
+      last_turn_ = chat_user_turn(line);
+      before_turn_ = state_;
+      reply();
+    }
+  }
+
+ private:
+  void info(const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); }
+
+  void feed(const std::string& text) {
+    const std::vector<int32_t> ids = tokenizer_->encode(text);
+    if (!ids.empty()) model_.forward(ids, state_);
+  }
+
+  // Generates a reply to last_turn_ from the current state (which has not seen the turn yet).
+  void reply() {
+    GenerationConfig cfg = config_;
+    cfg.sampling.seed = config_.sampling.seed + replies_++;  // a regenerated reply differs
+    if (interactive_) std::fputs("Assistant:", stdout);
+    std::fflush(stdout);
+    GenerationResult r;
+    {
+      InterruptScope scope;
+      r = generate(model_, *tokenizer_, last_turn_, cfg, state_,
+                   [](std::string_view chunk, int32_t) {
+                     std::fwrite(chunk.data(), 1, chunk.size(), stdout);
+                     std::fflush(stdout);
+                     return !g_interrupted.load();
+                   });
+    }
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    if (r.stop_reason == "cancelled") {
+      feed("\n\n");  // close the interrupted turn so the next one starts cleanly
+      info("[reply cancelled]");
+    } else if (r.stop_reason == "max_tokens") {
+      feed("\n\n");
+      info("[reply cut at --max-tokens " + std::to_string(cfg.max_tokens) + "]");
+    }
+  }
+
+  // Returns false to quit.
+  bool command(const std::string& line) {
+    const size_t sp = line.find(' ');
+    const std::string cmd = line.substr(0, sp);
+    const std::string arg = sp == std::string::npos ? "" : chat_clean_message(line.substr(sp + 1));
+    try {
+      if (cmd == "/quit" || cmd == "/exit") return false;
+      if (cmd == "/help") {
+        info("/save FILE  save the conversation state\n/load FILE  continue a saved state\n"
+             "/reset      start over (initial state)\n/regenerate answer the last message again\n"
+             "/quit       leave (also Ctrl-D); Ctrl-C cancels a reply");
+      } else if (cmd == "/save" && !arg.empty()) {
+        StateFileInfo fi;
+        fi.tokenizer = std::string(tokenizer_->name());
+        fi.note = "wick chat";
+        save_state(arg, state_, model_, fi);
+        info("[saved " + arg + "]");
+      } else if (cmd == "/load" && !arg.empty()) {
+        LoadedState loaded = load_state(arg, model_, o_.flags.allow_other_base);
+        for (const std::string& w : loaded.warnings) info("warning: " + w);
+        state_ = std::move(loaded.state);
+        last_turn_.clear();
+        info("[loaded " + arg + "]");
+      } else if (cmd == "/reset") {
+        state_ = initial_;
+        last_turn_.clear();
+        info("[reset]");
+      } else if (cmd == "/regenerate") {
+        if (last_turn_.empty()) {
+          info("[nothing to regenerate]");
+        } else {
+          state_ = before_turn_;
+          reply();
+        }
+      } else {
+        info("unknown command '" + line + "'; /help lists the commands");
+      }
+    } catch (const Error& e) {
+      info(std::string("error: ") + e.what());  // a bad file must not end the conversation
+    }
+    return true;
+  }
+
+  const ChatOptions& o_;
+  bool interactive_;
+  Model model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  GenerationConfig config_;
+  State state_, initial_, before_turn_;
+  std::string last_turn_;
+  uint64_t replies_ = 0;
+};
+
+}  // namespace
+
+void register_chat(CLI::App& app) {
+  auto o = std::make_shared<ChatOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "chat", "Interactive chat in the RWKV World format (User: ... / Assistant: ...), history "
+              "kept as state. Commands: /save F, /load F, /reset, /regenerate, /help, /quit");
+  cmd->add_option("-m,--model", o->model,
+                  "Checkpoint (.safetensors, .pth or HF folder); default: the embedded tiny model");
+  cmd->add_option("--tokenizer", o->tokenizer,
+                  "World vocabulary (.txt) or tokenizer.json; default as for generate");
+  cmd->add_option("-n,--max-tokens", o->max_tokens, "Tokens per reply at most (default 1000)")
+      ->check(CLI::Range(1, 1 << 30));
+  cmd->add_flag("--intro", o->intro,
+                "Start with ChatRWKV's canned first exchange (without --load-state)");
+  add_generation_flags(cmd, o->flags, /*chat=*/true);
+  cmd->callback([o] {
+    ChatSession session(*o, isatty(STDIN_FILENO) != 0);
+    session.run();
+  });
+}
+
+}  // namespace wick::cli

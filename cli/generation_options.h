@@ -1,0 +1,51 @@
+// Command-line flags shared by `wick generate` and `wick chat`: the sampler (docs/tasks.md §1),
+// stop conditions and state files.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "wick/generate.h"
+#include "wick/model.h"
+#include "wick/state_file.h"
+#include "wick/tokenizer.h"
+
+namespace wick::cli {
+
+struct GenerationFlags {
+  std::string sampler;  // "" (the command's default), "standard" or "chatrwkv"
+  std::optional<float> temperature, top_p, presence, frequency, decay, repetition;
+  std::optional<int> top_k;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> logit_bias;  // "ID=VALUE"
+  std::vector<int32_t> ban;
+  std::vector<std::string> stop;  // backslash escapes interpreted
+  std::vector<int32_t> stop_tokens;
+  bool penalize_prompt = false;
+  std::string load_state, save_state, state_note;
+  bool allow_other_base = false;
+};
+
+// Adds the sampling, stop and state flags to `cmd`. `chat` hides the flags chat does not use.
+void add_generation_flags(CLI::App* cmd, GenerationFlags& f, bool chat);
+
+// The config: `base` (the command's defaults) with every flag the user gave applied over it.
+// Throws InputError for malformed values (the config is validated against `vocab`).
+GenerationConfig make_generation_config(const GenerationFlags& f, GenerationConfig base, int vocab);
+
+// "\n", "\t", "\r", "\\", "\xNN" -> the bytes; other text unchanged. Throws InputError for a
+// malformed \x escape or a trailing backslash.
+std::string unescape(const std::string& s);
+
+// The state to start from: loaded from --load-state (warnings printed to stderr), else zero.
+// n_tokens receives the tokens the loaded state had absorbed (0 for a fresh one, -1 unknown).
+State initial_state(const GenerationFlags& f, const Model& model, int64_t& n_tokens);
+
+// Saves to --save-state if given, with the tokenizer name and token count in the contract.
+void maybe_save_state(const GenerationFlags& f, const State& state, const Model& model,
+                      const Tokenizer& tokenizer, int64_t n_tokens);
+
+}  // namespace wick::cli

@@ -1,0 +1,57 @@
+// State files: a State saved as safetensors so a context can be resumed later, on another run or
+// machine (docs/tasks.md §3.5, kind `snapshot`).
+//
+// Layout (little-endian safetensors):
+//   wkv         F32 [L, 1, H, N, N]  WKV matrices (row = value channel, column = key channel)
+//   tmix_shift  F32 [L, 1, 1, C]     time-mix token shift (ln1 output of the last token)
+//   cmix_shift  F32 [L, 1, 1, C]     channel-mix token shift (ln2 output of the last token)
+// (B = 1 keeps the layout of the batched document-index files.) String metadata: `wick.state` =
+// "1" (format id and version), `kind` = "snapshot", `n_layer`, `n_embd`, `n_head`, `head_size`,
+// `base_fingerprint` (ModelInfo::fingerprint of the model that produced the state), `contract`
+// (JSON object: `tokenizer`, `n_tokens`, optional `prompt_sha256`), `note` (free text),
+// `engine_version`.
+//
+// The round trip is bit-exact: every float is stored as computed and read back unchanged.
+// Thread-safety: free functions without shared state; the usual rules for State apply.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "wick/model.h"
+#include "wick/state.h"
+
+namespace wick {
+
+// What a state file says about the state besides its numbers.
+struct StateFileInfo {
+  std::string note;            // free user text
+  std::string tokenizer;       // tokenizer the tokens were encoded with (e.g. vocabulary file name)
+  int64_t n_tokens = -1;       // tokens the state has absorbed; -1 = unknown
+  std::string prompt_sha256;   // optional: SHA-256 (hex) of the text folded in
+  std::string base_fingerprint;  // filled by save_state() from the model; read back by load_state()
+  std::string engine_version;    // filled by save_state(); read back by load_state()
+};
+
+// Writes `state` (of `model`) to `path` atomically (temporary file, then rename).
+// Throws InputError when the state does not belong to the model's geometry, FileError when the
+// file cannot be written.
+void save_state(const std::string& path, const State& state, const Model& model,
+                const StateFileInfo& info = {});
+
+struct LoadedState {
+  State state;
+  StateFileInfo info;
+  std::vector<std::string> warnings;  // e.g. the fingerprint mismatch accepted by allow_other_base
+};
+
+// Reads a state file for `model`. A state saved by a model of another geometry is always refused;
+// one saved by other weights (different base_fingerprint, or none) is refused unless
+// `allow_other_base`, which loads it with a warning.
+// Throws FileError (cannot read), FormatError (not a valid safetensors file: truncated, lying
+// header) and StateFileError (no `wick.state` key, unknown version or kind, missing, extra or
+// misshapen tensors, geometry or fingerprint mismatch).
+LoadedState load_state(const std::string& path, const Model& model, bool allow_other_base = false);
+
+}  // namespace wick

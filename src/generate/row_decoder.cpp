@@ -1,0 +1,87 @@
+#include "generate/row_decoder.h"
+
+#include <algorithm>
+
+#include "generate/stop_search.h"
+#include "wick/errors.h"
+
+namespace wick::gen {
+
+std::string token_bytes(const Tokenizer& tokenizer, int32_t id) {
+  if (id < 0 || id >= tokenizer.vocab_size()) return {};
+  try {
+    return tokenizer.decode(std::span<const int32_t>(&id, 1));
+  } catch (const InputError&) {
+    return {};  // an id inside the range that has no entry (a gap in the vocabulary)
+  }
+}
+
+RowDecoder::RowDecoder(const GenerationConfig& config, const Tokenizer& tokenizer, int vocab,
+                       std::span<const int32_t> prompt)
+    : config_(config),
+      tokenizer_(tokenizer),
+      sampler_(config.sampling, vocab,
+               [&tokenizer](int32_t id) { return token_bytes(tokenizer, id); }) {
+  for (const std::string& s : config.stop_strings) hold_ = std::max(hold_, s.size() - 1);
+  if (config.penalize_prompt) sampler_.observe_prompt(prompt);
+  result_.prompt_tokens = static_cast<int>(prompt.size());
+  result_.stop_reason = "max_tokens";
+  finished_ = config.max_tokens == 0;
+}
+
+int32_t RowDecoder::next(std::span<const float> logits, const ChunkCallback& on_chunk) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int32_t id = sampler_.select(logits);
+  sampler_.observe(id);
+  sample_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count();
+  result_.tokens.push_back(id);
+  if (static_cast<int>(result_.tokens.size()) >= config_.max_tokens) finished_ = true;
+
+  if (std::find(config_.stop_tokens.begin(), config_.stop_tokens.end(), id) !=
+      config_.stop_tokens.end()) {
+    result_.stop_reason = "stop_token";
+    result_.stop_token = id;
+    finished_ = true;
+    return id;
+  }
+  const size_t grew_from = bytes_.size();
+  bytes_ += token_bytes(tokenizer_, id);
+  // A new match must overlap the bytes just added, so the search starts hold_ bytes before them.
+  const StopHit hit = find_stop(bytes_, grew_from > hold_ ? grew_from - hold_ : 0,
+                                config_.stop_strings);
+  if (hit.found()) {
+    bytes_.resize(hit.pos);
+    result_.stop_reason = "stop_string";
+    result_.stop_string = config_.stop_strings[hit.index];
+    finished_ = true;
+    return id;
+  }
+  if (on_chunk) {
+    const size_t limit = bytes_.size() > hold_ ? bytes_.size() - hold_ : 0;
+    const size_t safe_end = std::max(emitted_, utf8_boundary(bytes_, limit));
+    const std::string chunk =
+        utf8_replace_invalid(std::string_view(bytes_).substr(emitted_, safe_end - emitted_));
+    emitted_ = safe_end;
+    if (!on_chunk(chunk, id)) {
+      result_.stop_reason = "cancelled";
+      finished_ = true;
+    }
+  }
+  return id;
+}
+
+GenerationResult RowDecoder::finish(const ChunkCallback& on_chunk) {
+  if (on_chunk && result_.stop_reason != "cancelled" && emitted_ < bytes_.size() &&
+      !result_.tokens.empty()) {
+    on_chunk(utf8_replace_invalid(std::string_view(bytes_).substr(emitted_)),
+             result_.tokens.back());
+    emitted_ = bytes_.size();
+  }
+  result_.text = utf8_replace_invalid(bytes_);
+  result_.generated_tokens = static_cast<int>(result_.tokens.size());
+  result_.timings.sample_ms = sample_ms_;
+  return result_;
+}
+
+}  // namespace wick::gen

@@ -1,0 +1,50 @@
+// One generation row's loop body (docs/tasks.md §2.3), independent of how its model steps are
+// run: the single-row driver steps one State, the batch driver steps many rows in one call. The
+// driver feeds logits in, the decoder picks the next token, tracks bytes, stop tokens and
+// strings, streaming and cancellation; the driver then steps every token the decoder returns.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "wick/generate.h"
+#include "wick/sampler.h"
+
+namespace wick::gen {
+
+class RowDecoder {
+ public:
+  // config must be validated; `tokenizer` must outlive the decoder.
+  RowDecoder(const GenerationConfig& config, const Tokenizer& tokenizer, int vocab,
+             std::span<const int32_t> prompt);
+
+  // True once the row has stopped (or max_tokens is 0): no more tokens to pick.
+  bool finished() const { return finished_; }
+
+  // Picks the next token from `logits` [V] and runs the loop's checks on it; `on_chunk` may be
+  // empty. The caller must absorb the returned token into the row's state (every returned token
+  // is stepped, including the one that stopped the row).
+  int32_t next(std::span<const float> logits, const ChunkCallback& on_chunk);
+
+  // Final flush to the callback and the result (text, tokens, stop reason; timings left to the
+  // driver except sample_ms).
+  GenerationResult finish(const ChunkCallback& on_chunk);
+
+ private:
+  const GenerationConfig& config_;
+  const Tokenizer& tokenizer_;
+  Sampler sampler_;
+  size_t hold_ = 0;  // bytes held back from streaming: longest stop string - 1
+  std::string bytes_;
+  size_t emitted_ = 0;
+  bool finished_ = false;
+  GenerationResult result_;
+  double sample_ms_ = 0;
+};
+
+// Raw bytes of one generated id ("" for ids without bytes: 0, or ids the tokenizer lacks).
+std::string token_bytes(const Tokenizer& tokenizer, int32_t id);
+
+}  // namespace wick::gen

@@ -1,0 +1,191 @@
+// State snapshot files (docs/tasks.md §3.5).
+#include "wick/state_file.h"
+
+#include <cstring>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "io/json_limits.h"
+#include "io/mapped_file.h"
+#include "io/safetensors.h"
+#include "io/safetensors_writer.h"
+#include "wick/errors.h"
+
+namespace wick {
+namespace {
+
+constexpr const char* kFormatKey = "wick.state";
+constexpr const char* kFormatVersion = "1";
+constexpr const char* kKindSnapshot = "snapshot";
+constexpr const char* kEngineVersion = "wick 0.1.0";
+
+std::string geometry_text(int L, int C, int H, int N) {
+  return "L=" + std::to_string(L) + ", C=" + std::to_string(C) + ", H=" + std::to_string(H) +
+         ", N=" + std::to_string(N);
+}
+
+void check_state_geometry(const State& s, const Geometry& g) {
+  if (s.n_layer() != g.n_layer || s.n_embd() != g.n_embd || s.n_head() != g.n_head ||
+      s.head_size() != g.head_size) {
+    throw InputError("cannot save a state of geometry (" +
+                     geometry_text(s.n_layer(), s.n_embd(), s.n_head(), s.head_size()) +
+                     ") for a model of geometry (" +
+                     geometry_text(g.n_layer, g.n_embd, g.n_head, g.head_size) + ")");
+  }
+}
+
+std::string_view as_bytes(const std::vector<float>& v) {
+  return {reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)};
+}
+
+// Metadata value that must be present.
+const std::string& required(const std::map<std::string, std::string>& meta, const char* key,
+                            const std::string& path) {
+  auto it = meta.find(key);
+  if (it == meta.end())
+    throw StateFileError(path, std::string("metadata key '") + key +
+                                   "' is missing; the file is damaged or was not written by wick");
+  return it->second;
+}
+
+int parse_dim(const std::map<std::string, std::string>& meta, const char* key,
+              const std::string& path) {
+  const std::string& v = required(meta, key, path);
+  size_t used = 0;
+  int n = -1;
+  try {
+    n = std::stoi(v, &used);
+  } catch (const std::exception&) {
+  }
+  if (used != v.size() || n <= 0)
+    throw StateFileError(path, std::string("metadata '") + key +
+                                   "' should be a positive integer, found '" + v + "'");
+  return n;
+}
+
+}  // namespace
+
+void save_state(const std::string& path, const State& state, const Model& model,
+                const StateFileInfo& info) {
+  const Geometry& g = model.geometry();
+  check_state_geometry(state, g);
+  const int L = g.n_layer, C = g.n_embd, H = g.n_head, N = g.head_size;
+  const size_t wkv = state.wkv_size();
+  std::vector<float> wkv_all(static_cast<size_t>(L) * wkv), tmix(static_cast<size_t>(L) * C),
+      cmix(static_cast<size_t>(L) * C);
+  for (int l = 0; l < L; ++l) {
+    std::memcpy(wkv_all.data() + l * wkv, state.wkv(l), wkv * sizeof(float));
+    std::memcpy(tmix.data() + static_cast<size_t>(l) * C, state.att_shift(l), C * sizeof(float));
+    std::memcpy(cmix.data() + static_cast<size_t>(l) * C, state.ffn_shift(l), C * sizeof(float));
+  }
+  nlohmann::json contract = nlohmann::json::object();
+  contract["tokenizer"] = info.tokenizer;
+  contract["n_tokens"] = info.n_tokens;
+  if (!info.prompt_sha256.empty()) contract["prompt_sha256"] = info.prompt_sha256;
+  const std::map<std::string, std::string> meta = {
+      {kFormatKey, kFormatVersion},
+      {"kind", kKindSnapshot},
+      {"n_layer", std::to_string(L)},
+      {"n_embd", std::to_string(C)},
+      {"n_head", std::to_string(H)},
+      {"head_size", std::to_string(N)},
+      {"base_fingerprint", model.info().fingerprint},
+      {"contract", contract.dump()},
+      {"note", info.note},
+      {"engine_version", kEngineVersion},
+  };
+  io::write_safetensors(
+      path,
+      {{"wkv", DType::F32, {L, 1, H, N, N}, as_bytes(wkv_all)},
+       {"tmix_shift", DType::F32, {L, 1, 1, C}, as_bytes(tmix)},
+       {"cmix_shift", DType::F32, {L, 1, 1, C}, as_bytes(cmix)}},
+      meta);
+}
+
+LoadedState load_state(const std::string& path, const Model& model, bool allow_other_base) {
+  io::TensorSet set = io::read_safetensors(io::MappedFile::open(path));
+  const auto& meta = set.metadata();
+  if (!meta.count(kFormatKey))
+    throw StateFileError(path, "not a wick state file: the metadata has no 'wick.state' key (is "
+                               "this a model checkpoint? pass it as --model instead)");
+  if (meta.at(kFormatKey) != kFormatVersion)
+    throw StateFileError(path, "state file format version '" + meta.at(kFormatKey) +
+                                   "' is not supported (this wick reads version 1); save it again "
+                                   "with this version of wick");
+  const std::string& kind = required(meta, "kind", path);
+  if (kind != kKindSnapshot)
+    throw StateFileError(path, "state file kind '" + kind + "' is not a snapshot" +
+                                   (kind == "docindex" ? " (it is a reranker document index)" : "") +
+                                   "; expected kind 'snapshot'");
+
+  const Geometry& g = model.geometry();
+  const int L = parse_dim(meta, "n_layer", path), C = parse_dim(meta, "n_embd", path),
+            H = parse_dim(meta, "n_head", path), N = parse_dim(meta, "head_size", path);
+  if (L != g.n_layer || C != g.n_embd || H != g.n_head || N != g.head_size)
+    throw StateFileError(path, "the state was saved by a model of geometry (" +
+                                   geometry_text(L, C, H, N) + ") but this model has (" +
+                                   geometry_text(g.n_layer, g.n_embd, g.n_head, g.head_size) +
+                                   "); a state only continues the model that produced it");
+
+  LoadedState out;
+  auto fp = meta.find("base_fingerprint");
+  out.info.base_fingerprint = fp == meta.end() ? "" : fp->second;
+  if (out.info.base_fingerprint != model.info().fingerprint) {
+    const std::string what =
+        fp == meta.end() ? std::string("has no base_fingerprint")
+                         : "was saved by other weights (fingerprint " + out.info.base_fingerprint +
+                               ", this model has " + model.info().fingerprint + ")";
+    if (!allow_other_base)
+      throw StateFileError(path, "the state " + what +
+                                     "; continuing it would mix two models. Pass allow_other_base "
+                                     "(CLI: --allow-other-base) if this is intended");
+    out.warnings.push_back("state file " + path + " " + what + "; loaded anyway as requested");
+  }
+
+  // Exactly the three tensors, F32, with the geometry's shapes.
+  const std::map<std::string, std::vector<int64_t>> expected = {
+      {"wkv", {L, 1, H, N, N}}, {"tmix_shift", {L, 1, 1, C}}, {"cmix_shift", {L, 1, 1, C}}};
+  for (const io::TensorView& t : set.tensors())
+    if (!expected.count(t.name))
+      throw StateFileError(path, "unexpected tensor '" + t.name +
+                                     "'; a snapshot holds only wkv, tmix_shift and cmix_shift");
+  for (const auto& [name, shape] : expected) {
+    const io::TensorView* t = set.find(name);
+    if (!t) throw StateFileError(path, "tensor '" + name + "' is missing");
+    if (t->dtype != DType::F32 || t->shape != shape) {
+      std::string want;
+      for (size_t i = 0; i < shape.size(); ++i) want += (i ? ", " : "") + std::to_string(shape[i]);
+      throw StateFileError(path, "tensor '" + name + "' should be F32 [" + want + "], found " +
+                                     std::string(dtype_name(t->dtype)) + " " + t->shape_string());
+    }
+  }
+
+  State st = model.new_state();
+  const uint8_t* wkv = set.find("wkv")->data;
+  const uint8_t* tmix = set.find("tmix_shift")->data;
+  const uint8_t* cmix = set.find("cmix_shift")->data;
+  const size_t wkv_bytes = st.wkv_size() * sizeof(float), shift_bytes = C * sizeof(float);
+  for (int l = 0; l < L; ++l) {
+    std::memcpy(st.wkv(l), wkv + l * wkv_bytes, wkv_bytes);
+    std::memcpy(st.att_shift(l), tmix + l * shift_bytes, shift_bytes);
+    std::memcpy(st.ffn_shift(l), cmix + l * shift_bytes, shift_bytes);
+  }
+  out.state = std::move(st);
+
+  if (auto it = meta.find("note"); it != meta.end()) out.info.note = it->second;
+  if (auto it = meta.find("engine_version"); it != meta.end()) out.info.engine_version = it->second;
+  if (auto it = meta.find("contract"); it != meta.end()) {
+    io::JsonLimits limits;
+    limits.max_depth = 3;
+    const nlohmann::json c = io::parse_json_limited(it->second, path, "state contract", limits);
+    if (!c.is_object()) throw StateFileError(path, "metadata 'contract' should be a JSON object");
+    if (c.contains("tokenizer") && c["tokenizer"].is_string()) out.info.tokenizer = c["tokenizer"];
+    if (c.contains("n_tokens") && c["n_tokens"].is_number_integer()) out.info.n_tokens = c["n_tokens"];
+    if (c.contains("prompt_sha256") && c["prompt_sha256"].is_string())
+      out.info.prompt_sha256 = c["prompt_sha256"];
+  }
+  return out;
+}
+
+}  // namespace wick

@@ -1,0 +1,170 @@
+// `wick generate` sampling / stop / state / batch flags and `wick chat`, as users run them.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "test_util.h"
+#include "wick/chat.h"
+#include "wick/generate.h"
+#include "wick/state_file.h"
+
+namespace wick::test {
+namespace {
+
+nlohmann::json json_of(const CliRun& r) {
+  EXPECT_EQ(r.status, 0) << r.err;
+  return nlohmann::json::parse(r.out);
+}
+
+const std::string kPrompt = "Once upon a time";
+
+TEST(CliGenerate, SamplingFlagsMatchTheLibraryAndSeedsMatter) {
+  const std::string flags = " --temperature 1 --top-p 0.9 --top-k 50 --presence-penalty 0.1 "
+                            "--frequency-penalty 0.2 --penalty-decay 0.99 --max-tokens 24 --json";
+  const nlohmann::json a = json_of(run_wick("generate --prompt " + shell_quote(kPrompt) + flags + " --seed 7"));
+  const nlohmann::json b = json_of(run_wick("generate --prompt " + shell_quote(kPrompt) + flags + " --seed 7"));
+  const nlohmann::json c = json_of(run_wick("generate --prompt " + shell_quote(kPrompt) + flags + " --seed 8"));
+  EXPECT_EQ(a["tokens"], b["tokens"]);
+  EXPECT_NE(a["tokens"], c["tokens"]);
+  GenerationConfig cfg;
+  cfg.max_tokens = 24;
+  cfg.sampling.temperature = 1;
+  cfg.sampling.top_p = 0.9f;
+  cfg.sampling.top_k = 50;
+  cfg.sampling.presence_penalty = 0.1f;
+  cfg.sampling.frequency_penalty = 0.2f;
+  cfg.sampling.penalty_decay = 0.99f;
+  cfg.sampling.seed = 7;
+  const GenerationResult lib = generate(Model::load_default(), ByteTokenizer(), kPrompt, cfg);
+  EXPECT_EQ(a["tokens"].get<std::vector<int32_t>>(), lib.tokens);
+  EXPECT_EQ(a["text"], lib.text);
+  EXPECT_EQ(a["generated_tokens"], 24);
+  EXPECT_TRUE(a["timings"].contains("sample_ms"));
+}
+
+TEST(CliGenerate, StopStringsWithEscapesAndStreaming) {
+  const nlohmann::json free_run =
+      json_of(run_wick("generate --prompt " + shell_quote(kPrompt) + " --max-tokens 40 --json"));
+  const std::string text = free_run["text"];
+  ASSERT_GE(text.size(), 10u);
+  const std::string stop = text.substr(5, 3);
+  const nlohmann::json r = json_of(run_wick("generate --prompt " + shell_quote(kPrompt) +
+                                            " --max-tokens 40 --json --stop " + shell_quote(stop)));
+  EXPECT_EQ(r["stop_reason"], "stop_string");
+  EXPECT_EQ(r["stop_string"], stop);
+  EXPECT_EQ(r["text"].get<std::string>(), text.substr(0, text.find(stop)));
+  // Streaming text equals the final text; JSON streaming gives chunk lines then the result.
+  const CliRun s = run_wick("generate --prompt " + shell_quote(kPrompt) + " --max-tokens 40 --stream --stop " + shell_quote(stop));
+  EXPECT_EQ(s.out, r["text"].get<std::string>() + "\n");
+  const CliRun js = run_wick("generate --prompt " + shell_quote(kPrompt) + " --max-tokens 40 --stream --json");
+  std::istringstream lines(js.out);
+  std::string line, joined;
+  nlohmann::json last;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    last = nlohmann::json::parse(line);
+    if (last.contains("chunk")) joined += last["chunk"].get<std::string>();
+    ++n;
+  }
+  EXPECT_EQ(n, 41);  // 40 chunk lines and the result
+  EXPECT_EQ(joined, last["text"].get<std::string>());
+  // "\n\n" written with escapes is a stop string of two newlines.
+  const nlohmann::json nl = json_of(run_wick("generate --prompt " + shell_quote(kPrompt) +
+                                             " --max-tokens 200 --json --stop '\\n\\n' --stop-token 33"));
+  EXPECT_EQ(nl["text"].get<std::string>().find("\n\n"), std::string::npos);
+  EXPECT_EQ(nl["text"].get<std::string>().find('!'), std::string::npos);
+}
+
+TEST(CliGenerate, SaveStateWithZeroTokensThenContinueEqualsOneRun) {
+  const auto dir = scratch_dir();
+  const std::string st = (dir / "p.safetensors").string();
+  const CliRun fold = run_wick("generate --prompt " + shell_quote("Once upon") +
+                               " --max-tokens 0 --save-state " + shell_quote(st) + " --state-note hello");
+  ASSERT_EQ(fold.status, 0) << fold.err;
+  const LoadedState l = load_state(st, Model::load_default());
+  EXPECT_EQ(l.info.note, "hello");
+  EXPECT_EQ(l.info.n_tokens, 9);
+  const nlohmann::json cont = json_of(run_wick("generate --prompt " + shell_quote(" a time") +
+                                               " --max-tokens 16 --json --load-state " + shell_quote(st)));
+  const nlohmann::json whole =
+      json_of(run_wick("generate --prompt " + shell_quote("Once upon a time") + " --max-tokens 16 --json"));
+  EXPECT_EQ(cont["tokens"], whole["tokens"]);
+  const CliRun bad = run_wick("generate --prompt x --load-state " +
+                              shell_quote(fixture("tiny-rwkv7/tiny-rwkv7-834K.safetensors")));
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("not a wick state file"), std::string::npos) << bad.err;
+}
+
+TEST(CliGenerate, BatchFileGivesOneResultPerLineInOrderEqualToSingleRuns) {
+  const auto dir = scratch_dir();
+  write_file(dir / "b.jsonl", "{\"prompt\": \"Once upon a time\"}\n\n{\"prompt\": \"The fox\"}\n"
+                              "{\"prompt\": \"Once upon a time\"}\n");
+  const CliRun r = run_wick("generate --batch-file " + shell_quote((dir / "b.jsonl").string()) +
+                            " --max-tokens 12 --temperature 1 --seed 5");
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::vector<nlohmann::json> rows;
+  for (std::string line; std::getline(lines, line);) rows.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(rows.size(), 3u);
+  const char* prompts[] = {"Once upon a time", "The fox", "Once upon a time"};
+  for (int i = 0; i < 3; ++i) {
+    const nlohmann::json single = json_of(run_wick("generate --prompt " + shell_quote(prompts[i]) +
+                                                   " --max-tokens 12 --temperature 1 --json --seed " +
+                                                   std::to_string(5 + i)));
+    EXPECT_EQ(rows[i]["tokens"], single["tokens"]) << i;
+  }
+  EXPECT_NE(rows[0]["tokens"], rows[2]["tokens"]);  // same prompt, seeds 5 and 7
+  write_file(dir / "bad.jsonl", "{\"text\": \"x\"}\n");
+  const CliRun bad = run_wick("generate --batch-file " + shell_quote((dir / "bad.jsonl").string()));
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("\"prompt\""), std::string::npos) << bad.err;
+}
+
+TEST(CliGenerate, InvalidValuesAreClearErrors) {
+  for (const std::string& f : {"--temperature -1", "--top-p 0", "--top-p 1.5", "--top-k -2",
+                               "--repetition-penalty 0", "--penalty-decay 2", "--stop ''",
+                               "--logit-bias 5", "--ban 999"}) {
+    const CliRun r = run_wick("generate --prompt hi " + f);
+    EXPECT_EQ(r.status, 1) << f << ": " << r.err;
+    EXPECT_FALSE(r.err.empty()) << f;
+    EXPECT_TRUE(r.out.empty()) << f;
+  }
+  EXPECT_EQ(run_wick("generate --prompt ''").status, 1);
+  EXPECT_EQ(run_wick("generate --prompt hi --max-tokens 3").status, 0);
+}
+
+TEST(CliChat, RepliesCommandsAndStateFiles) {
+  const auto dir = scratch_dir();
+  const std::string saved = (dir / "chat.safetensors").string();
+  const std::string script = "Hello there\n/save " + saved + "\n/regenerate\n/reset\n/load " +
+                             saved + "\n/bogus\nSecond question\n";
+  const CliRun r = run_wick("chat --max-tokens 24 --seed 3", script);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("unknown command"), std::string::npos);
+  // The same conversation through the library: reply k samples with seed 3 + k.
+  const Model model = Model::load_default();
+  const ByteTokenizer tok;
+  auto reply = [&](State& st, const std::string& message, uint64_t seed) {
+    GenerationConfig cfg;
+    cfg.max_tokens = 24;
+    cfg.sampling = SamplingConfig::chatrwkv_chat();
+    cfg.sampling.seed = seed;
+    cfg.stop_strings = {std::string(kChatStopString)};
+    const GenerationResult g = generate(model, tok, chat_user_turn(message), cfg, st);
+    if (g.stop_reason == "max_tokens") model.forward(tok.encode("\n\n"), st);  // turn closed
+    return g.text;
+  };
+  State first = model.new_state();
+  const std::string r0 = reply(first, "Hello there", 3);
+  EXPECT_TRUE(load_state(saved, model).state == first);
+  State zero = model.new_state();
+  const std::string r1 = reply(zero, "Hello there", 4);  // /regenerate: from before the turn
+  State loaded = first;
+  const std::string r2 = reply(loaded, "Second question", 5);
+  EXPECT_EQ(r.out, r0 + "\n" + r1 + "\n" + r2 + "\n");
+  EXPECT_NE(r0, r1);
+}
+
+}  // namespace
+}  // namespace wick::test
