@@ -6,10 +6,13 @@
 namespace wick::cli {
 
 void register_generate(CLI::App& app);
+void register_chat(CLI::App& app);
 void register_info(CLI::App& app);
 void register_logits(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_detokenize(CLI::App& app);
 void register_bench(CLI::App& app);
+void register_bench_generate(CLI::App* bench);  // `wick bench generate`, under register_bench
+void register_synth(CLI::App& app);
 
 }  // namespace wick::cli

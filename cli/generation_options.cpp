@@ -34,8 +34,10 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f, bool chat) {
       ->group(g);
   cmd->add_option("--seed", f.seed, "Seed of the sampler's SplitMix64 stream (default 0)")->group(g);
   cmd->add_option("--logit-bias", f.logit_bias, "ID=VALUE added to a token's logit (repeatable)")
+      ->allow_extra_args(false)
       ->group(g);
-  cmd->add_option("--ban", f.ban, "Token id never to generate (repeatable)")->group(g);
+  cmd->add_option("--ban", f.ban, "Token id never to generate (repeatable)")
+      ->allow_extra_args(false)->group(g);
   if (!chat) {
     cmd->add_flag("--penalize-prompt", f.penalize_prompt,
                   "Prompt tokens count for the penalties (standard sampler)")
@@ -45,8 +47,10 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f, bool chat) {
   cmd->add_option("--stop", f.stop,
                   "Stop string (repeatable; \\n \\t \\r \\\\ \\xNN are interpreted); cut from the "
                   "output")
+      ->allow_extra_args(false)
       ->group(s);
   cmd->add_option("--stop-token", f.stop_tokens, "Token id that ends generation (repeatable)")
+      ->allow_extra_args(false)
       ->group(s);
   cmd->add_option("--load-state", f.load_state, "Continue from a state file")->group(s);
   cmd->add_flag("--allow-other-base", f.allow_other_base,

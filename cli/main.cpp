@@ -16,11 +16,13 @@ int main(int argc, char** argv) {
       "other non-zero values: command-line syntax errors.");
   app.set_version_flag("--version", std::string("wick 0.1.0"));
   wick::cli::register_generate(app);
+  wick::cli::register_chat(app);
   wick::cli::register_info(app);
   wick::cli::register_logits(app);
   wick::cli::register_tokenize(app);
   wick::cli::register_detokenize(app);
   wick::cli::register_bench(app);
+  wick::cli::register_synth(app);
   if (argc == 1) {
     std::cout << app.help();
     return 0;

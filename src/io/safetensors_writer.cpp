@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -22,47 +23,107 @@ std::string shape_string(const std::vector<int64_t>& s) {
   return r + "]";
 }
 
-// Checks one tensor and returns its byte count.
-uint64_t checked_nbytes(const TensorToWrite& t) {
-  if (t.name.empty()) throw Error("safetensors writer: a tensor has an empty name");
-  if (t.name == "__metadata__") {
+// Checks one tensor's name, dtype and shape and returns its byte count.
+uint64_t checked_nbytes(const std::string& name, DType dtype, const std::vector<int64_t>& shape) {
+  if (name.empty()) throw Error("safetensors writer: a tensor has an empty name");
+  if (name == "__metadata__") {
     throw Error("safetensors writer: '__metadata__' is reserved and cannot name a tensor");
   }
-  const uint64_t esize = dtype_size(t.dtype);
+  const uint64_t esize = dtype_size(dtype);
   if (esize == 0) {
-    throw Error("safetensors writer: tensor '" + t.name + "' has an unknown dtype (" +
-                std::to_string(static_cast<int>(t.dtype)) + ")");
+    throw Error("safetensors writer: tensor '" + name + "' has an unknown dtype (" +
+                std::to_string(static_cast<int>(dtype)) + ")");
   }
   uint64_t numel = 1;
-  for (int64_t d : t.shape) {
+  for (int64_t d : shape) {
     if (d < 0) {
-      throw Error("safetensors writer: tensor '" + t.name + "' has a negative dimension in shape " +
-                  shape_string(t.shape));
+      throw Error("safetensors writer: tensor '" + name + "' has a negative dimension in shape " +
+                  shape_string(shape));
     }
     const uint64_t v = static_cast<uint64_t>(d);
     if (v != 0 && numel > UINT64_MAX / v) {
-      throw Error("safetensors writer: tensor '" + t.name + "': the element count of shape " +
-                  shape_string(t.shape) + " overflows 64 bits");
+      throw Error("safetensors writer: tensor '" + name + "': the element count of shape " +
+                  shape_string(shape) + " overflows 64 bits");
     }
     numel *= v;
   }
   if (numel > UINT64_MAX / esize) {
-    throw Error("safetensors writer: tensor '" + t.name + "': the byte count of shape " +
-                shape_string(t.shape) + " overflows 64 bits");
+    throw Error("safetensors writer: tensor '" + name + "': the byte count of shape " +
+                shape_string(shape) + " overflows 64 bits");
   }
-  const uint64_t expected = numel * esize;
-  if (t.bytes.size() != expected) {
-    throw Error("safetensors writer: tensor '" + t.name + "': expected " + std::to_string(expected) +
-                " bytes (" + std::string(dtype_name(t.dtype)) + " " + shape_string(t.shape) +
-                "), found " + std::to_string(t.bytes.size()));
-  }
-  return expected;
+  return numel * esize;
 }
+
+// A file written under a temporary name in the target's folder and renamed over the target by
+// commit(); destroyed without commit(), it removes the temporary file.
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string path) : path_(std::move(path)) {
+    namespace fs = std::filesystem;
+    fs::path target(path_);
+    fs::path dir = target.parent_path();
+    if (dir.empty()) dir = ".";
+    std::string tmpl = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
+    std::vector<char> name(tmpl.begin(), tmpl.end());
+    name.push_back('\0');
+    fd_ = ::mkstemp(name.data());
+    if (fd_ < 0) {
+      throw FileError(path_, std::string("cannot create a temporary file in ") + dir.string() +
+                                 ": " + std::strerror(errno));
+    }
+    tmp_ = name.data();
+  }
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  ~AtomicFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(tmp_.c_str());
+  }
+
+  void write(const char* data, size_t n) {
+    size_t done = 0;
+    while (done < n) {
+      ssize_t w = ::write(fd_, data + done, n - done);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        fail("cannot write " + tmp_);
+      }
+      done += static_cast<size_t>(w);
+    }
+    size_ += n;
+  }
+
+  // Flushes, closes and renames the temporary file over the target.
+  void commit() {
+    // mkstemp creates the file 0600; give it the usual permissions of a new file (best effort).
+    (void)::fchmod(fd_, 0644);
+    if (::fsync(fd_) != 0) fail("cannot flush " + tmp_);
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail("cannot close " + tmp_);
+    if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail("cannot rename " + tmp_ + " to it");
+    committed_ = true;
+  }
+
+  uint64_t size() const { return size_; }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) {
+    const int e = errno;
+    throw FileError(path_, what + ": " + std::strerror(e));  // the destructor cleans up
+  }
+
+  std::string path_, tmp_;
+  int fd_ = -1;
+  bool committed_ = false;
+  uint64_t size_ = 0;
+};
 
 }  // namespace
 
-std::string serialize_safetensors(const std::vector<TensorToWrite>& tensors,
-                                  const std::map<std::string, std::string>& metadata) {
+std::string safetensors_header(const std::vector<TensorSpec>& tensors,
+                               const std::map<std::string, std::string>& metadata,
+                               std::vector<uint64_t>* tensor_bytes) {
   // ordered_json keeps insertion order: __metadata__ first, then the tensors as given (which is
   // also the order of their data).
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
@@ -71,12 +132,18 @@ std::string serialize_safetensors(const std::vector<TensorToWrite>& tensors,
     for (const auto& [k, v] : metadata) m[k] = v;
     header["__metadata__"] = std::move(m);
   }
+  if (tensor_bytes) tensor_bytes->clear();
   std::set<std::string> names;
   uint64_t offset = 0;
-  for (const TensorToWrite& t : tensors) {
-    const uint64_t n = checked_nbytes(t);
+  for (const TensorSpec& t : tensors) {
+    const uint64_t n = checked_nbytes(t.name, t.dtype, t.shape);
     if (!names.insert(t.name).second) {
-      throw Error("safetensors writer: tensor '" + t.name + "' is given twice; names must be unique");
+      throw Error("safetensors writer: tensor '" + t.name +
+                  "' is given twice; names must be unique");
+    }
+    if (offset > UINT64_MAX - n) {
+      throw Error("safetensors writer: the data section overflows 64 bits at tensor '" + t.name +
+                  "'");
     }
     nlohmann::ordered_json e = nlohmann::ordered_json::object();
     e["dtype"] = std::string(dtype_name(t.dtype));
@@ -84,17 +151,38 @@ std::string serialize_safetensors(const std::vector<TensorToWrite>& tensors,
     e["data_offsets"] = {offset, offset + n};
     header[t.name] = std::move(e);
     offset += n;
+    if (tensor_bytes) tensor_bytes->push_back(n);
   }
 
   std::string json = header.dump();
   // Pad with spaces (valid JSON whitespace) so that 8 + N is a multiple of 8.
   json.append((8 - json.size() % 8) % 8, ' ');
-
   std::string out;
-  out.reserve(8 + json.size() + offset);
+  out.reserve(8 + json.size());
   const uint64_t n = json.size();
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((n >> (8 * i)) & 0xff));
   out += json;
+  return out;
+}
+
+std::string serialize_safetensors(const std::vector<TensorToWrite>& tensors,
+                                  const std::map<std::string, std::string>& metadata) {
+  std::vector<TensorSpec> specs;
+  specs.reserve(tensors.size());
+  for (const TensorToWrite& t : tensors) specs.push_back({t.name, t.dtype, t.shape});
+  std::vector<uint64_t> sizes;
+  std::string out = safetensors_header(specs, metadata, &sizes);
+  uint64_t total = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorToWrite& t = tensors[i];
+    if (t.bytes.size() != sizes[i]) {
+      throw Error("safetensors writer: tensor '" + t.name + "': expected " +
+                  std::to_string(sizes[i]) + " bytes (" + std::string(dtype_name(t.dtype)) + " " +
+                  shape_string(t.shape) + "), found " + std::to_string(t.bytes.size()));
+    }
+    total += sizes[i];
+  }
+  out.reserve(out.size() + total);
   for (const TensorToWrite& t : tensors)
     if (!t.bytes.empty()) out.append(t.bytes.data(), t.bytes.size());
   return out;
@@ -103,48 +191,33 @@ std::string serialize_safetensors(const std::vector<TensorToWrite>& tensors,
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   const std::string bytes = serialize_safetensors(tensors, metadata);
+  AtomicFile file(path);
+  file.write(bytes.data(), bytes.size());
+  file.commit();
+}
 
-  namespace fs = std::filesystem;
-  fs::path target(path);
-  fs::path dir = target.parent_path();
-  if (dir.empty()) dir = ".";
-  std::string tmpl = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
-  std::vector<char> name(tmpl.begin(), tmpl.end());
-  name.push_back('\0');
-  int fd = ::mkstemp(name.data());
-  if (fd < 0) {
-    throw FileError(path, std::string("cannot create a temporary file in ") + dir.string() + ": " +
-                              std::strerror(errno));
-  }
-  const std::string tmp(name.data());
-  auto fail = [&](const std::string& what) {
-    const int e = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw FileError(path, what + ": " + std::strerror(e));
-  };
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      fail("cannot write " + tmp);
+uint64_t write_safetensors_streaming(const std::string& path,
+                                     const std::vector<TensorSpec>& tensors,
+                                     const std::map<std::string, std::string>& metadata,
+                                     const TensorChunkFiller& fill, size_t chunk_bytes) {
+  std::vector<uint64_t> sizes;
+  const std::string header = safetensors_header(tensors, metadata, &sizes);
+  AtomicFile file(path);
+  file.write(header.data(), header.size());
+  std::vector<char> buf;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const uint64_t esize = dtype_size(tensors[i].dtype);
+    // Whole elements per chunk, at least one.
+    const uint64_t step = std::max<uint64_t>(esize, chunk_bytes / esize * esize);
+    for (uint64_t off = 0; off < sizes[i]; off += step) {
+      const size_t n = static_cast<size_t>(std::min(step, sizes[i] - off));
+      if (buf.size() < n) buf.resize(n);
+      fill(i, off, std::span<char>(buf.data(), n));
+      file.write(buf.data(), n);
     }
-    done += static_cast<size_t>(w);
   }
-  // mkstemp creates the file 0600; give it the usual permissions of a new file (best effort).
-  (void)::fchmod(fd, 0644);
-  if (::fsync(fd) != 0) fail("cannot flush " + tmp);
-  if (::close(fd) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    throw FileError(path, "cannot close " + tmp + ": " + std::strerror(e));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    throw FileError(path, "cannot rename " + tmp + " to it: " + std::strerror(e));
-  }
+  file.commit();
+  return file.size();
 }
 
 }  // namespace wick::io

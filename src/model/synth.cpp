@@ -1,0 +1,432 @@
+// Synthetic checkpoints (include/wick/synth.h).
+//
+// Initialisation design. The goal is a random model whose activations look like a trained
+// RWKV-7's - every branch active, residual stream O(1), decays spread from fast to slow - so that
+// it runs the real code paths with realistic numbers, stays finite over long contexts and produces
+// varied tokens. It follows the official x070 init recipe (RWKV-LM RWKV-v7/train_temp/src/
+// model.py, RWKV_Tmix_x070 / RWKV_CMix_x070 / generate_init_weight) for the per-channel vectors,
+// and replaces that recipe's zero-initialised matrices (output, ffn.value, the first LoRA factors),
+// which a trained model moves away from zero, by small random ones. With layer i of L,
+// r01 = i/(L-1), r10 = 1 - i/L, c the channel, lin(c) = c/(C-1) - 0.5, zig(c) = the official
+// per-head zigzag in [-1, 1] (signed square), z ~ N(0, 1) (see noise() below):
+//   * emb ~ N(0, 0.1): small, like trained embeddings; ln0 (weight 1, bias 0) makes each row a
+//     unit-variance vector anyway. All LayerNorms: weight 1, bias 0 (the official init).
+//   * token-shift mixes x_r/x_w/x_k/x_v/x_a/x_g = 1 - (c/C)^(p r10), p = 0.2/0.9/0.7/0.7/0.9/0.2,
+//     and ffn.x_k = 1 - (c/C)^(r10^4) (official), + 0.02 z, clamped to [0.02, 0.98]: every channel
+//     mixes in some of the previous token, more in early layers.
+//   * decay: w0 = -6 + 6 (c/(C-1))^(1 + r01^0.3) + 0.5 + 2.5 zig(c) (official), in [-8, 3.5], so
+//     w = exp(-e^-0.5 sigma(dw)) spans 0.56 (forgets within a few tokens) to 0.9998 (remembers
+//     thousands) across channels; the LoRA (w1 ~ N(0, 1/sqrt C), w2 ~ N(0, 0.5/sqrt Dw)) moves
+//     dw by about +-0.3 per token - data-dependent, never dominant.
+//   * in-context rate a0 = -0.19 + 0.3 zig + 0.4 lin (a about 0.45), value residual
+//     v0 = 0.73 - 0.4 lin (official), their LoRAs like the decay's: x1 ~ N(0, 1/sqrt C),
+//     x2 ~ N(0, 0.5/sqrt D). Gate g1 ~ N(0, 1/sqrt C), g2 ~ N(0, 1/sqrt Dg): gates of std ~0.5.
+//   * k_k = 0.85 - 0.1 lin + 0.02 z, k_a = 1 + 0.02 z, r_k = -0.04 + 0.1 z (small bonus term).
+//   * receptance, value ~ N(0, 1/sqrt C) (unit-variance r and v from unit-variance inputs), key
+//     ~ N(0, 0.5/sqrt C) (keys smaller than r and v, as in the official init), so the WKV state
+//     of a slow head grows only like sqrt(1/(1 - w)) and GroupNorm rescales the read-out.
+//   * ln_x weight = ((1+i)/L)^0.7, bias 0 (official layer scale: later layers' attention
+//     speaks louder); output ~ N(0, 0.5/sqrt C), ffn.key ~ N(0, 1/sqrt C),
+//     ffn.value ~ N(0, 0.5/sqrt F): each block adds about 0.2-0.5 to a unit-variance residual
+//     stream, so even 32 layers keep it O(1-10) and no branch swamps the others.
+//   * ln_out weight 1, bias 0; head ~ N(0, 2/sqrt C): logits of std ~2, a softmax neither flat
+//     nor one-hot.
+// Measured (bf16; tests/model/test_synth.cpp checks the first three): after 4096 random tokens
+// logits and state are finite, the largest |state| entry is about 6, per-token decays cover
+// about 0.56 to 0.9998; greedy decoding gives 56-64 distinct tokens out of 64; the residual
+// stream's rms grows from 1.1 to 2.2 over the 12 layers of 0.1b, logits have std about 2.
+//
+// Random numbers. Element e of tensor `name` uses the e-th output of a wick::SplitMix64 stream
+// whose start is derived from (seed, name). SplitMix64's state advances by a fixed odd constant,
+// so the e-th output is SplitMix64(start + e * gamma).next(): random access, so the values do not
+// depend on how the file is chunked or how many threads fill it. A normal variate is made from
+// the four 16-bit quarters of one output (Irwin-Hall: sum of 4 uniforms, centred and scaled to
+// unit variance, tails bounded at +-3.46): integer arithmetic plus one correctly rounded multiply,
+// no libm, so the noise is identical everywhere.
+#include "wick/synth.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+
+#include "io/safetensors_writer.h"
+#include "wick/errors.h"
+#include "wick/rng.h"
+
+namespace wick {
+namespace {
+
+// SplitMix64's increment (include/wick/rng.h): SplitMix64(s + n * kGamma).next() is the n-th
+// (0-based) output of SplitMix64(s). tests/model/test_synth.cpp checks this against rng.h.
+constexpr uint64_t kSplitMixGamma = 0x9E3779B97F4A7C15ull;
+
+uint64_t fnv1a64(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+// Start of the stream of tensor `name`.
+uint64_t stream_start(uint64_t seed, std::string_view name) {
+  SplitMix64 s(seed);
+  return SplitMix64(s.next() ^ fnv1a64(name)).next();
+}
+
+// Approximately N(0, 1): Irwin-Hall of 4 uniforms (k + 1/2) / 2^16 from the quarters of the e-th
+// output of the stream at `start`.
+inline float noise(uint64_t start, uint64_t e) {
+  const uint64_t r = SplitMix64(start + e * kSplitMixGamma).next();
+  const int64_t s = static_cast<int64_t>(r & 0xffff) + static_cast<int64_t>((r >> 16) & 0xffff) +
+                    static_cast<int64_t>((r >> 32) & 0xffff) + static_cast<int64_t>(r >> 48) + 2 -
+                    131072;  // 2^16 * (sum of the 4 uniforms - 2), exact
+  constexpr double kScale = 1.7320508075688772 / 65536.0;  // sqrt(3) (variance 1/3 -> 1) / 2^16
+  return static_cast<float>(static_cast<double>(s) * kScale);
+}
+
+// Round-to-nearest-even conversions; little-endian stores.
+inline uint16_t to_bf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40);  // NaN
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+inline uint16_t to_f16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
+  if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520: infinity
+  if (ax < 0x33000000u) return static_cast<uint16_t>(sign);             // <= 2^-25: zero
+  if (ax < 0x38800000u) {  // below 2^-14: a half subnormal, in units of 2^-24
+    const uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+    const int shift = 126 - static_cast<int>(ax >> 23);  // 14 .. 24
+    uint32_t q = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1u))) ++q;
+    return static_cast<uint16_t>(sign | q);
+  }
+  uint32_t h = (((ax >> 23) - 112) << 10) | ((ax & 0x7fffffu) >> 13);
+  const uint32_t rem = ax & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry moves into the exponent
+  return static_cast<uint16_t>(sign | h);
+}
+
+template <DType D>
+inline void store(char* p, float v) {
+  if constexpr (D == DType::F32) {
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    for (int b = 0; b < 4; ++b) p[b] = static_cast<char>((u >> (8 * b)) & 0xff);
+  } else {
+    const uint16_t h = D == DType::BF16 ? to_bf16(v) : to_f16(v);
+    p[0] = static_cast<char>(h & 0xff);
+    p[1] = static_cast<char>(h >> 8);
+  }
+}
+
+// How to fill one tensor: value = mean + stddev * z, or fn(e, z) for the per-channel vectors
+// (e = flat element index, which is the channel for every vector here).
+struct Recipe {
+  io::TensorSpec spec;
+  uint64_t start = 0;
+  float mean = 0.0f, stddev = 0.0f;
+  std::function<float(int64_t e, float z)> fn;
+};
+
+template <DType D>
+void fill_chunk(const Recipe& r, uint64_t first, char* out, int64_t n) {
+  constexpr int64_t es = static_cast<int64_t>(dtype_size(D));
+  if (r.fn) {
+    for (int64_t j = 0; j < n; ++j) {
+      const uint64_t e = first + static_cast<uint64_t>(j);
+      store<D>(out + j * es, r.fn(static_cast<int64_t>(e), noise(r.start, e)));
+    }
+    return;
+  }
+  const float mean = r.mean, sd = r.stddev;
+  const uint64_t start = r.start;
+#pragma omp parallel for schedule(static) if (n >= (int64_t{1} << 16))
+  for (int64_t j = 0; j < n; ++j) {
+    const float z = noise(start, first + static_cast<uint64_t>(j));
+    store<D>(out + j * es, mean + sd * z);
+  }
+}
+
+std::vector<Recipe> make_recipes(const SynthGeometry& sg, DType dtype, uint64_t seed) {
+  const Geometry& g = sg.geometry;
+  const int L = g.n_layer;
+  const int64_t C = g.n_embd, N = g.head_size, H = g.n_head, F = g.ffn_dim, V = g.vocab;
+  const int64_t rw = g.lora_w, ra = g.lora_a, rg = g.lora_g;
+  const int64_t rv = synth_lora_rank(g.n_embd, 1.3, 0.5);  // also block 0's (unused) v1/v2
+  const float isC = static_cast<float>(1.0 / std::sqrt(static_cast<double>(C)));
+  auto inv_sqrt = [](int64_t n) {
+    return static_cast<float>(1.0 / std::sqrt(static_cast<double>(n)));
+  };
+
+  std::vector<Recipe> out;
+  auto normal = [&](std::string name, std::vector<int64_t> shape, float mean, float sd) {
+    Recipe r;
+    r.spec = {name, dtype, std::move(shape)};
+    r.start = stream_start(seed, name);
+    r.mean = mean;
+    r.stddev = sd;
+    out.push_back(std::move(r));
+  };
+  auto vec = [&](std::string name, std::vector<int64_t> shape,
+                 std::function<float(int64_t, float)> fn) {
+    Recipe r;
+    r.spec = {name, dtype, std::move(shape)};
+    r.start = stream_start(seed, name);
+    r.fn = std::move(fn);
+    out.push_back(std::move(r));
+  };
+  const std::vector<int64_t> c3{1, 1, C}, c1{C};
+  auto lin = [C](int64_t c) { return static_cast<float>(static_cast<double>(c) / (C - 1) - 0.5); };
+  auto zig = [N](int64_t c) {
+    const double h = (N - 1) / 2.0;
+    const double z = (static_cast<double>(c % N) - h) / h;
+    return static_cast<float>(z * std::fabs(z));
+  };
+  auto clamp_mix = [](double m) { return static_cast<float>(std::clamp(m, 0.02, 0.98)); };
+
+  normal("emb.weight", {V, C}, 0.0f, 0.1f);
+  normal("blocks.0.ln0.weight", c1, 1.0f, 0.0f);
+  normal("blocks.0.ln0.bias", c1, 0.0f, 0.0f);
+  for (int i = 0; i < L; ++i) {
+    const std::string p = "blocks." + std::to_string(i) + ".";
+    const double r01 = L > 1 ? static_cast<double>(i) / (L - 1) : 0.0;
+    const double r10 = 1.0 - static_cast<double>(i) / L;
+    normal(p + "ln1.weight", c1, 1.0f, 0.0f);
+    normal(p + "ln1.bias", c1, 0.0f, 0.0f);
+    normal(p + "ln2.weight", c1, 1.0f, 0.0f);
+    normal(p + "ln2.bias", c1, 0.0f, 0.0f);
+    for (auto [name, pw] : {std::pair{"x_r", 0.2},
+                            {"x_w", 0.9},
+                            {"x_k", 0.7},
+                            {"x_v", 0.7},
+                            {"x_a", 0.9},
+                            {"x_g", 0.2}}) {
+      const double e = pw * r10;
+      vec(p + "att." + name, c3, [C, e, clamp_mix](int64_t c, float z) {
+        return clamp_mix(1.0 - std::pow(static_cast<double>(c) / C, e) + 0.02 * z);
+      });
+    }
+    vec(p + "att.w0", c3, [C, r01, zig](int64_t c, float) {
+      const double t = static_cast<double>(c) / (C - 1);
+      return static_cast<float>(-6.0 + 6.0 * std::pow(t, 1.0 + std::pow(r01, 0.3)) + 0.5 +
+                                2.5 * zig(c));
+    });
+    normal(p + "att.w1", {C, rw}, 0.0f, isC);
+    normal(p + "att.w2", {rw, C}, 0.0f, 0.5f * inv_sqrt(rw));
+    vec(p + "att.a0", c3,
+        [lin, zig](int64_t c, float) { return -0.19f + 0.3f * zig(c) + 0.4f * lin(c); });
+    normal(p + "att.a1", {C, ra}, 0.0f, isC);
+    normal(p + "att.a2", {ra, C}, 0.0f, 0.5f * inv_sqrt(ra));
+    vec(p + "att.v0", c3, [lin](int64_t c, float) { return 0.73f - 0.4f * lin(c); });
+    normal(p + "att.v1", {C, rv}, 0.0f, isC);
+    normal(p + "att.v2", {rv, C}, 0.0f, 0.5f * inv_sqrt(rv));
+    normal(p + "att.g1", {C, rg}, 0.0f, isC);
+    normal(p + "att.g2", {rg, C}, 0.0f, inv_sqrt(rg));
+    vec(p + "att.k_k", c3, [lin](int64_t c, float z) { return 0.85f - 0.1f * lin(c) + 0.02f * z; });
+    normal(p + "att.k_a", c3, 1.0f, 0.02f);
+    normal(p + "att.r_k", {H, N}, -0.04f, 0.1f);
+    normal(p + "att.receptance.weight", {C, C}, 0.0f, isC);
+    normal(p + "att.key.weight", {C, C}, 0.0f, 0.5f * isC);
+    normal(p + "att.value.weight", {C, C}, 0.0f, isC);
+    normal(p + "att.output.weight", {C, C}, 0.0f, 0.5f * isC);
+    normal(p + "att.ln_x.weight", c1,
+           static_cast<float>(std::pow(static_cast<double>(i + 1) / L, 0.7)), 0.0f);
+    normal(p + "att.ln_x.bias", c1, 0.0f, 0.0f);
+    const double ek = std::pow(r10, 4.0);
+    vec(p + "ffn.x_k", c3, [C, ek, clamp_mix](int64_t c, float z) {
+      return clamp_mix(1.0 - std::pow(static_cast<double>(c) / C, ek) + 0.02 * z);
+    });
+    normal(p + "ffn.key.weight", {F, C}, 0.0f, isC);
+    normal(p + "ffn.value.weight", {C, F}, 0.0f, 0.5f * inv_sqrt(F));
+  }
+  normal("ln_out.weight", c1, 1.0f, 0.0f);
+  normal("ln_out.bias", c1, 0.0f, 0.0f);
+  normal("head.weight", {V, C}, 0.0f, 2.0f * isC);
+  return out;
+}
+
+std::string lower(std::string_view s) {
+  std::string r(s);
+  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return r;
+}
+
+const char* kGeometryForms =
+    "expected 0.1b, 0.4b, 1.5b, 2.9b or L:C[:vocab] with decimal integers (e.g. 12:768 or "
+    "2:128:512)";
+
+}  // namespace
+
+int synth_lora_rank(int n_embd, double k, double e) {
+  // std::nearbyint in the default rounding mode rounds half to even, like Python's round().
+  const double r = std::nearbyint(k * std::pow(static_cast<double>(n_embd), e) / 32.0) * 32.0;
+  return std::max(32, static_cast<int>(r));
+}
+
+SynthGeometry make_synth_geometry(int n_layer, int n_embd, int vocab) {
+  if (n_layer < 1 || n_layer > kSynthMaxLayers) {
+    throw InputError("synthetic geometry: the number of layers L must be in [1, " +
+                     std::to_string(kSynthMaxLayers) + "], found " + std::to_string(n_layer));
+  }
+  if (n_embd < kSynthHeadSize || n_embd > kSynthMaxEmbd || n_embd % kSynthHeadSize != 0) {
+    throw InputError(
+        "synthetic geometry: the width C must be a multiple of 64 (the head size) in [64, " +
+        std::to_string(kSynthMaxEmbd) + "], found " + std::to_string(n_embd));
+  }
+  if (vocab < 1 || vocab > kSynthMaxVocab) {
+    throw InputError("synthetic geometry: the vocabulary V must be in [1, " +
+                     std::to_string(kSynthMaxVocab) + "], found " + std::to_string(vocab));
+  }
+  SynthGeometry s;
+  s.label = std::to_string(n_layer) + ":" + std::to_string(n_embd) + ":" + std::to_string(vocab);
+  Geometry& g = s.geometry;
+  g.n_layer = n_layer;
+  g.n_embd = n_embd;
+  g.head_size = kSynthHeadSize;
+  g.n_head = n_embd / kSynthHeadSize;
+  g.ffn_dim = 4 * n_embd;
+  g.vocab = vocab;
+  g.lora_w = synth_lora_rank(n_embd, 1.8, 0.5);
+  g.lora_a = synth_lora_rank(n_embd, 1.8, 0.5);
+  g.lora_v = n_layer > 1 ? synth_lora_rank(n_embd, 1.3, 0.5) : 0;
+  g.lora_g = synth_lora_rank(n_embd, 0.6, 0.8);
+  return s;
+}
+
+SynthGeometry parse_synth_geometry(std::string_view spec) {
+  const std::string s = lower(spec);
+  static const std::map<std::string, std::pair<int, int>> kNamed = {
+      {"0.1b", {12, 768}}, {"0.4b", {24, 1024}}, {"1.5b", {24, 2048}}, {"2.9b", {32, 2560}}};
+  if (auto it = kNamed.find(s); it != kNamed.end()) {
+    SynthGeometry g = make_synth_geometry(it->second.first, it->second.second, kSynthDefaultVocab);
+    g.label = it->first;
+    return g;
+  }
+  const std::string found = "'" + std::string(spec) + "'";
+  std::vector<int> parts;
+  size_t pos = 0;
+  while (true) {
+    const size_t colon = s.find(':', pos);
+    const std::string_view field = std::string_view(s).substr(
+        pos, colon == std::string::npos ? std::string::npos : colon - pos);
+    if (field.empty() || field.size() > 9 ||
+        !std::all_of(field.begin(), field.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      throw InputError("invalid synthetic geometry " + found + ": " + kGeometryForms +
+                       (field.empty()
+                            ? "; a field is empty"
+                            : "; '" + std::string(field) + "' is not a number below 10^9"));
+    }
+    int v = 0;
+    std::from_chars(field.data(), field.data() + field.size(), v);
+    parts.push_back(v);
+    if (colon == std::string::npos) break;
+    pos = colon + 1;
+  }
+  if (parts.size() < 2 || parts.size() > 3) {
+    throw InputError("invalid synthetic geometry " + found + ": " + kGeometryForms + "; found " +
+                     std::to_string(parts.size()) + " field" + (parts.size() == 1 ? "" : "s"));
+  }
+  try {
+    return make_synth_geometry(parts[0], parts[1],
+                               parts.size() == 3 ? parts[2] : kSynthDefaultVocab);
+  } catch (const InputError& e) {
+    throw InputError("invalid synthetic geometry " + found + ": " +
+                     std::string(e.what()).substr(std::string("synthetic geometry: ").size()));
+  }
+}
+
+DType parse_synth_dtype(std::string_view name) {
+  const std::string s = lower(name);
+  if (s == "bf16" || s == "bfloat16") return DType::BF16;
+  if (s == "fp16" || s == "f16" || s == "float16") return DType::F16;
+  if (s == "fp32" || s == "f32" || s == "float32") return DType::F32;
+  throw InputError("invalid dtype '" + std::string(name) + "': expected bf16, fp16 or fp32");
+}
+
+std::string_view synth_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::BF16:
+      return "bf16";
+    case DType::F16:
+      return "fp16";
+    case DType::F32:
+      return "fp32";
+    default:
+      return "?";
+  }
+}
+
+SynthSummary write_synthetic_checkpoint(const std::string& path, const SynthGeometry& geometry,
+                                        DType dtype, uint64_t seed, size_t chunk_bytes) {
+  if (dtype != DType::BF16 && dtype != DType::F16 && dtype != DType::F32) {
+    throw InputError("synthetic checkpoint: expected dtype bf16, fp16 or fp32, found " +
+                     std::string(dtype_name(dtype)));
+  }
+  const Geometry& g = geometry.geometry;
+  const SynthGeometry expect = make_synth_geometry(g.n_layer, g.n_embd, g.vocab);
+  if (!(expect.geometry == g)) {
+    throw InputError("synthetic checkpoint: geometry '" + geometry.label +
+                     "' is not one make_synth_geometry() derives (head size 64, F = 4C, LoRA "
+                     "ranks by the official rule); build it with parse_synth_geometry()");
+  }
+  const std::vector<Recipe> recipes = make_recipes(geometry, dtype, seed);
+  std::vector<io::TensorSpec> specs;
+  specs.reserve(recipes.size());
+  SynthSummary sum;
+  for (const Recipe& r : recipes) {
+    specs.push_back(r.spec);
+    uint64_t n = 1;
+    for (int64_t d : r.spec.shape) n *= static_cast<uint64_t>(d);
+    sum.parameters += n;
+  }
+  sum.tensors = recipes.size();
+  const std::map<std::string, std::string> metadata = {
+      {"wick.synth", "1"},
+      {"wick.synth.geometry", geometry.label},
+      {"wick.synth.dims",
+       "L=" + std::to_string(g.n_layer) + " C=" + std::to_string(g.n_embd) +
+           " H=" + std::to_string(g.n_head) + " N=" + std::to_string(g.head_size) +
+           " F=" + std::to_string(g.ffn_dim) + " V=" + std::to_string(g.vocab) +
+           " lora_w=" + std::to_string(g.lora_w) + " lora_a=" + std::to_string(g.lora_a) +
+           " lora_v=" + std::to_string(synth_lora_rank(g.n_embd, 1.3, 0.5)) +
+           " lora_g=" + std::to_string(g.lora_g)},
+      {"wick.synth.dtype", std::string(synth_dtype_name(dtype))},
+      {"wick.synth.seed", std::to_string(seed)},
+      {"wick.synth.note",
+       "random weights made by `wick synth` (not a trained model): right sizes and sane numerics "
+       "for benchmarks and trials; the text it generates is meaningless"},
+  };
+  const size_t es = dtype_size(dtype);
+  auto fill = [&](size_t index, uint64_t offset, std::span<char> out) {
+    const Recipe& r = recipes[index];
+    const uint64_t first = offset / es;
+    const int64_t n = static_cast<int64_t>(out.size() / es);
+    switch (dtype) {
+      case DType::BF16:
+        fill_chunk<DType::BF16>(r, first, out.data(), n);
+        break;
+      case DType::F16:
+        fill_chunk<DType::F16>(r, first, out.data(), n);
+        break;
+      default:
+        fill_chunk<DType::F32>(r, first, out.data(), n);
+        break;
+    }
+  };
+  sum.file_bytes = io::write_safetensors_streaming(path, specs, metadata, fill, chunk_bytes);
+  return sum;
+}
+
+}  // namespace wick
