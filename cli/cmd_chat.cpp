@@ -99,7 +99,7 @@ class ChatSession {
     if (interactive_) std::fputs("Assistant:", stdout);
     std::fflush(stdout);
     GenerationResult r;
-    {
+    try {
       InterruptScope scope;
       r = generate(model_, *tokenizer_, last_turn_, cfg, state_,
                    [](std::string_view chunk, int32_t) {
@@ -107,13 +107,20 @@ class ChatSession {
                      std::fflush(stdout);
                      return !g_interrupted.load();
                    });
+    } catch (const Error& e) {
+      // Keep the conversation: back to the state before this turn.
+      state_ = before_turn_;
+      std::fputc('\n', stdout);
+      std::fflush(stdout);
+      info(std::string("error: ") + e.what() + " (the message was not added to the conversation)");
+      return;
     }
     std::fputc('\n', stdout);
     std::fflush(stdout);
     if (r.stop_reason == "cancelled") {
       feed("\n\n");  // close the interrupted turn so the next one starts cleanly
       info("[reply cancelled]");
-    } else if (r.stop_reason == "max_tokens") {
+    } else if (r.stop_reason == "max_tokens" || r.stop_reason == "stop_token") {
       feed("\n\n");
       info("[reply cut at --max-tokens " + std::to_string(cfg.max_tokens) + "]");
     }

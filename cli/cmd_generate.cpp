@@ -5,6 +5,7 @@
 // ["stop_token" | "stop_string"], "prompt_tokens", "generated_tokens", "timings"}; with --stream,
 // one {"chunk", "token"} line per chunk comes first. --batch-file reads JSON lines
 // {"prompt": TEXT} and prints one JSON result per line, in input order (always JSON).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -29,6 +30,7 @@ struct GenerateOptions {
   bool json = false;
   bool stream = false;
   std::string batch_file;
+  int batch_size = 16;
   GenerationFlags flags;
 };
 
@@ -84,14 +86,28 @@ void run_batch(const GenerateOptions& o, const Model& model, const Tokenizer& to
   if (!o.flags.save_state.empty())
     throw InputError("--save-state saves one state; it cannot be combined with --batch-file");
   const std::vector<std::string> texts = read_batch_file(o.batch_file);
-  std::vector<std::vector<int32_t>> prompts;
-  for (const std::string& t : texts) prompts.push_back(tokenizer.encode(t));
   int64_t n_loaded = 0;
   const State start = initial_state(o.flags, model, n_loaded);
-  std::vector<State> states(prompts.size(), start);
-  const std::vector<GenerationResult> results =
-      generate_batch(model, tokenizer, prompts, std::span<const GenerationConfig>(&cfg, 1), states);
-  for (const GenerationResult& r : results) std::cout << dump(result_json(r, load_ms)) << "\n";
+  // Groups of --batch-size rows bound the memory of the parallel pass; row i still samples with
+  // seed + i, so the output does not depend on the group size.
+  for (size_t g0 = 0; g0 < texts.size(); g0 += static_cast<size_t>(o.batch_size)) {
+    const size_t g1 = std::min(texts.size(), g0 + static_cast<size_t>(o.batch_size));
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<GenerationConfig> configs;
+    for (size_t i = g0; i < g1; ++i) {
+      prompts.push_back(tokenizer.encode(texts[i]));
+      if (prompts.back().empty())
+        throw InputError(o.batch_file + ": prompt " + std::to_string(i + 1) +
+                         " is empty; every line needs a non-empty \"prompt\"");
+      configs.push_back(cfg);
+      configs.back().sampling.seed = cfg.sampling.seed + i;
+    }
+    std::vector<State> states(prompts.size(), start);
+    const std::vector<GenerationResult> results =
+        generate_batch(model, tokenizer, prompts, configs, states);
+    for (const GenerationResult& r : results) std::cout << dump(result_json(r, load_ms)) << "\n";
+    std::cout << std::flush;
+  }
 }
 
 void run_generate(const GenerateOptions& o) {
@@ -121,15 +137,17 @@ void run_generate(const GenerateOptions& o) {
     };
   }
   const GenerationResult r = generate(model, *tokenizer, o.prompt, cfg, state, on_chunk);
+  // The result is printed before the state is saved: a bad --save-state path must not lose it.
+  if (o.json) {
+    std::cout << dump(result_json(r, load_ms)) << "\n" << std::flush;
+  } else {
+    if (!o.stream) std::fwrite(r.text.data(), 1, r.text.size(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  }
   maybe_save_state(o.flags, state, model, *tokenizer,
                    n_tokens < 0 ? -1 : n_tokens + r.prompt_tokens + r.generated_tokens);
-  if (o.json) {
-    std::cout << dump(result_json(r, load_ms)) << "\n";
-    return;
-  }
-  if (!o.stream) std::fwrite(r.text.data(), 1, r.text.size(), stdout);
-  std::fputc('\n', stdout);
-  std::fflush(stdout);
+  if (o.json) return;
   std::fprintf(stderr,
                "[wick] %d prompt tokens in %.2f ms, %d tokens in %.2f ms (%.1f tok/s), stop: %s\n",
                r.prompt_tokens, r.timings.prefill_ms, r.generated_tokens, r.timings.decode_ms,
@@ -158,6 +176,9 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--batch-file", o->batch_file,
                   "JSON lines {\"prompt\": ...}: generate for all at once, one JSON result per "
                   "line in order; row i samples with seed + i");
+  cmd->add_option("--batch-size", o->batch_size,
+                  "Rows generated together with --batch-file (default 16; bounds memory)")
+      ->check(CLI::Range(1, 4096));
   add_generation_flags(cmd, o->flags, /*chat=*/false);
   cmd->callback([o, prompt] {
     o->prompt_given = prompt->count() > 0;

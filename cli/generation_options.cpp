@@ -12,7 +12,7 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f, bool chat) {
                   chat ? "standard | chatrwkv (default: chatrwkv with ChatRWKV's chat defaults: "
                          "temperature 1, top-p 0.3, presence/frequency 0.5, decay 0.996, id 0 "
                          "suppressed)"
-                       : "standard (default: greedy unless sampling flags say otherwise) | "
+                       : "standard (default; greedy until --temperature > 0) | "
                          "chatrwkv (the rwkv pip package's PIPELINE: temperature 1, top-p 0.85, "
                          "presence/frequency 0.2, decay 0.996)")
       ->check(CLI::IsMember({"standard", "chatrwkv"}))
@@ -140,6 +140,11 @@ GenerationConfig make_generation_config(const GenerationFlags& f, GenerationConf
   base.stop_tokens.insert(base.stop_tokens.end(), f.stop_tokens.begin(), f.stop_tokens.end());
   if (f.penalize_prompt) base.penalize_prompt = true;
   base.validate(vocab);
+  if (sc.mode == SamplerMode::kStandard && sc.temperature == 0.f &&
+      (f.top_k || f.top_p || f.seed))
+    std::fprintf(stderr,
+                 "wick: warning: temperature is 0 (greedy), so --top-k/--top-p/--seed have no "
+                 "effect; add --temperature (e.g. 1) to sample\n");
   return base;
 }
 

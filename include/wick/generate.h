@@ -76,7 +76,9 @@ size_t utf8_boundary(std::string_view bytes, size_t limit);
 // Generates from `prompt` (encoded with `tokenizer`), continuing from `state` (pass
 // model.new_state() for a fresh context). Throws InputError (state unchanged) for an empty prompt,
 // an invalid config (GenerationConfig::validate), a token id outside the model's vocabulary, or a
-// state of another geometry; InputError from the sampler if the logits leave nothing to sample.
+// state of another geometry. Errors after the prefill - InputError from the sampler when the
+// logits leave nothing to sample, or an exception thrown by the callback - leave the state
+// holding the prompt and the tokens stepped so far (keep a copy to roll back).
 GenerationResult generate(const Model& model, const Tokenizer& tokenizer, std::string_view prompt,
                           const GenerationConfig& config, State& state,
                           const ChunkCallback& on_chunk = nullptr);

@@ -32,14 +32,16 @@ RowDecoder::RowDecoder(const GenerationConfig& config, const Tokenizer& tokenize
 int32_t RowDecoder::next(std::span<const float> logits, const ChunkCallback& on_chunk) {
   const auto t0 = std::chrono::steady_clock::now();
   const int32_t id = sampler_.select(logits);
-  sampler_.observe(id);
+  const bool is_stop = std::find(config_.stop_tokens.begin(), config_.stop_tokens.end(), id) !=
+                       config_.stop_tokens.end();
+  // ChatRWKV never counts a stop id (§1.6); the standard history observes every chosen token.
+  if (!(is_stop && config_.sampling.mode == SamplerMode::kChatRwkv)) sampler_.observe(id);
   sample_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                     .count();
   result_.tokens.push_back(id);
   if (static_cast<int>(result_.tokens.size()) >= config_.max_tokens) finished_ = true;
 
-  if (std::find(config_.stop_tokens.begin(), config_.stop_tokens.end(), id) !=
-      config_.stop_tokens.end()) {
+  if (is_stop) {
     result_.stop_reason = "stop_token";
     result_.stop_token = id;
     finished_ = true;

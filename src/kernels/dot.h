@@ -23,11 +23,50 @@ inline float bf16_to_f32(uint16_t b) {
 using DotF32 = float (*)(const float* w, const float* x, size_t n);
 using DotU16 = float (*)(const uint16_t* w, const float* x, size_t n);
 
+// y[r] = dot(w + r * stride, x, n) for r < nr: several rows at once, bit-identical to the dot.
+using GemvF32 = void (*)(const float* w, size_t stride, const float* x, size_t n, int nr, float* y);
+using GemvU16 = void (*)(const uint16_t* w, size_t stride, const float* x, size_t n, int nr,
+                         float* y);
+// y[t * y_stride + r] = dot_f32(w + r * w_stride, x + t * x_stride, n) for r < nr, t < nt: the
+// GEMM micro-kernel over fp32 (widened) weight rows; most efficient at nr = tile_rows and
+// nt = tile_inputs of its kernel set (any sizes are accepted).
+using GemmTile = void (*)(const float* w, size_t w_stride, const float* x, size_t x_stride,
+                          size_t n, int nr, int nt, float* y, size_t y_stride);
+// dst[i] = exact fp32 value of src[i] (fp16 or bf16), i < n.
+using Widen = void (*)(const uint16_t* src, float* dst, size_t n);
+
 struct DotKernels {
   DotF32 f32;
   DotU16 f16;
   DotU16 bf16;
+  GemvF32 gemv_f32;
+  GemvU16 gemv_f16;
+  GemvU16 gemv_bf16;
+  GemmTile gemm_tile;
+  Widen widen_f16;
+  Widen widen_bf16;
+  int tile_rows;    // the GEMM tile's register blocking
+  int tile_inputs;
 };
+
+// Row-group kernels built from a dot product, for instruction sets without dedicated ones.
+template <DotF32 Dot>
+void gemv_rows_by_dot(const float* w, size_t stride, const float* x, size_t n, int nr, float* y) {
+  for (int r = 0; r < nr; ++r) y[r] = Dot(w + r * stride, x, n);
+}
+template <DotU16 Dot>
+void gemv_rows_by_dot_u16(const uint16_t* w, size_t stride, const float* x, size_t n, int nr,
+                          float* y) {
+  for (int r = 0; r < nr; ++r) y[r] = Dot(w + r * stride, x, n);
+}
+template <DotF32 Dot>
+void gemm_tile_by_dot(const float* w, size_t ws, const float* x, size_t xs, size_t n, int nr,
+                      int nt, float* y, size_t ys) {
+  for (int t = 0; t < nt; ++t)
+    for (int r = 0; r < nr; ++r) y[t * ys + r] = Dot(w + r * ws, x + t * xs, n);
+}
+void widen_f16_scalar(const uint16_t* src, float* dst, size_t n);
+void widen_bf16_scalar(const uint16_t* src, float* dst, size_t n);
 
 const DotKernels& dot_kernels();
 const DotKernels& dot_kernels_for(Isa isa);

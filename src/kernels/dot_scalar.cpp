@@ -57,8 +57,25 @@ float dot_bf16(const uint16_t* w, const float* x, size_t n) {
 }  // namespace
 
 const DotKernels& dot_kernels_scalar() {
-  static const DotKernels k{dot_f32, dot_f16, dot_bf16};
+  static const DotKernels k{dot_f32,
+                            dot_f16,
+                            dot_bf16,
+                            gemv_rows_by_dot<dot_f32>,
+                            gemv_rows_by_dot_u16<dot_f16>,
+                            gemv_rows_by_dot_u16<dot_bf16>,
+                            gemm_tile_by_dot<dot_f32>,
+                            widen_f16_scalar,
+                            widen_bf16_scalar,
+                            1,
+                            1};
   return k;
+}
+
+void widen_f16_scalar(const uint16_t* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(src[i]);
+}
+void widen_bf16_scalar(const uint16_t* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
 }
 
 const DotKernels& dot_kernels_for(Isa isa) {

@@ -5,7 +5,8 @@
 //
 // T = 1 is the GEMV of the recurrent step; T > 1 the GEMM of the parallel pass. Every output is
 // one call of the same dot kernel (kernels/dot.h), so row t of a GEMM equals the GEMV of X[t]
-// bit for bit, whatever the thread count. Threads: OpenMP over blocks of output rows.
+// bit for bit, whatever the thread count. Threads: the kernel pool (kernels/thread_pool.h) over
+// blocks of output rows (GEMV) or rows x inputs (GEMM).
 #pragma once
 
 #include <cstdint>

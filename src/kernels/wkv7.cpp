@@ -1,10 +1,17 @@
 #include "kernels/wkv7.h"
 
+#include "kernels/cpu_features.h"
+#include "kernels/thread_pool.h"
+
 namespace wick::kernels {
+
+void wkv7_head_avx512(int N, float* S, const float* r, const float* w, const float* k,
+                      const float* v, const float* kk, const float* a, float* y);
+
 namespace {
 
 // One head, one token. N is small (64 in released models); the inner loops vectorise.
-inline void wkv7_head(int N, float* __restrict S, const float* __restrict r,
+inline void wkv7_head_scalar(int N, float* __restrict S, const float* __restrict r,
                       const float* __restrict w, const float* __restrict k,
                       const float* __restrict v, const float* __restrict kk,
                       const float* __restrict a, float* __restrict y) {
@@ -27,26 +34,42 @@ inline void wkv7_head(int N, float* __restrict S, const float* __restrict r,
   if (b != kka) delete[] b;
 }
 
+using HeadFn = void (*)(int N, float* S, const float* r, const float* w, const float* k,
+                       const float* v, const float* kk, const float* a, float* y);
+
+// The AVX-512 update where it applies (head size a multiple of 16), else the scalar loop.
+HeadFn head_kernel(int N) {
+  static const bool avx512 = active_isa() == Isa::kAvx512;
+  return avx512 && N % 16 == 0 ? wkv7_head_avx512 : wkv7_head_scalar;
+}
+
 }  // namespace
 
 void wkv7_token(int H, int N, float* S, const float* r, const float* w, const float* k,
                 const float* v, const float* kk, const float* a, float* y) {
+  const HeadFn head = head_kernel(N);
   for (int h = 0; h < H; ++h) {
     const int64_t o = static_cast<int64_t>(h) * N;
-    wkv7_head(N, S + o * N, r + o, w + o, k + o, v + o, kk + o, a + o, y + o);
+    head(N, S + o * N, r + o, w + o, k + o, v + o, kk + o, a + o, y + o);
   }
 }
 
 void wkv7_sequence(int64_t T, int H, int N, float* S, const float* r, const float* w,
                    const float* k, const float* v, const float* kk, const float* a, float* y) {
   const int64_t C = static_cast<int64_t>(H) * N;
-#pragma omp parallel for schedule(static) if (H > 1 && T * C * N >= (1 << 22))
-  for (int h = 0; h < H; ++h) {
-    const int64_t o = static_cast<int64_t>(h) * N;
+  const HeadFn head = head_kernel(N);
+  auto one_head = [&](int64_t h) {
+    const int64_t o = h * N;
     for (int64_t t = 0; t < T; ++t) {
       const int64_t ro = t * C + o;
-      wkv7_head(N, S + o * N, r + ro, w + ro, k + ro, v + ro, kk + ro, a + ro, y + ro);
+      head(N, S + o * N, r + ro, w + ro, k + ro, v + ro, kk + ro, a + ro, y + ro);
     }
+  };
+  // Heads are independent: in parallel once there is enough work to pay for waking a thread.
+  if (T * C * N >= (int64_t{1} << 18)) {
+    parallel_for(H, one_head);
+  } else {
+    for (int h = 0; h < H; ++h) one_head(h);
   }
 }
 

@@ -18,7 +18,7 @@ namespace wick::kernels {
 void wkv7_token(int H, int N, float* S, const float* r, const float* w, const float* k,
                 const float* v, const float* kk, const float* a, float* y);
 
-// T tokens; each input is [T, H*N] row-major, y is [T, H*N]. Heads run in parallel (OpenMP).
+// T tokens; each input is [T, H*N] row-major, y is [T, H*N]. Heads run in parallel (kernels/thread_pool.h).
 void wkv7_sequence(int64_t T, int H, int N, float* S, const float* r, const float* w,
                    const float* k, const float* v, const float* kk, const float* a, float* y);
 

@@ -130,6 +130,27 @@ TEST_F(Batch, RowsStopAndCancelIndependently) {
   }
 }
 
+TEST_F(Batch, EachRowStreamsExactlyItsOwnTextWithItsOwnStopStrings) {
+  GenerationConfig free_cfg;
+  free_cfg.max_tokens = 30;
+  const std::vector<GenerationResult> free_run =
+      generate_batch(model_, tok_, prompts_, std::span(&free_cfg, 1));
+  std::vector<GenerationConfig> per_row(prompts_.size(), free_cfg);
+  per_row[0].stop_strings = {free_run[0].text.substr(6, 2)};
+  per_row[2].stop_strings = {"\x01\x02 impossible"};  // held tail, released by the final flush
+  std::vector<std::string> streamed(prompts_.size());
+  const std::vector<GenerationResult> rows = generate_batch(
+      model_, tok_, prompts_, per_row, {}, [&](size_t row, std::string_view chunk, int32_t) {
+        streamed[row] += chunk;
+        return true;
+      });
+  for (size_t r = 0; r < prompts_.size(); ++r) EXPECT_EQ(streamed[r], rows[r].text) << r;
+  EXPECT_EQ(rows[0].stop_reason, "stop_string");
+  EXPECT_EQ(rows[2].stop_reason, "max_tokens");
+  EXPECT_EQ(rows[2].text, free_run[2].text);
+  EXPECT_NE(rows[0].text, free_run[0].text);
+}
+
 TEST_F(Batch, RowsContinueFromTheirOwnStates) {
   GenerationConfig c;
   c.max_tokens = 8;

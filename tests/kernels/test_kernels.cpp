@@ -9,6 +9,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/dot.h"
 #include "kernels/matmul.h"
+#include "kernels/thread_pool.h"
 #include "kernels/wkv7.h"
 
 namespace wick::kernels {
@@ -87,6 +88,83 @@ TEST(Kernels, GemmRowsAreBitIdenticalToGemv) {
   x[0] += 1.f;
   matmul(ref, x.data(), 1, y1.data());
   EXPECT_NE(std::memcmp(y1.data(), y.data(), rows * 4), 0);
+}
+
+// Every ISA's row-group kernels follow its dot product's summation order exactly: the multi-row
+// GEMV, the GEMM tile over widened rows and the widening itself.
+TEST(Kernels, RowKernelsOfEveryIsaAreBitIdenticalToTheirDot) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (static_cast<int>(isa) > static_cast<int>(best_supported_isa())) continue;
+    const DotKernels& k = dot_kernels_for(isa);
+    for (size_t n : {1u, 7u, 8u, 17u, 64u, 100u}) {
+      const int nr = 11, nt = 9;
+      std::vector<float> w(nr * n), x(nt * n);
+      for (auto& v : w) v = nd(rng);
+      for (auto& v : x) v = nd(rng);
+      std::vector<uint16_t> wh(w.size()), wb(w.size());
+      for (size_t i = 0; i < w.size(); ++i) {
+        uint32_t u;
+        std::memcpy(&u, &w[i], 4);
+        wb[i] = static_cast<uint16_t>(u >> 16);
+        wh[i] = static_cast<uint16_t>(0x3000 + (u & 0x7ff));
+      }
+      std::vector<float> y(nr), yt(nt * nr), widened(w.size());
+      k.gemv_bf16(wb.data(), n, x.data(), n, nr, y.data());
+      for (int r = 0; r < nr; ++r) EXPECT_EQ(y[r], k.bf16(wb.data() + r * n, x.data(), n)) << r;
+      k.gemv_f16(wh.data(), n, x.data(), n, nr, y.data());
+      for (int r = 0; r < nr; ++r) EXPECT_EQ(y[r], k.f16(wh.data() + r * n, x.data(), n)) << r;
+      k.gemv_f32(w.data(), n, x.data(), n, nr, y.data());
+      for (int r = 0; r < nr; ++r) EXPECT_EQ(y[r], k.f32(w.data() + r * n, x.data(), n)) << r;
+      k.widen_bf16(wb.data(), widened.data(), w.size());
+      for (size_t i = 0; i < w.size(); ++i) ASSERT_EQ(widened[i], bf16_to_f32(wb[i]));
+      k.widen_f16(wh.data(), widened.data(), w.size());
+      for (size_t i = 0; i < w.size(); ++i) ASSERT_EQ(widened[i], f16_to_f32(wh[i]));
+      for (int tr = 1; tr <= k.tile_rows; ++tr)
+        for (int ti = 1; ti <= k.tile_inputs; ++ti) {
+          k.gemm_tile(w.data(), n, x.data(), n, n, tr, ti, yt.data(), nr);
+          for (int t = 0; t < ti; ++t)
+            for (int r = 0; r < tr; ++r)
+              ASSERT_EQ(yt[t * nr + r], k.f32(w.data() + r * n, x.data() + t * n, n))
+                  << isa_name(isa) << " n=" << n << " tile " << tr << "x" << ti;
+        }
+    }
+  }
+}
+
+// GEMM rows equal the GEMV for every dtype, across input blocks, with 1 or 2 threads.
+TEST(Kernels, MatmulIsBitIdenticalAcrossPassesDtypesAndThreadCounts) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd;
+  const int64_t rows = 203, cols = 136, T = 101;
+  std::vector<float> w(rows * cols), x(T * cols);
+  for (auto& v : w) v = nd(rng);
+  for (auto& v : x) v = nd(rng);
+  std::vector<uint16_t> wb(w.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    uint32_t u;
+    std::memcpy(&u, &w[i], 4);
+    wb[i] = static_cast<uint16_t>(u >> 16);
+  }
+  std::vector<float> first;
+  for (int threads : {1, 2}) {
+    ThreadPool::set_global_threads(threads);
+    for (auto ref : {MatrixRef{w.data(), DType::F32, rows, cols},
+                     MatrixRef{wb.data(), DType::BF16, rows, cols}}) {
+      std::vector<float> y(T * rows), y1(rows);
+      matmul(ref, x.data(), T, y.data());
+      for (int64_t t = 0; t < T; t += 10) {
+        matmul(ref, x.data() + t * cols, 1, y1.data());
+        ASSERT_EQ(std::memcmp(y1.data(), y.data() + t * rows, rows * 4), 0) << t;
+      }
+      if (ref.dtype == DType::BF16) {
+        if (first.empty()) first = y;
+        else EXPECT_EQ(first, y);  // 1 thread == 2 threads
+      }
+    }
+  }
+  ThreadPool::set_global_threads(0);
 }
 
 TEST(Kernels, Wkv7TokenMatchesTheFormulaInDouble) {
