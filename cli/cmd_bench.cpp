@@ -51,7 +51,7 @@ void run_bench_tokenizer(const BenchTokenizerOptions& o) {
 
 void register_bench(CLI::App& app) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
-  bench->require_subcommand(1);
+  bench->require_subcommand(0, 1);
   auto o = std::make_shared<BenchTokenizerOptions>();
   CLI::App* cmd = bench->add_subcommand("tokenizer", "Tokenizer encode throughput on a file");
   cmd->add_option("--tokenizer", o->tokenizer,
@@ -60,6 +60,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--runs", o->runs, "Repetitions (median reported)")->check(CLI::Range(1, 1000));
   cmd->callback([o] { run_bench_tokenizer(*o); });
   register_bench_generate(bench);
+  register_bench_model(bench);
 }
 
 }  // namespace wick::cli

@@ -27,6 +27,11 @@ void run_info(const std::string& path, bool json) {
     nlohmann::json dt = nlohmann::json::object();
     for (auto& [d, n] : i.dtype_parameters) dt[std::string(dtype_name(d))] = n;
     j["dtypes"] = dt;
+    if (!i.packed_parameters.empty()) {
+      nlohmann::json lay = nlohmann::json::object();
+      for (auto& [l, n] : i.packed_parameters) lay[l] = n;
+      j["layouts"] = lay;
+    }
     j["geometry"] = {{"n_layer", g.n_layer}, {"n_embd", g.n_embd},   {"n_head", g.n_head},
                      {"head_size", g.head_size}, {"ffn_dim", g.ffn_dim}, {"vocab", g.vocab},
                      {"lora_w", g.lora_w},   {"lora_a", g.lora_a},   {"lora_v", g.lora_v},
@@ -36,6 +41,10 @@ void run_info(const std::string& path, bool json) {
   }
   std::string dts;
   for (auto& [d, n] : i.dtype_parameters) dts += fmt::format("{}{} ({} params)", dts.empty() ? "" : ", ", dtype_name(d), n);
+  std::string layouts;
+  for (auto& [l, n] : i.packed_parameters)
+    layouts += fmt::format("{}{} ({} params)", layouts.empty() ? "" : ", ", l, n);
+  if (!layouts.empty()) dts += (dts.empty() ? "" : "; packed: ") + layouts;
   std::cout << fmt::format(
       "model      {}\n"
       "container  {} ({} naming)\n"

@@ -13,6 +13,8 @@ void register_tokenize(CLI::App& app);
 void register_detokenize(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_bench_generate(CLI::App* bench);  // `wick bench generate`, under register_bench
+void register_bench_model(CLI::App* bench);     // `wick bench --model ...`, under register_bench
 void register_synth(CLI::App& app);
+void register_quantize(CLI::App& app);
 
 }  // namespace wick::cli

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   wick::cli::register_detokenize(app);
   wick::cli::register_bench(app);
   wick::cli::register_synth(app);
+  wick::cli::register_quantize(app);
   if (argc == 1) {
     std::cout << app.help();
     return 0;

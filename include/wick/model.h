@@ -56,6 +56,12 @@ struct ModelInfo {
   uint64_t parameters = 0;            // number of weights used by the model
   uint64_t weight_bytes = 0;          // bytes of those weights as stored
   std::vector<std::pair<DType, uint64_t>> dtype_parameters;  // parameters per stored dtype
+  // .rwkvq only: parameters per packed layout ("sb6@5", "sym@8", "asym@6", "rtn@8"); tensors
+  // stored dense in the file are counted in dtype_parameters.
+  std::vector<std::pair<std::string, uint64_t>> packed_parameters;
+  // Weight bytes one recurrent step reads: every matrix as stored (projections, LoRA factors as
+  // held in memory, head) plus one embedding row. Decode roofline = this / memory bandwidth.
+  uint64_t bytes_per_token = 0;
   // "sha256:<64 hex>" identifying the weights (docs/tasks.md §3.5): names, dtypes and shapes of
   // every tensor plus the bytes of the small ones. State files carry it to refuse foreign states.
   std::string fingerprint;

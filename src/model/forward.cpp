@@ -221,22 +221,7 @@ void embed(const ModelWeights& w, const Geometry& g, const int32_t* tokens, int6
   const int64_t C = g.n_embd;
   for (int64_t t = 0; t < T; ++t) {
     float* row = x + t * C;
-    const size_t base = static_cast<size_t>(tokens[t]) * C;
-    switch (w.emb_dtype) {
-      case DType::F32:
-        std::memcpy(row, static_cast<const float*>(w.emb) + base, C * sizeof(float));
-        break;
-      case DType::F16:
-        for (int64_t c = 0; c < C; ++c)
-          row[c] = kernels::f16_to_f32(static_cast<const uint16_t*>(w.emb)[base + c]);
-        break;
-      case DType::BF16:
-        for (int64_t c = 0; c < C; ++c)
-          row[c] = kernels::bf16_to_f32(static_cast<const uint16_t*>(w.emb)[base + c]);
-        break;
-      default:
-        break;
-    }
+    w.emb->row(tokens[t], row);
     if (!w.ln0_w.empty())
       kernels::layer_norm(row, w.ln0_w.data(), w.ln0_b.empty() ? nullptr : w.ln0_b.data(), row, C,
                           kLayerNormEps);

@@ -15,6 +15,8 @@
 #include "io/sha256.h"
 #include "kernels/dot.h"
 #include "model/model_impl.h"
+#include "model/quant_linear.h"
+#include "quant/dequant.h"
 #include "wick/errors.h"
 
 extern "C" {
@@ -41,8 +43,27 @@ std::string shape_str(const std::vector<int64_t>& s) {
 // Reads tensors by official name, checks shapes and dtypes, and remembers what was consumed.
 class TensorReader {
  public:
-  TensorReader(io::OfficialNames names, std::string path)
-      : names_(std::move(names)), path_(std::move(path)) {}
+  // `packed` (may be null): the .rwkvq the tensors come from; its non-dense records are read
+  // through it (projections stay packed, everything else is dequantised once here).
+  TensorReader(io::OfficialNames names, std::string path, const quant::RwkvqFile* packed)
+      : names_(std::move(names)), path_(std::move(path)), packed_file_(packed) {
+    if (packed_file_) {
+      for (const quant::QuantTensor& q : packed_file_->tensors())
+        if (q.layout != quant::Layout::kDense) packed_[q.key] = &q;
+    }
+  }
+
+  // The packed record behind a tensor, or null for a tensor stored dense.
+  const quant::QuantTensor* packed(const io::MappedTensor& t) const {
+    auto it = packed_.find(t.stored_name);
+    return it == packed_.end() ? nullptr : it->second;
+  }
+
+  // The values of a tensor as fp32, whatever its storage.
+  std::vector<float> values(const io::MappedTensor& t) const {
+    if (const quant::QuantTensor* q = packed(t)) return quant::dequantize(*q);
+    return to_f32(t.view);
+  }
 
   bool has(const std::string& name) const { return names_.tensors.count(name) != 0; }
 
@@ -69,7 +90,7 @@ class TensorReader {
       throw CheckpointError(path_, "tensor " + describe(t, name) + ": expected " + std::to_string(n) +
                                        " elements (C), found shape " + t.view.shape_string());
     }
-    return to_f32(t.view);
+    return values(t);
   }
 
   // A 2-D matrix with the given shape, checked exactly.
@@ -87,7 +108,33 @@ class TensorReader {
   // A big projection kept in its stored dtype (borrowed from the mapped file when aligned).
   std::unique_ptr<Linear> linear(const std::string& name, int64_t out, int64_t in, const char* what) {
     const io::MappedTensor& t = matrix(name, out, in, what);
+    return linear_of(t, out, in);
+  }
+
+  // The Linear for a checked [out, in] tensor: packed projections stay packed; other packed
+  // layouts are dequantised once; dense ones are borrowed from the file.
+  std::unique_ptr<Linear> linear_of(const io::MappedTensor& t, int64_t out, int64_t in) {
+    if (const quant::QuantTensor* q = packed(t)) {
+      if (q->layout == quant::Layout::kSb6 || q->layout == quant::Layout::kSym)
+        return std::make_unique<PackedLinear>(*q, packed_file_->keep_alive());
+      return DenseLinear::owned_f32(quant::dequantize(*q), out, in);
+    }
     return borrow(t.view, out, in);
+  }
+
+  // The embedding table [V, C]: packed sym/sb6 tables are gathered row by row from their codes.
+  std::unique_ptr<Embedding> embedding(const io::MappedTensor& t, int64_t rows, int64_t cols) {
+    if (const quant::QuantTensor* q = packed(t)) {
+      if (q->layout == quant::Layout::kSb6 || q->layout == quant::Layout::kSym)
+        return std::make_unique<PackedEmbedding>(*q, packed_file_->keep_alive());
+      auto values = std::make_shared<std::vector<float>>(quant::dequantize(*q));
+      return std::make_unique<DenseEmbedding>(values->data(), DType::F32, cols, rows,
+                                              std::shared_ptr<const void>(values, values->data()));
+    }
+    std::shared_ptr<Linear> lin = borrow(t.view, rows, cols);
+    const void* data = static_cast<DenseLinear*>(lin.get())->matrix().data;
+    return std::make_unique<DenseEmbedding>(data, t.view.dtype, cols, rows,
+                                            std::shared_ptr<const void>(lin, data));
   }
 
   // A LoRA factor read as an owned fp32 Linear [out, in]. Official files store the transpose
@@ -97,7 +144,7 @@ class TensorReader {
     const bool linear_layout = probe && probe->linear_layout;
     const io::MappedTensor& t =
         linear_layout ? matrix(name, out, in, what) : matrix(name, in, out, what);
-    std::vector<float> v = to_f32(t.view);
+    std::vector<float> v = values(t);
     if (linear_layout) return DenseLinear::owned_f32(std::move(v), out, in);
     std::vector<float> tr(v.size());
     for (int64_t i = 0; i < in; ++i)
@@ -167,6 +214,8 @@ class TensorReader {
   io::OfficialNames names_;
   std::string path_;
   std::set<std::string> consumed_;
+  const quant::RwkvqFile* packed_file_ = nullptr;
+  std::map<std::string, const quant::QuantTensor*> packed_;
 };
 
 struct HfFlags {
@@ -342,7 +391,7 @@ void load_layer(TensorReader& r, const Geometry& g, int i, bool norm_bias, Layer
   L.k_k = r.vector(p + "att.k_k", C);
   L.k_a = r.vector(p + "att.k_a", C);
   const io::MappedTensor& rk = r.matrix(p + "att.r_k", g.n_head, g.head_size, "H x N");
-  L.r_k = TensorReader::to_f32(rk.view);
+  L.r_k = r.values(rk);
   L.w1 = r.lora(p + "att.w1", g.lora_w, C, "decay LoRA down");
   L.w2 = r.lora(p + "att.w2", C, g.lora_w, "decay LoRA up");
   L.a1 = r.lora(p + "att.a1", g.lora_a, C, "in-context-rate LoRA down");
@@ -404,12 +453,37 @@ void refuse_foreign_formats(const io::MappedFile& f) {
 
 io::TensorSet read_container(std::shared_ptr<io::MappedFile> file, std::string* container) {
   refuse_foreign_formats(*file);
+  if (quant::RwkvqFile::is_zip(*file) && fs::path(file->path()).extension() == ".rwkvq") {
+    quant::RwkvqFile::open(file);  // throws the legacy-pickle message
+  }
   if (io::looks_like_zip(*file)) {
     *container = "pth";
     return io::read_pth(std::move(file));
   }
   *container = "safetensors";
   return io::read_safetensors(std::move(file));
+}
+
+// The tensors of an .rwkvq as the loader sees them: every manifest key with its logical shape;
+// dense records point at their buffer, packed ones carry no bytes (the TensorReader reads them
+// through the RwkvqFile).
+io::TensorSet logical_tensors(const quant::RwkvqFile& f) {
+  io::TensorSet set(f.path());
+  for (const quant::QuantTensor& q : f.tensors()) {
+    io::TensorView v;
+    v.name = q.key;
+    v.shape = q.shape;
+    if (q.layout == quant::Layout::kDense) {
+      v.dtype = q.dense->dtype;
+      v.data = q.dense->data;
+      v.nbytes = q.dense->nbytes;
+    } else {
+      v.dtype = DType::F32;  // what it dequantises to
+    }
+    set.add(std::move(v));
+  }
+  for (const auto& file : f.buffers().files()) set.keep_alive(file);
+  return set;
 }
 
 // An HF folder with sharded weights: model.safetensors.index.json maps each tensor name to a
@@ -457,17 +531,33 @@ io::TensorSet read_shards(const std::string& index_path) {
 // its official name - name, 0x00, dtype tag, 0x00, shape "d0,d1,...", 0x00, and the stored bytes
 // of tensors of at most 65536 elements (norms, mixes, biases, LoRA vectors). Cheap (no hashing of
 // the large matrices) and changed by any change of names, shapes, dtypes or small tensors.
-std::string weights_fingerprint(const std::map<std::string, io::MappedTensor>& tensors) {
+// A packed .rwkvq tensor is tagged "rwkvq:<layout>@<bits>" instead of a dtype, and its small
+// tensors contribute their dequantised fp32 bytes.
+std::string weights_fingerprint(const TensorReader& r) {
   constexpr int64_t kHashedElements = 65536;
   io::Sha256 h;
   const char zero = 0;
-  for (const auto& [name, t] : tensors) {
-    h.update(name).update(&zero, 1).update(dtype_name(t.view.dtype)).update(&zero, 1);
+  for (const auto& [name, t] : r.names().tensors) {
+    const quant::QuantTensor* q = r.packed(t);
+    h.update(name).update(&zero, 1);
+    if (q) {
+      h.update("rwkvq:" + q->describe());
+    } else {
+      h.update(dtype_name(t.view.dtype));
+    }
+    h.update(&zero, 1);
     std::string shape;
     for (size_t i = 0; i < t.view.shape.size(); ++i)
       shape += (i ? "," : "") + std::to_string(t.view.shape[i]);
     h.update(shape).update(&zero, 1);
-    if (t.view.numel() <= kHashedElements) h.update(t.view.data, t.view.nbytes);
+    if (t.view.numel() <= kHashedElements) {
+      if (q) {
+        const std::vector<float> v = quant::dequantize(*q);
+        h.update(v.data(), v.size() * sizeof(float));
+      } else {
+        h.update(t.view.data, t.view.nbytes);
+      }
+    }
   }
   return "sha256:" + h.hex_digest();
 }
@@ -475,9 +565,10 @@ std::string weights_fingerprint(const std::map<std::string, io::MappedTensor>& t
 }  // namespace
 
 std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::string& hf_config,
-                                         const std::string& config_path) {
+                                         const std::string& config_path,
+                                         const quant::RwkvqFile* packed) {
   const std::string path = tensors.source();
-  TensorReader r(io::map_to_official_names(tensors), path);
+  TensorReader r(io::map_to_official_names(tensors), path, packed);
   auto impl = std::make_shared<Model::Impl>();
   Geometry& g = impl->geometry;
   g = derive_geometry(r);
@@ -487,15 +578,7 @@ std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::strin
 
   model::ModelWeights& w = impl->weights;
   const io::MappedTensor& emb = r.matrix("emb.weight", g.vocab, g.n_embd, "V x C");
-  {
-    auto lin = r.borrow(emb.view, g.vocab, g.n_embd);
-    auto* dense = static_cast<DenseLinear*>(lin.get());
-    w.emb = dense->matrix().data;
-    w.emb_dtype = emb.view.dtype;
-    // Keep the (possibly copied) storage alive through a shared owner of the Linear.
-    std::shared_ptr<Linear> owner(std::move(lin));
-    w.emb_storage = std::shared_ptr<const void>(owner, w.emb);
-  }
+  w.emb = r.embedding(emb, g.vocab, g.n_embd);
   if (!flags.norm_first && r.has("blocks.0.ln0.weight")) {
     throw CheckpointError(config_path, "config.json says norm_first = false (no pre_norm), but the "
                                        "weights contain '" +
@@ -511,7 +594,7 @@ std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::strin
   w.ln_out_w = r.vector("ln_out.weight", g.n_embd);
   if (flags.norm_bias || r.has("ln_out.bias")) w.ln_out_b = r.vector("ln_out.bias", g.n_embd);
   if (!r.has("head.weight") && flags.tie_embeddings) {
-    w.head = r.borrow(emb.view, g.vocab, g.n_embd);
+    w.head = r.linear_of(emb, g.vocab, g.n_embd);
   } else {
     w.head = r.linear("head.weight", g.vocab, g.n_embd, "V x C");
   }
@@ -532,14 +615,28 @@ std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::strin
   info.convention = r.names().convention;
   info.file_bytes = total_file_bytes(tensors);
   std::map<DType, uint64_t> per_dtype;
+  std::map<std::string, uint64_t> per_layout;
   for (const auto& [name, t] : r.names().tensors) {
     if (name == "blocks.0.att.v0" || name == "blocks.0.att.v1" || name == "blocks.0.att.v2") continue;
     info.parameters += static_cast<uint64_t>(t.view.numel());
-    info.weight_bytes += t.view.nbytes;
-    per_dtype[t.view.dtype] += static_cast<uint64_t>(t.view.numel());
+    if (const quant::QuantTensor* q = r.packed(t)) {
+      info.weight_bytes += q->stored_bytes();
+      per_layout[q->describe()] += static_cast<uint64_t>(t.view.numel());
+    } else {
+      info.weight_bytes += t.view.nbytes;
+      per_dtype[t.view.dtype] += static_cast<uint64_t>(t.view.numel());
+    }
   }
   for (auto& [dt, n] : per_dtype) info.dtype_parameters.emplace_back(dt, n);
-  info.fingerprint = weights_fingerprint(r.names().tensors);
+  for (auto& [layout, n] : per_layout) info.packed_parameters.emplace_back(layout, n);
+  info.fingerprint = weights_fingerprint(r);
+  uint64_t step_bytes = w.head->stored_bytes() + w.emb->stored_bytes() / static_cast<uint64_t>(g.vocab);
+  for (const LayerWeights& L : w.layers) {
+    for (const auto* lin : {&L.receptance, &L.key, &L.value, &L.output, &L.w1, &L.w2, &L.a1, &L.a2,
+                            &L.v1, &L.v2, &L.g1, &L.g2, &L.ffn_key, &L.ffn_value})
+      if (*lin) step_bytes += (*lin)->stored_bytes();
+  }
+  info.bytes_per_token = step_bytes;
   impl->sources.push_back(std::move(tensors));
   return impl;
 }
@@ -583,6 +680,13 @@ Model Model::load(const std::string& path) {
   }
   auto mapped = io::MappedFile::open(file);
   io::TensorSet set = model::read_container(mapped, &container);
+  if (quant::RwkvqFile::is_rwkvq(set)) {
+    const quant::RwkvqFile packed = quant::RwkvqFile::from_tensor_set(std::move(set));
+    auto impl = model::build_model(model::logical_tensors(packed), "", "", &packed);
+    impl->info.container = "rwkvq v" + std::to_string(packed.manifest().format_version);
+    impl->info.source = path;
+    return Model(std::move(impl));
+  }
   // An fla-named file with a config.json beside it: validate against it as well.
   if (config_text.empty() && set.find("model.embeddings.weight") != nullptr) {
     fs::path beside = fs::path(file).parent_path() / "config.json";

@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "model/embedding.h"
 #include "model/linear.h"
 #include "wick/dtype.h"
 
@@ -28,10 +29,8 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-  // Embedding table [V, C] in its stored dtype (read row by row).
-  const void* emb = nullptr;
-  DType emb_dtype = DType::F32;
-  std::shared_ptr<const void> emb_storage;  // set when the table had to be copied
+  // Embedding table [V, C], read one row per token in its stored form (model/embedding.h).
+  std::unique_ptr<Embedding> emb;
   std::vector<float> ln0_w, ln0_b;          // empty when the checkpoint has no ln0
   std::vector<LayerWeights> layers;
   std::vector<float> ln_out_w, ln_out_b;

@@ -1,0 +1,266 @@
+// wick bench --model F [--threads N] [--prompt 64,512] [--gen 128] [--reps 5] [--json]
+// Model speed in the manner of llama-bench: per prompt length a prefill test "ppN" (one parallel
+// pass over N tokens from a zero state) and a decode test "tgN" (N recurrent steps from a zero
+// state), each repeated --reps times; the median tokens/s with its standard deviation, ms/token,
+// the model's load time and memory (resident after load, while decoding, peak during prefill).
+// The decode test also measures the memory read bandwidth in the same run and reports the
+// roofline: bytes one step reads (ModelInfo::bytes_per_token) / bandwidth, and the fraction of
+// it reached. Same output for every weight format (dense or .rwkvq).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <thread>
+
+#include "commands.h"
+#include "common.h"
+#include "wick/errors.h"
+#include "wick/runtime.h"
+
+namespace wick::cli {
+namespace {
+
+struct BenchModelOptions {
+  std::string model;
+  int threads = 0;
+  std::vector<int> prompt = {512};
+  std::vector<int> gen = {128};
+  int reps = 5;
+  bool json = false;
+};
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// "VmRSS" / "VmHWM" of this process in bytes (0 where /proc is unavailable).
+uint64_t proc_status_bytes(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind(key, 0) == 0) return std::stoull(line.substr(std::strlen(key) + 1)) * 1024;
+  }
+  return 0;
+}
+// Resets VmHWM to the current RSS (Linux >= 4.0), so a later read gives the peak since now.
+void reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  if (f) f << "5";
+}
+
+struct Stats {
+  double median = 0, stddev = 0;
+};
+Stats stats_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  Stats s;
+  s.median = v[v.size() / 2];
+  const double mean = std::accumulate(v.begin(), v.end(), 0.0) / v.size();
+  double ss = 0;
+  for (double x : v) ss += (x - mean) * (x - mean);
+  s.stddev = v.size() > 1 ? std::sqrt(ss / (v.size() - 1)) : 0;
+  return s;
+}
+
+// Memory read bandwidth in bytes/s: `threads` threads each sum their share of a 512 MiB buffer
+// (larger than any cache), best of 3 passes.
+double measure_read_bandwidth(int threads) {
+  const size_t n = (512ull << 20) / sizeof(uint64_t);
+  std::vector<uint64_t> buf(n);
+  for (size_t i = 0; i < n; i += 512) buf[i] = i;  // touch every page
+  double best = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    std::vector<uint64_t> sums(threads);
+    const auto t0 = Clock::now();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        const size_t b = n * t / threads, e = n * (t + 1) / threads;
+        uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        for (size_t i = b; i + 4 <= e; i += 4) {
+          a0 += buf[i];
+          a1 += buf[i + 1];
+          a2 += buf[i + 2];
+          a3 += buf[i + 3];
+        }
+        sums[t] = a0 + a1 + a2 + a3;
+      });
+    }
+    for (auto& th : pool) th.join();
+    const double s = since(t0);
+    volatile uint64_t sink = std::accumulate(sums.begin(), sums.end(), uint64_t{0});
+    (void)sink;
+    best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / s);
+  }
+  return best;
+}
+
+std::string weight_format(const ModelInfo& i) {
+  if (i.container.rfind("rwkvq", 0) == 0) {
+    // The layout holding most parameters names the file, e.g. "rwkvq sb6@4".
+    std::string best;
+    uint64_t most = 0;
+    for (auto& [l, n] : i.packed_parameters)
+      if (n > most) most = n, best = l;
+    return "rwkvq " + best;
+  }
+  std::string f;
+  uint64_t most = 0;
+  for (auto& [d, n] : i.dtype_parameters)
+    if (n > most) most = n, f = std::string(dtype_name(d));
+  return f;
+}
+
+std::vector<int32_t> bench_tokens(int n, int vocab, uint32_t seed) {
+  std::vector<int32_t> t(n);
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (int i = 0; i < n; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    t[i] = static_cast<int32_t>(x % static_cast<uint64_t>(vocab));
+  }
+  return t;
+}
+
+void run_bench_model(const BenchModelOptions& o) {
+  if (o.threads > 0) set_threads(o.threads);
+  const uint64_t rss_before = proc_status_bytes("VmRSS");
+  reset_peak_rss();
+  const auto t_load = Clock::now();
+  const Model model = load_model_or_default(o.model);
+  const double load_s = since(t_load);
+  const uint64_t rss_loaded = proc_status_bytes("VmRSS");
+  const uint64_t peak_load = proc_status_bytes("VmHWM");
+  // The weights are mapped, not read, at load: the first step pages them in (cold cache: from
+  // disk), so it is timed separately.
+  double first_step_ms = 0;
+  {
+    State st = model.new_state();
+    const auto t0 = Clock::now();
+    model.step(0, st);
+    first_step_ms = since(t0) * 1000;
+  }
+  const ModelInfo& info = model.info();
+  const Geometry& g = model.geometry();
+  const std::string format = weight_format(info);
+  const int nthreads = threads();
+
+  auto emit = [&](const std::string& test, int n_prompt, int n_gen, const Stats& tps,
+                  nlohmann::json extra) {
+    const double ms = 1000.0 / tps.median;
+    if (o.json) {
+      nlohmann::json j = {{"test", test},
+                          {"model", info.source},
+                          {"n_prompt", n_prompt},
+                          {"n_gen", n_gen},
+                          {"threads", nthreads},
+                          {"isa", kernel_isa()},
+                          {"weight_format", format},
+                          {"size_bytes", info.weight_bytes},
+                          {"tokens_per_s", tps.median},
+                          {"stddev", tps.stddev},
+                          {"ms_per_token", ms},
+                          {"reps", o.reps},
+                          {"load_ms", load_s * 1000},
+                          {"first_step_ms", first_step_ms},
+                          {"rss_after_load_bytes", rss_loaded - std::min(rss_loaded, rss_before)},
+                          {"peak_rss_during_load_bytes", peak_load - std::min(peak_load, rss_before)}};
+      j.update(extra);
+      std::cout << j.dump() << "\n" << std::flush;
+    } else {
+      std::string more;
+      for (auto& [k, v] : extra.items()) {
+        if (v.is_number_float())
+          more += fmt::format("  {} {:.3g}", k, v.get<double>());
+        else
+          more += fmt::format("  {} {}", k, v.dump());
+      }
+      fmt::print("{:<28} {:<14} {:>9.1f} MiB {:>7} {:>9.1f} ± {:<7.1f} {:>8.2f}{}\n",
+                 info.source.size() > 28 ? "..." + info.source.substr(info.source.size() - 25)
+                                         : info.source,
+                 format, info.weight_bytes / 1048576.0, test, tps.median, tps.stddev, ms, more);
+    }
+  };
+  if (!o.json) {
+    fmt::print("load {:.0f} ms (first step {:.0f} ms), resident after load {:.1f} MiB (peak during "
+               "load {:.1f} MiB), {} threads, {} kernels\n",
+               load_s * 1000, first_step_ms, (rss_loaded - std::min(rss_loaded, rss_before)) / 1048576.0,
+               (peak_load - std::min(peak_load, rss_before)) / 1048576.0, nthreads, kernel_isa());
+    fmt::print("{:<28} {:<14} {:>13} {:>7} {:>19} {:>8}\n", "model", "format", "size", "test",
+               "tokens/s", "ms/tok");
+  }
+
+  for (int n : o.prompt) {
+    if (n <= 0) continue;
+    const std::vector<int32_t> tokens = bench_tokens(n, g.vocab, 1);
+    {
+      State warm = model.new_state();
+      model.forward(std::span<const int32_t>(tokens.data(), std::min(n, 16)), warm);
+    }
+    reset_peak_rss();
+    std::vector<double> tps;
+    for (int r = 0; r < o.reps; ++r) {
+      State st = model.new_state();
+      const auto t0 = Clock::now();
+      model.forward(tokens, st);
+      tps.push_back(n / since(t0));
+    }
+    const uint64_t peak = proc_status_bytes("VmHWM");
+    emit("pp" + std::to_string(n), n, 0, stats_of(tps),
+         {{"peak_rss_during_prefill_bytes", peak - std::min(peak, rss_before)}});
+  }
+  for (int n : o.gen) {
+    if (n <= 0) continue;
+    const std::vector<int32_t> tokens = bench_tokens(n, g.vocab, 2);
+    {
+      State warm = model.new_state();
+      for (int i = 0; i < std::min(n, 4); ++i) model.step(tokens[i], warm);
+    }
+    std::vector<double> tps;
+    uint64_t rss_decode = 0;
+    for (int r = 0; r < o.reps; ++r) {
+      State st = model.new_state();
+      const auto t0 = Clock::now();
+      for (int32_t t : tokens) model.step(t, st);
+      tps.push_back(n / since(t0));
+      rss_decode = std::max(rss_decode, proc_status_bytes("VmRSS"));
+    }
+    const Stats s = stats_of(tps);
+    const double bw = measure_read_bandwidth(nthreads);
+    const double roofline_ms = 1000.0 * static_cast<double>(info.bytes_per_token) / bw;
+    emit("tg" + std::to_string(n), 0, n, s,
+         {{"rss_while_decoding_bytes", rss_decode - std::min(rss_decode, rss_before)},
+          {"bytes_per_token", info.bytes_per_token},
+          {"bandwidth_gb_s", bw / 1e9},
+          {"roofline_ms_per_token", roofline_ms},
+          {"roofline_fraction", roofline_ms / (1000.0 / s.median)}});
+  }
+}
+
+}  // namespace
+
+void register_bench_model(CLI::App* bench) {
+  auto o = std::make_shared<BenchModelOptions>();
+  bench->add_option("-m,--model", o->model,
+                    "Checkpoint (.safetensors, .pth, .rwkvq, HF folder); default: embedded tiny model");
+  bench->add_option("-t,--threads", o->threads, "Threads (default: WICK_THREADS or one per core)")
+      ->check(CLI::Range(1, 1024));
+  bench->add_option("-p,--prompt", o->prompt, "Prefill lengths in tokens, comma-separated; 0 skips")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 1 << 20));
+  bench->add_option("-n,--gen", o->gen, "Decode lengths in tokens, comma-separated; 0 skips")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 1 << 20));
+  bench->add_option("-r,--reps", o->reps, "Repetitions per test (median reported)")
+      ->check(CLI::Range(1, 1000));
+  bench->add_flag("--json", o->json, "One JSON object per test and line");
+  bench->callback([o, bench] {
+    if (bench->get_subcommands().empty()) run_bench_model(*o);
+  });
+}
+
+}  // namespace wick::cli

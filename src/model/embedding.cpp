@@ -1,0 +1,33 @@
+#include "model/embedding.h"
+
+#include <cstring>
+
+#include "kernels/dot.h"
+#include "quant/dequant.h"
+
+namespace wick::model {
+
+void DenseEmbedding::row(int64_t token, float* out) const {
+  const size_t base = static_cast<size_t>(token) * static_cast<size_t>(cols_);
+  switch (dtype_) {
+    case DType::F32:
+      std::memcpy(out, static_cast<const float*>(data_) + base, cols_ * sizeof(float));
+      break;
+    case DType::F16:
+      for (int64_t c = 0; c < cols_; ++c)
+        out[c] = kernels::f16_to_f32(static_cast<const uint16_t*>(data_)[base + c]);
+      break;
+    case DType::BF16:
+      for (int64_t c = 0; c < cols_; ++c)
+        out[c] = kernels::bf16_to_f32(static_cast<const uint16_t*>(data_)[base + c]);
+      break;
+    default:
+      __builtin_trap();  // the loader only builds float tables
+  }
+}
+
+void PackedEmbedding::row(int64_t token, float* out) const {
+  quant::dequantize_rows(t_, token, 1, out);
+}
+
+}  // namespace wick::model

@@ -1,0 +1,52 @@
+// `wick bench --model`: the llama-bench style JSON lines (fields are a contract of issue 5), on the
+// embedded model and on an .rwkvq fixture. Speed itself is never asserted.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "test_util.h"
+
+namespace wick::test {
+namespace {
+
+std::vector<nlohmann::json> json_lines(const std::string& out) {
+  std::vector<nlohmann::json> v;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) v.push_back(nlohmann::json::parse(line));
+  return v;
+}
+
+TEST(CliBenchModel, JsonLinesCarryTheContractFields) {
+  for (const std::string model : {std::string(), fixture("rwkvq/tiny_reduction.rwkvq")}) {
+    SCOPED_TRACE(model);
+    const CliRun r = run_wick("bench " + (model.empty() ? "" : "--model " + shell_quote(model)) +
+                              " --threads 1 --prompt 8,16 --gen 4 --reps 2 --json");
+    ASSERT_EQ(r.status, 0) << r.err;
+    const std::vector<nlohmann::json> lines = json_lines(r.out);
+    ASSERT_EQ(lines.size(), 3u) << r.out;
+    EXPECT_EQ(lines[0]["test"], "pp8");
+    EXPECT_EQ(lines[1]["test"], "pp16");
+    EXPECT_EQ(lines[2]["test"], "tg4");
+    EXPECT_EQ(lines[1]["n_prompt"], 16);
+    EXPECT_EQ(lines[2]["n_gen"], 4);
+    for (const nlohmann::json& j : lines) {
+      for (const char* k : {"test", "n_prompt", "n_gen", "threads", "weight_format", "size_bytes",
+                            "tokens_per_s", "stddev", "ms_per_token", "load_ms"})
+        EXPECT_TRUE(j.contains(k)) << k << " in " << j.dump();
+      EXPECT_EQ(j["threads"], 1);
+      EXPECT_GT(j["tokens_per_s"].get<double>(), 0);
+    }
+    EXPECT_TRUE(lines[0].contains("peak_rss_during_prefill_bytes"));
+    EXPECT_GT(lines[2]["bytes_per_token"].get<double>(), 0);
+    EXPECT_GT(lines[2]["roofline_fraction"].get<double>(), 0);
+    if (!model.empty()) EXPECT_EQ(lines[0]["weight_format"], "rwkvq sym@8");
+  }
+  // --prompt 0 --gen 0 skip both tests; a negative length is refused.
+  EXPECT_EQ(run_wick("bench --prompt 0 --gen 0 --json").out, "");
+  EXPECT_NE(run_wick("bench --prompt -1").status, 0);
+}
+
+}  // namespace
+}  // namespace wick::test

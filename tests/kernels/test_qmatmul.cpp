@@ -1,0 +1,427 @@
+// Quantised matrix kernels (kernels/qmatmul.h) against the exact dequantiser (quant/dequant.h)
+// and the spec's worked examples (docs/rwkvq-format.md §2.2, §2.3), for every instruction set this
+// CPU runs: random packed matrices (subnormal and zero superblock scales included) in every
+// layout and bit width, several superblocks per row, batches of 1 .. 37 inputs and one-hot inputs
+// that must reproduce the dequantised weights exactly; and the determinism contract: a row of a
+// batch equals the single-input product bit for bit, with 1 or 2 threads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "io/tensor_set.h"
+#include "kernels/cpu_features.h"
+#include "kernels/qmatmul.h"
+#include "kernels/qmatmul_impl.h"
+#include "kernels/thread_pool.h"
+#include "quant/dequant.h"
+#include "quant/rwkvq.h"
+
+namespace wick::kernels {
+namespace {
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512})
+    if (static_cast<int>(isa) <= static_cast<int>(best_supported_isa())) out.push_back(isa);
+  return out;
+}
+
+// A packed matrix in either layout: the byte buffers, the views the oracle reads them through and
+// the kernel's matrix struct. Not movable (the views point into the buffers).
+struct Packed {
+  bool sym = false;
+  int bits = 0;
+  int64_t rows = 0, cols = 0;
+  std::vector<uint8_t> codes_packed, qh, qh2, qsqm, d, dm, codes, qs;
+  std::vector<io::TensorView> views;
+  quant::QuantTensor qt;
+  Sb6Matrix sb6;
+  SymMatrix symm;
+
+  Packed() = default;
+  Packed(const Packed&) = delete;
+  Packed& operator=(const Packed&) = delete;
+
+  std::string name() const {
+    return std::string(sym ? "sym@" : "sb6@") + std::to_string(bits) + " " + std::to_string(rows) +
+           "x" + std::to_string(cols);
+  }
+
+  void qmatmul(Isa isa, const float* x, int64_t T, float* y) const {
+    if (sym) {
+      qmat::qmatmul_isa(isa, symm, x, T, y);
+    } else {
+      qmat::qmatmul_isa(isa, sb6, x, T, y);
+    }
+  }
+
+  // Builds the views and structs once the buffers are filled.
+  void finish() {
+    views.reserve(8);
+    auto view = [&](std::vector<uint8_t>& buf) -> const io::TensorView* {
+      if (buf.empty()) return nullptr;
+      io::TensorView v;
+      v.dtype = DType::U8;
+      v.shape = {static_cast<int64_t>(buf.size())};
+      v.data = buf.data();
+      v.nbytes = buf.size();
+      views.push_back(std::move(v));
+      return &views.back();
+    };
+    qt.key = "test";
+    qt.shape = {rows, cols};
+    qt.bits = bits;
+    if (sym) {
+      qt.layout = quant::Layout::kSym;
+      qt.gs = 16;
+      qt.sb = 16;
+      qt.n_blocks = cols / 16;
+      qt.codes = view(codes);
+      qt.codes_packed = view(codes_packed);
+      qt.gw_qh = view(qh);
+      qt.gw_qh2 = view(qh2);
+      qt.gw_qs = view(qs);
+      qt.gw_d = view(d);
+      symm.codes = codes.empty() ? nullptr : reinterpret_cast<const int8_t*>(codes.data());
+      symm.codes_packed = codes_packed.empty() ? nullptr : codes_packed.data();
+      symm.qh = qh.empty() ? nullptr : qh.data();
+      symm.qh2 = qh2.empty() ? nullptr : qh2.data();
+      symm.qs = reinterpret_cast<const int8_t*>(qs.data());
+      symm.d = d.data();
+      symm.rows = rows;
+      symm.cols = cols;
+      symm.bits = bits;
+    } else {
+      qt.layout = quant::Layout::kSb6;
+      qt.gs = 32;
+      qt.sb = 8;
+      qt.n_blocks = cols / 32;
+      qt.codes_packed = view(codes_packed);
+      qt.gw_qh = view(qh);
+      qt.gw_qh2 = view(qh2);
+      qt.gw_qsqm = view(qsqm);
+      qt.gw_d = view(d);
+      qt.gw_dm = view(dm);
+      sb6.codes_packed = codes_packed.data();
+      sb6.qh = qh.empty() ? nullptr : qh.data();
+      sb6.qh2 = qh2.empty() ? nullptr : qh2.data();
+      sb6.qsqm = qsqm.data();
+      sb6.d = d.data();
+      sb6.dm = dm.data();
+      sb6.rows = rows;
+      sb6.cols = cols;
+      sb6.bits = bits;
+    }
+  }
+
+  std::vector<float> dequantized() const { return quant::dequantize(qt); }
+};
+
+void put_f16(std::vector<uint8_t>& buf, size_t i, uint16_t h) { std::memcpy(&buf[2 * i], &h, 2); }
+
+// Four 6-bit values into 3 bytes, LSB first (§2.1).
+void pack6(const int* v, uint8_t* out) {
+  const uint32_t w = v[0] | v[1] << 6 | v[2] << 12 | static_cast<uint32_t>(v[3]) << 18;
+  out[0] = w & 0xff;
+  out[1] = (w >> 8) & 0xff;
+  out[2] = (w >> 16) & 0xff;
+}
+
+// A superblock scale: mostly normal fp16 values of typical size, often subnormal, sometimes zero
+// (the degenerate blocks of the spec) unless `nonzero`.
+uint16_t random_scale(std::mt19937& rng, uint16_t normal_lo, uint16_t normal_hi, bool nonzero) {
+  const int kind = static_cast<int>(rng() % 8);
+  if (kind == 0 && !nonzero) return 0;
+  if (kind <= 3) return static_cast<uint16_t>(1 + rng() % 0x3ff);  // subnormal
+  return static_cast<uint16_t>(normal_lo + rng() % (normal_hi - normal_lo));
+}
+
+std::unique_ptr<Packed> random_sb6(int bits, int64_t rows, int64_t cols, uint32_t seed,
+                                   bool nonzero_scales = false) {
+  auto p = std::make_unique<Packed>();
+  p->bits = bits;
+  p->rows = rows;
+  p->cols = cols;
+  std::mt19937 rng(seed);
+  auto bytes = [&](std::vector<uint8_t>& v, size_t n) {
+    v.resize(n);
+    for (auto& b : v) b = static_cast<uint8_t>(rng());
+  };
+  bytes(p->codes_packed, rows * cols / 2);
+  if (bits >= 5) bytes(p->qh, rows * cols / 8);
+  if (bits >= 6) bytes(p->qh2, rows * cols / 8);
+  const int64_t nsb = rows * (cols / 256);
+  p->qsqm.resize(nsb * 12);
+  p->d.resize(nsb * 2);
+  p->dm.resize(nsb * 2);
+  for (int64_t j = 0; j < nsb; ++j) {
+    int qs[8], qm[8];
+    for (int i = 0; i < 8; ++i) {
+      qs[i] = 1 + static_cast<int>(rng() % 63);  // 1..63
+      qm[i] = static_cast<int>(rng() % 63);      // stored qm + 31: 0..62
+    }
+    pack6(qs, &p->qsqm[12 * j]);
+    pack6(qs + 4, &p->qsqm[12 * j + 3]);
+    pack6(qm, &p->qsqm[12 * j + 6]);
+    pack6(qm + 4, &p->qsqm[12 * j + 9]);
+    // d ~ max/qs range, dm ~ min/qm range: 6e-5 .. 1e-2 when normal.
+    put_f16(p->d, j, random_scale(rng, 0x0400, 0x2000, nonzero_scales));
+    put_f16(p->dm, j, random_scale(rng, 0x0400, 0x2000, nonzero_scales));
+  }
+  p->finish();
+  return p;
+}
+
+std::unique_ptr<Packed> random_sym(int bits, int64_t rows, int64_t cols, uint32_t seed) {
+  auto p = std::make_unique<Packed>();
+  p->sym = true;
+  p->bits = bits;
+  p->rows = rows;
+  p->cols = cols;
+  std::mt19937 rng(seed);
+  auto bytes = [&](std::vector<uint8_t>& v, size_t n) {
+    v.resize(n);
+    for (auto& b : v) b = static_cast<uint8_t>(rng());
+  };
+  if (bits == 8) {
+    bytes(p->codes, rows * cols);
+  } else {
+    bytes(p->codes_packed, rows * cols / 2);
+    bytes(p->qh, rows * cols / 8);
+    bytes(p->qh2, rows * cols / 8);
+  }
+  bytes(p->qs, rows * cols / 16);  // -128 .. 127
+  const int64_t nsb = rows * (cols / 256);
+  p->d.resize(nsb * 2);
+  // Real sym d ~ max|w| / 127^2 is mostly subnormal; normal values up to ~2e-3.
+  for (int64_t j = 0; j < nsb; ++j) put_f16(p->d, j, random_scale(rng, 0x0400, 0x1800, true));
+  p->finish();
+  return p;
+}
+
+std::vector<std::unique_ptr<Packed>> all_layouts(int64_t rows, int64_t cols, uint32_t seed) {
+  std::vector<std::unique_ptr<Packed>> out;
+  for (int bits : {4, 5, 6}) out.push_back(random_sb6(bits, rows, cols, seed + bits));
+  for (int bits : {6, 8}) out.push_back(random_sym(bits, rows, cols, seed + 10 + bits));
+  return out;
+}
+
+std::vector<float> random_inputs(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd;
+  std::vector<float> x(n);
+  for (auto& v : x) v = nd(rng);
+  return x;
+}
+
+// |got - float64(W) @ x| <= 1e-5 * sum |W x| (+ a floor far below any weight x input here).
+void expect_close_to_oracle(const Packed& p, const std::vector<float>& w, const float* x, int64_t T,
+                            const float* y, const std::string& what) {
+  int failures = 0;
+  for (int64_t t = 0; t < T && failures < 5; ++t)
+    for (int64_t o = 0; o < p.rows && failures < 5; ++o) {
+      double ref = 0, mag = 0;
+      for (int64_t i = 0; i < p.cols; ++i) {
+        const double v = double(w[o * p.cols + i]) * double(x[t * p.cols + i]);
+        ref += v;
+        mag += std::abs(v);
+      }
+      const double got = y[t * p.rows + o];
+      if (!(std::abs(got - ref) <= 1e-5 * mag + 1e-30)) {
+        ++failures;
+        ADD_FAILURE() << what << " t=" << t << " o=" << o << ": got " << got << " want " << ref
+                      << " (|W x| sum " << mag << ")";
+      }
+    }
+}
+
+TEST(Qmatmul, EveryIsaAgreesWithTheDequantisedMatrixInDouble) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{70, 512}, {33, 768}}) {
+    for (const auto& p : all_layouts(rows, cols, 100 + static_cast<uint32_t>(cols))) {
+      const std::vector<float> w = p->dequantized();
+      for (int64_t T : {1, 3, 4, 5, 37}) {
+        const std::vector<float> x = random_inputs(T * cols, static_cast<uint32_t>(T));
+        std::vector<float> scalar(T * rows);
+        p->qmatmul(Isa::kScalar, x.data(), T, scalar.data());
+        for (Isa isa : supported_isas()) {
+          std::vector<float> y(T * rows);
+          p->qmatmul(isa, x.data(), T, y.data());
+          const std::string what =
+              p->name() + " " + std::string(isa_name(isa)) + " T=" + std::to_string(T);
+          expect_close_to_oracle(*p, w, x.data(), T, y.data(), what);
+          // Against the scalar kernel, with the same tolerance.
+          for (int64_t t = 0; t < T; ++t)
+            for (int64_t o = 0; o < rows; ++o) {
+              double mag = 0;
+              for (int64_t i = 0; i < cols; ++i)
+                mag += std::abs(double(w[o * cols + i]) * x[t * cols + i]);
+              ASSERT_LE(std::abs(double(y[t * rows + o]) - scalar[t * rows + o]), 1e-5 * mag + 1e-30)
+                  << what << " vs scalar, t=" << t << " o=" << o;
+            }
+        }
+      }
+    }
+  }
+}
+
+// X = identity: Y[t, o] = W[o, t]. Every product q * s is exact and only the addition of m rounds
+// (when no block sits at the 1e-8 floor), so each ISA must return the dequantised weights exactly:
+// this checks every code, plane bit and scale of the decoders, whatever the summation order.
+TEST(Qmatmul, OneHotInputsGiveTheDequantisedWeightsExactly) {
+  const int64_t rows = 19, cols = 512;
+  std::vector<std::unique_ptr<Packed>> layouts;
+  for (int bits : {4, 5, 6}) layouts.push_back(random_sb6(bits, rows, cols, 7 + bits, true));
+  for (int bits : {6, 8}) layouts.push_back(random_sym(bits, rows, cols, 17 + bits));
+  std::vector<float> eye(cols * cols, 0.0f);
+  for (int64_t i = 0; i < cols; ++i) eye[i * cols + i] = 1.0f;
+  for (const auto& p : layouts) {
+    const std::vector<float> w = p->dequantized();
+    for (Isa isa : supported_isas()) {
+      std::vector<float> y(cols * rows);
+      p->qmatmul(isa, eye.data(), cols, y.data());
+      int failures = 0;
+      for (int64_t o = 0; o < rows && failures < 5; ++o)
+        for (int64_t c = 0; c < cols && failures < 5; ++c)
+          if (y[c * rows + o] != w[o * cols + c]) {
+            ++failures;
+            ADD_FAILURE() << p->name() << " " << isa_name(isa) << " W[" << o << "," << c
+                          << "]: got " << y[c * rows + o] << " want " << w[o * cols + c];
+          }
+    }
+  }
+}
+
+// The worked examples of docs/rwkvq-format.md §2.2 / §2.3, as one-row matrices (the example block
+// first, zeros elsewhere), read back with one-hot inputs.
+TEST(Qmatmul, SpecWorkedExamplesDecode) {
+  const int64_t cols = 256;
+  std::vector<float> eye(cols * cols, 0.0f);
+  for (int64_t i = 0; i < cols; ++i) eye[i * cols + i] = 1.0f;
+  auto check = [&](const Packed& p, std::vector<std::pair<int, float>> want) {
+    for (Isa isa : supported_isas()) {
+      std::vector<float> y(cols);
+      p.qmatmul(isa, eye.data(), cols, y.data());
+      for (auto [c, v] : want) EXPECT_FLOAT_EQ(y[c], v) << p.name() << " " << isa_name(isa) << " c=" << c;
+    }
+  };
+  {  // sb6@5, tiny_compression blocks.1.att.key.weight row 5, block 0.
+    Packed p;
+    p.bits = 5;
+    p.rows = 1;
+    p.cols = cols;
+    p.codes_packed = {0x11, 0xf4, 0x23, 0x21, 0x43, 0x31, 0x12, 0x94,
+                      0x24, 0x12, 0x41, 0x54, 0x04, 0x53, 0x32, 0x55};
+    p.codes_packed.resize(cols / 2, 0);
+    p.qh = {0x00, 0x00, 0x02, 0x00};
+    p.qh.resize(cols / 8, 0);
+    p.qsqm = {0x3f, 0x35, 0x59, 0xe0, 0x44, 0x65, 0x96, 0xa3, 0x30, 0x40, 0xe4, 0x30};
+    p.d = {0x68, 0x0e};
+    p.dm = {0x70, 0x1f};
+    p.finish();
+    check(p, {{0, -0.040740967f}, {17, 0.6980896f}});
+  }
+  {  // sym@8, tiny_reduction blocks.1.att.key.weight row 5, block 0.
+    Packed p;
+    p.sym = true;
+    p.bits = 8;
+    p.rows = 1;
+    p.cols = cols;
+    p.codes = {static_cast<uint8_t>(-113), 60, 28, static_cast<uint8_t>(-96)};
+    p.codes.resize(cols, 0);
+    p.qs.assign(cols / 16, 0);
+    p.qs[0] = 10;
+    p.d = {0xdf, 0x02};
+    p.finish();
+    check(p, {{0, -0.04951811f}, {1, 0.0262928f}, {2, 0.012269974f}, {3, -0.04206848f}});
+  }
+  {  // sym@6, tiny_reduction blocks.0.ffn.value.weight row 0, block 0.
+    Packed p;
+    p.sym = true;
+    p.bits = 6;
+    p.rows = 1;
+    p.cols = cols;
+    p.codes_packed = {0xf7, 0xb8, 0xad, 0xb8, 0xec, 0xa0, 0xbf, 0x8c};
+    p.codes_packed.resize(cols / 2, 0);
+    p.qh = {0x2e, 0x3a};
+    p.qh.resize(cols / 8, 0);
+    p.qh2 = {0xa4, 0x41};
+    p.qh2.resize(cols / 8, 0);
+    p.qs.assign(cols / 16, 0);
+    p.qs[0] = 64;
+    p.d = {0x89, 0x02};
+    p.finish();
+    check(p, {{0, -0.061893463f}, {1, -0.019805908f}, {2, 0.07179642f}, {3, -0.019805908f}});
+  }
+}
+
+// The determinism contract: output (t, o) does not depend on T, on the tile of inputs it falls in
+// or on the thread count.
+TEST(Qmatmul, BatchRowsAreBitIdenticalToSingleInputsForAnyThreadCount) {
+  // 71 rows: the last work item has an odd number of rows (the GEMV pairs rows).
+  const int64_t rows = 71, cols = 512, T = 37;
+  const std::vector<float> x = random_inputs(T * cols, 5);
+  for (const auto& p : all_layouts(rows, cols, 900)) {
+    for (Isa isa : supported_isas()) {
+      std::vector<float> first;
+      for (int threads : {1, 2}) {
+        ThreadPool::set_global_threads(threads);
+        std::vector<float> y(T * rows), y1(rows);
+        p->qmatmul(isa, x.data(), T, y.data());
+        for (int64_t t = 0; t < T; ++t) {
+          p->qmatmul(isa, x.data() + t * cols, 1, y1.data());
+          ASSERT_EQ(std::memcmp(y1.data(), y.data() + t * rows, rows * sizeof(float)), 0)
+              << p->name() << " " << isa_name(isa) << " threads=" << threads << " t=" << t;
+        }
+        // A batch starting elsewhere puts each input in another tile position.
+        std::vector<float> y5(5 * rows);
+        p->qmatmul(isa, x.data() + 3 * cols, 5, y5.data());
+        ASSERT_EQ(std::memcmp(y5.data(), y.data() + 3 * rows, y5.size() * sizeof(float)), 0)
+            << p->name() << " " << isa_name(isa) << " threads=" << threads;
+        if (first.empty()) {
+          first = y;
+        } else {
+          ASSERT_EQ(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)), 0)
+              << p->name() << " " << isa_name(isa) << ": 1 thread != 2 threads";
+        }
+      }
+    }
+  }
+  ThreadPool::set_global_threads(0);
+}
+
+TEST(Qmatmul, DifferentInputsGiveDifferentOutputs) {
+  const int64_t rows = 33, cols = 768;
+  const std::vector<float> a = random_inputs(cols, 1), b = random_inputs(cols, 2);
+  for (const auto& p : all_layouts(rows, cols, 300)) {
+    for (Isa isa : supported_isas()) {
+      std::vector<float> ya(rows), yb(rows);
+      p->qmatmul(isa, a.data(), 1, ya.data());
+      p->qmatmul(isa, b.data(), 1, yb.data());
+      int same = 0;
+      for (int64_t o = 0; o < rows; ++o) same += ya[o] == yb[o];
+      EXPECT_EQ(same, 0) << p->name() << " " << isa_name(isa);
+    }
+  }
+}
+
+TEST(Qmatmul, PublicEntryPointUsesTheActiveIsa) {
+  const int64_t rows = 40, cols = 256;
+  const std::vector<float> x = random_inputs(2 * cols, 9);
+  auto p = random_sb6(5, rows, cols, 4);
+  auto q = random_sym(8, rows, cols, 4);
+  std::vector<float> y(2 * rows), want(2 * rows);
+  qmatmul(p->sb6, x.data(), 2, y.data());
+  p->qmatmul(active_isa(), x.data(), 2, want.data());
+  EXPECT_EQ(y, want);
+  qmatmul(q->symm, x.data(), 2, y.data());
+  q->qmatmul(active_isa(), x.data(), 2, want.data());
+  EXPECT_EQ(y, want);
+}
+
+}  // namespace
+}  // namespace wick::kernels
