@@ -45,8 +45,15 @@ struct Sb6Data {
       std::memcpy(&d[i], &h, 2);
       std::memcpy(&dm[i], &h, 2);
     }
-    m = Sb6Matrix{codes.data(), qh.empty() ? nullptr : qh.data(), qh2.empty() ? nullptr : qh2.data(),
-                  qsqm.data(), d.data(), dm.data(), rows, cols, bits};
+    m = Sb6Matrix{codes.data(),
+                  qh.empty() ? nullptr : qh.data(),
+                  qh2.empty() ? nullptr : qh2.data(),
+                  qsqm.data(),
+                  d.data(),
+                  dm.data(),
+                  rows,
+                  cols,
+                  bits};
   }
   int64_t bytes() const {
     return static_cast<int64_t>(codes.size() + qh.size() + qh2.size() + qsqm.size() + d.size() +
@@ -133,7 +140,8 @@ void BM_Bf16(benchmark::State& state) {
 void shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"rows", "cols", "T"});
   for (int64_t T : {1, 64})
-    for (auto [r, c] : {std::pair<int64_t, int64_t>{768, 768}, {3072, 768}, {768, 3072}, {65536, 768}}) {
+    for (auto [r, c] :
+         {std::pair<int64_t, int64_t>{768, 768}, {3072, 768}, {768, 3072}, {65536, 768}}) {
       if (T > 1 && r == 65536) continue;  // the head is only ever a GEMV in decode
       b->Args({r, c, T});
     }

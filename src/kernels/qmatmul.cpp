@@ -14,12 +14,13 @@ namespace wick::kernels {
 namespace qmat {
 namespace {
 
-// GEMV (T = 1): items of this many output rows, streamed in order. Small enough to spread the
-// 768-row matrices of the smallest models over many threads, large enough that claiming an item
-// (one atomic) is negligible next to reading its ~10-20 KB of codes.
+// GEMV (T = 1): items of this many output rows (a row kernel streams them as two interleaved
+// halves). Small enough to spread the 768-row matrices of the smallest models over many threads,
+// large enough that claiming an item (one atomic) is negligible next to reading its ~10-30 KB of
+// codes.
 constexpr int64_t kGemvRows = 32;
-// GEMM (T > 1): items of rows x inputs. An item's inputs (L2) are swept by each of its rows, whose
-// codes (L1) are decoded once per tile of inputs.
+// GEMM (T > 1): items of rows x inputs. Each tile of inputs (L1) is swept by the item's rows,
+// whose codes (L1/L2) are decoded once per tile.
 constexpr int64_t kGemmRows = 32;
 constexpr int64_t kGemmInputs = 32;
 // Below this many weight x input products a call runs on the calling thread (waking a worker
@@ -92,9 +93,12 @@ void run(const M& w, const float* x, int64_t T, float* y, PrepareFn prepare_fn, 
 
 const Kernels& kernels_for(Isa isa) {
   switch (isa) {
-    case Isa::kAvx512: return kernels_avx512();
-    case Isa::kAvx2: return kernels_avx2();
-    case Isa::kScalar: break;
+    case Isa::kAvx512:
+      return kernels_avx512();
+    case Isa::kAvx2:
+      return kernels_avx2();
+    case Isa::kScalar:
+      break;
   }
   return kernels_scalar();
 }
@@ -102,8 +106,7 @@ const Kernels& kernels_for(Isa isa) {
 void qmatmul_isa(Isa isa, const Sb6Matrix& w, const float* x, int64_t T, float* y) {
   const Kernels& k = kernels_for(isa);
   run(
-      w, x, T, y,
-      [&](float* px, float* xbsum) { return k.prepare_sb6(w, x, T, px, xbsum); },
+      w, x, T, y, [&](float* px, float* xbsum) { return k.prepare_sb6(w, x, T, px, xbsum); },
       [&](int64_t r0, int64_t r1, const float* px, const float* xbsum, int64_t nt, float* out,
           int64_t ys) { k.sb6(w, r0, r1, px, xbsum, nt, out, ys); });
 }

@@ -27,8 +27,9 @@
 // by the compiler cannot change results between tile sizes.
 //
 // Register blocking: a single input is computed for two rows at once (their decodes and FMA
-// chains interleave, which the out-of-order core needs to hide the latency of decode + FMA chain);
-// batches take 4 inputs per decoded unit.
+// chains interleave, which the out-of-order core needs to hide the latency of decode + FMA chain,
+// and the rows come from the two halves of the work item: two memory streams); batches take 4
+// inputs per decoded unit.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -39,11 +40,7 @@
 namespace wick::kernels::qmat {
 namespace {
 
-constexpr int kTile = 4;
-#ifndef QK_PF
-#define QK_PF 1024
-#endif
-constexpr int kPf = QK_PF;  // inputs per decoded unit: 4 x 2 accumulators + 4 decoded vectors
+constexpr int kTile = 4;  // inputs per decoded unit: 4 x 2 accumulators + 4 decoded vectors
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -65,7 +62,9 @@ inline float f16_at(const uint8_t* p) {
 }
 
 // half(v) per lane: round to fp16 (nearest even, subnormals kept) and widen back.
-inline __m256 half_of(__m256 v) { return _mm256_cvtph_ps(_mm256_cvtps_ph(v, 0)); }
+inline __m256 half_of(__m256 v) {
+  return _mm256_cvtph_ps(_mm256_cvtps_ph(v, 0));
+}
 
 // 0xff in byte i of the result where the plane word at p has the bit of byte i's column set.
 // Byte i holds column i (Sym6 = false) or sym@6's column order below (Sym6 = true); either way the
@@ -73,11 +72,10 @@ inline __m256 half_of(__m256 v) { return _mm256_cvtph_ps(_mm256_cvtps_ph(v, 0));
 template <bool Sym6 = false>
 inline __m256i plane_mask(const uint8_t* p) {
   // byte i <- the word's byte holding its column, then test bit i % 8.
-  const __m256i spread =
-      Sym6 ? _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2,  //
-                              1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3)
-           : _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
-                              2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i spread = Sym6 ? _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2,  //
+                                                 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3)
+                              : _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                                 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
   const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
   const __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(load_u32(p))), spread);
   return _mm256_cmpeq_epi8(_mm256_and_si256(b, bit), bit);
@@ -142,14 +140,18 @@ struct Sb6 {
     }
     const __m256i v = _mm256_broadcastsi128_si256(raw);
     // Lane i takes the byte(s) holding bits 6i .. 6i+5 of the 6-bit stream, then shifts.
-    const __m256i qs_idx = _mm256_setr_epi8(0, -1, -1, -1, 0, 1, -1, -1, 1, 2, -1, -1, 2, -1, -1, -1,
-                                            3, -1, -1, -1, 3, 4, -1, -1, 4, 5, -1, -1, 5, -1, -1, -1);
-    const __m256i qm_idx = _mm256_setr_epi8(6, -1, -1, -1, 6, 7, -1, -1, 7, 8, -1, -1, 8, -1, -1, -1,
-                                            9, -1, -1, -1, 9, 10, -1, -1, 10, 11, -1, -1, 11, -1, -1,
-                                            -1);
+    const __m256i qs_idx = _mm256_setr_epi8(0, -1, -1, -1, 0, 1, -1, -1,   // values 0, 1
+                                            1, 2, -1, -1, 2, -1, -1, -1,   // 2, 3
+                                            3, -1, -1, -1, 3, 4, -1, -1,   // 4, 5
+                                            4, 5, -1, -1, 5, -1, -1, -1);  // 6, 7
+    const __m256i qm_idx = _mm256_setr_epi8(6, -1, -1, -1, 6, 7, -1, -1,   // the same, 6 bytes on
+                                            7, 8, -1, -1, 8, -1, -1, -1,   //
+                                            9, -1, -1, -1, 9, 10, -1, -1,  //
+                                            10, 11, -1, -1, 11, -1, -1, -1);
     const __m256i shifts = _mm256_setr_epi32(0, 6, 4, 2, 0, 6, 4, 2);
     const __m256i six = _mm256_set1_epi32(63);
-    const __m256i qs = _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v, qs_idx), shifts), six);
+    const __m256i qs =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v, qs_idx), shifts), six);
     const __m256i qm = _mm256_sub_epi32(
         _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v, qm_idx), shifts), six),
         _mm256_set1_epi32(31));
@@ -175,8 +177,9 @@ struct Sb6 {
       const __m256i packed =
           _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
       // Low lane: low nibbles (columns 0-15); high lane: high nibbles (columns 16-31).
-      __m256i c = _mm256_and_si256(
-          _mm256_srlv_epi32(packed, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(0x0f));
+      __m256i c =
+          _mm256_and_si256(_mm256_srlv_epi32(packed, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                           _mm256_set1_epi8(0x0f));
       c = _mm256_add_epi8(c, _mm256_and_si256(plane_mask(qh + 4 * u), _mm256_set1_epi8(16)));
       if constexpr (Bits >= 6)
         c = _mm256_add_epi8(c, _mm256_and_si256(plane_mask(qh2 + 4 * u), _mm256_set1_epi8(32)));
@@ -187,11 +190,6 @@ struct Sb6 {
   void accumulate(int i, const __m256* f, const __m256* x, __m256* acc) const {
     const __m256 b = unit_dot(f, x);
     acc[i % 2] = _mm256_fmadd_ps(b, _mm256_broadcast_ss(s + i), acc[i % 2]);
-  }
-  void prefetch(int i, int64_t u) const {
-    if (i % 4 == 0) _mm_prefetch(reinterpret_cast<const char*>(nib + 16 * u + kPf), _MM_HINT_T0);
-    if (Bits >= 5 && i == 0) _mm_prefetch(reinterpret_cast<const char*>(qh + 4 * u + kPf / 4), _MM_HINT_T0);
-    if (Bits >= 6 && i == 0) _mm_prefetch(reinterpret_cast<const char*>(qh2 + 4 * u + kPf / 4), _MM_HINT_T0);
   }
 };
 
@@ -247,23 +245,19 @@ struct Sym {
       // 16 bytes = blocks 2u, 2u+1 of 8 bytes each (byte j: column j low, j + 8 high). Low
       // nibbles in the low lane, high nibbles in the high lane: bytes 0-7 | 8-15 | 16-23 | 24-31
       // hold columns 0-7 | 16-23 | 8-15 | 24-31 (see sym6_column).
-      const __m256i packed =
-          _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(nib + 16 * u)));
-      __m256i c = _mm256_and_si256(_mm256_srlv_epi32(packed, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
-                                   _mm256_set1_epi8(0x0f));
+      const __m256i packed = _mm256_broadcastsi128_si256(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(nib + 16 * u)));
+      __m256i c =
+          _mm256_and_si256(_mm256_srlv_epi32(packed, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                           _mm256_set1_epi8(0x0f));
       // q = nibble + 16 qh + 32 qh2 - 32: add 16 where qh is set, -32 where qh2 is clear.
       c = _mm256_add_epi8(c, _mm256_and_si256(plane_mask<true>(qh + 4 * u), _mm256_set1_epi8(16)));
-      c = _mm256_add_epi8(c, _mm256_andnot_si256(plane_mask<true>(qh2 + 4 * u), _mm256_set1_epi8(-32)));
+      c = _mm256_add_epi8(
+          c, _mm256_andnot_si256(plane_mask<true>(qh2 + 4 * u), _mm256_set1_epi8(-32)));
       signed_bytes_to_f32(c, f);
     }
   }
 
-  void prefetch(int i, int64_t u) const {
-    if (Bits == 8 && i % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(codes + 32 * u + kPf), _MM_HINT_T0);
-    if (Bits == 6 && i % 4 == 0) _mm_prefetch(reinterpret_cast<const char*>(nib + 16 * u + kPf), _MM_HINT_T0);
-    if (Bits == 6 && i == 0) _mm_prefetch(reinterpret_cast<const char*>(qh + 4 * u + kPf / 4), _MM_HINT_T0);
-    if (Bits == 6 && i == 0) _mm_prefetch(reinterpret_cast<const char*>(qh2 + 4 * u + kPf / 4), _MM_HINT_T0);
-  }
   void accumulate(int i, const __m256* f, const __m256* x, __m256* acc) const {
     if constexpr (Bits == 8) {
       __m256 b0 = _mm256_mul_ps(f[0], x[0]);
@@ -281,14 +275,14 @@ struct Sym {
 
 // ---- row kernels ---------------------------------------------------------------------------
 
-// Rows r .. r+NR-1 for NT inputs (px, xbsum already offset to the first input); output (row k,
-// input t) goes to y[t * ys + k].
+// Rows r + k * rs (k < NR) for NT inputs (px, xbsum already offset to the first input); output
+// (row k, input t) goes to y[t * ys + k * rs].
 template <class Fmt, int NR, int NT>
-void tile(const typename Fmt::Matrix& w, int64_t r, const float* px, const float* xbsum, float* y,
-          int64_t ys) {
+void tile(const typename Fmt::Matrix& w, int64_t r, int64_t rs, const float* px, const float* xbsum,
+          float* y, int64_t ys) {
   const int64_t cols = w.cols, nsb = cols / 256, ng = cols / kGroup;
   Fmt fmt[NR];
-  for (int k = 0; k < NR; ++k) fmt[k].init(w, r + k);
+  for (int k = 0; k < NR; ++k) fmt[k].init(w, r + k * rs);
   __m256 acc[NR][NT][2];
   for (int k = 0; k < NR; ++k)
     for (int t = 0; t < NT; ++t) acc[k][t][0] = acc[k][t][1] = _mm256_setzero_ps();
@@ -306,7 +300,6 @@ void tile(const typename Fmt::Matrix& w, int64_t r, const float* px, const float
       const int64_t u = 8 * j + i;
       __m256 f[NR][4];
       for (int k = 0; k < NR; ++k) fmt[k].decode(u, f[k]);
-      for (int k = 0; k < NR; ++k) fmt[k].prefetch(i, u);
       for (int t = 0; t < NT; ++t) {
         const float* xp = px + t * cols + kGroup * u;
         const __m256 x[4] = {_mm256_loadu_ps(xp), _mm256_loadu_ps(xp + 8), _mm256_loadu_ps(xp + 16),
@@ -316,7 +309,8 @@ void tile(const typename Fmt::Matrix& w, int64_t r, const float* px, const float
     }
   }
   for (int k = 0; k < NR; ++k)
-    for (int t = 0; t < NT; ++t) y[t * ys + k] = hsum(_mm256_add_ps(acc[k][t][0], acc[k][t][1]));
+    for (int t = 0; t < NT; ++t)
+      y[t * ys + k * rs] = hsum(_mm256_add_ps(acc[k][t][0], acc[k][t][1]));
 }
 
 template <class Fmt>
@@ -332,18 +326,23 @@ void rows(const typename Fmt::Matrix& w, int64_t r0, int64_t r1, const float* px
     int64_t r = r0;
     switch (n) {
       case 4:
-        for (; r < r1; ++r) tile<Fmt, 1, 4>(w, r, p, xb, o + r, ys);
+        for (; r < r1; ++r) tile<Fmt, 1, 4>(w, r, 0, p, xb, o + r, ys);
         break;
       case 3:
-        for (; r < r1; ++r) tile<Fmt, 1, 3>(w, r, p, xb, o + r, ys);
+        for (; r < r1; ++r) tile<Fmt, 1, 3>(w, r, 0, p, xb, o + r, ys);
         break;
       case 2:
-        for (; r < r1; ++r) tile<Fmt, 1, 2>(w, r, p, xb, o + r, ys);
+        for (; r < r1; ++r) tile<Fmt, 1, 2>(w, r, 0, p, xb, o + r, ys);
         break;
-      default:
-        for (; r + 2 <= r1; r += 2) tile<Fmt, 2, 1>(w, r, p, xb, o + r, ys);
-        if (r < r1) tile<Fmt, 1, 1>(w, r, p, xb, o + r, ys);
+      default: {
+        // A single input: two rows at a time, from the two halves of the item. Their decodes and
+        // FMA chains interleave, and the two code streams double the memory-level parallelism of
+        // a single sequential stream (the bandwidth-bound layouts stream ~2x faster).
+        const int64_t h = (r1 - r0) / 2;
+        for (int64_t i = 0; i < h; ++i) tile<Fmt, 2, 1>(w, r0 + i, h, p, xb, o + r0 + i, ys);
+        if (r0 + 2 * h < r1) tile<Fmt, 1, 1>(w, r1 - 1, 0, p, xb, o + r1 - 1, ys);
         break;
+      }
     }
   }
 }
@@ -351,9 +350,12 @@ void rows(const typename Fmt::Matrix& w, int64_t r0, int64_t r1, const float* px
 void sb6_rows(const Sb6Matrix& w, int64_t r0, int64_t r1, const float* px, const float* xbsum,
               int64_t nt, float* y, int64_t ys) {
   switch (w.bits) {
-    case 4: return rows<Sb6<4>>(w, r0, r1, px, xbsum, nt, y, ys);
-    case 5: return rows<Sb6<5>>(w, r0, r1, px, xbsum, nt, y, ys);
-    default: return rows<Sb6<6>>(w, r0, r1, px, xbsum, nt, y, ys);
+    case 4:
+      return rows<Sb6<4>>(w, r0, r1, px, xbsum, nt, y, ys);
+    case 5:
+      return rows<Sb6<5>>(w, r0, r1, px, xbsum, nt, y, ys);
+    default:
+      return rows<Sb6<6>>(w, r0, r1, px, xbsum, nt, y, ys);
   }
 }
 
@@ -366,7 +368,9 @@ void sym_rows(const SymMatrix& w, int64_t r0, int64_t r1, const float* px, int64
 // ---- input preparation ---------------------------------------------------------------------
 
 // Column of byte p of a decoded sym@6 unit (see Sym<6>::decode).
-constexpr int sym6_column(int p) { return p < 8 || p >= 24 ? p : p < 16 ? p + 8 : p - 8; }
+constexpr int sym6_column(int p) {
+  return p < 8 || p >= 24 ? p : p < 16 ? p + 8 : p - 8;
+}
 
 // Each group of 32 inputs in byte-lane order: px[8g + L] = x[column(4L + g)] (an 8 x 4 transpose,
 // with sym@6's byte order when Sym6).

@@ -12,7 +12,8 @@
 //   end:             reduce(acc[0] + acc[1])
 // All arithmetic is explicit FMA / mul / add with no mul feeding an add, so contraction by the
 // compiler cannot change results between tile sizes. A single input is computed for two rows at
-// once (interleaved decodes and FMA chains); batches take up to 8 inputs per decoded unit.
+// once (interleaved decodes and FMA chains, two memory streams); batches take up to 8 inputs per
+// decoded unit.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -42,7 +43,9 @@ inline float f16_at(const uint8_t* p) {
   return _cvtsh_ss(h);
 }
 
-inline __m256 half_of(__m256 v) { return _mm256_cvtph_ps(_mm256_cvtps_ph(v, 0)); }
+inline __m256 half_of(__m256 v) {
+  return _mm256_cvtph_ps(_mm256_cvtps_ph(v, 0));
+}
 
 // Adds `value` to byte i of c for every bit i set in the 32-bit plane word at p.
 inline __m256i add_plane(__m256i c, const uint8_t* p, char value) {
@@ -85,14 +88,18 @@ struct Sb6 {
     }
     const __m256i v = _mm256_broadcastsi128_si256(raw);
     // Lane i takes the byte(s) holding bits 6i .. 6i+5 of the 6-bit stream, then shifts.
-    const __m256i qs_idx = _mm256_setr_epi8(0, -1, -1, -1, 0, 1, -1, -1, 1, 2, -1, -1, 2, -1, -1, -1,
-                                            3, -1, -1, -1, 3, 4, -1, -1, 4, 5, -1, -1, 5, -1, -1, -1);
-    const __m256i qm_idx = _mm256_setr_epi8(6, -1, -1, -1, 6, 7, -1, -1, 7, 8, -1, -1, 8, -1, -1, -1,
-                                            9, -1, -1, -1, 9, 10, -1, -1, 10, 11, -1, -1, 11, -1, -1,
-                                            -1);
+    const __m256i qs_idx = _mm256_setr_epi8(0, -1, -1, -1, 0, 1, -1, -1,   // values 0, 1
+                                            1, 2, -1, -1, 2, -1, -1, -1,   // 2, 3
+                                            3, -1, -1, -1, 3, 4, -1, -1,   // 4, 5
+                                            4, 5, -1, -1, 5, -1, -1, -1);  // 6, 7
+    const __m256i qm_idx = _mm256_setr_epi8(6, -1, -1, -1, 6, 7, -1, -1,   // the same, 6 bytes on
+                                            7, 8, -1, -1, 8, -1, -1, -1,   //
+                                            9, -1, -1, -1, 9, 10, -1, -1,  //
+                                            10, 11, -1, -1, 11, -1, -1, -1);
     const __m256i shifts = _mm256_setr_epi32(0, 6, 4, 2, 0, 6, 4, 2);
     const __m256i six = _mm256_set1_epi32(63);
-    const __m256i qs = _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v, qs_idx), shifts), six);
+    const __m256i qs =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v, qs_idx), shifts), six);
     const __m256i qm = _mm256_sub_epi32(
         _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v, qm_idx), shifts), six),
         _mm256_set1_epi32(31));
@@ -112,10 +119,11 @@ struct Sb6 {
       f[1] = _mm512_cvtepi32_ps(_mm512_srli_epi32(z, 4));
       return;
     }
-    const __m256i packed =
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(nib + 16 * u)));
-    __m256i c = _mm256_and_si256(_mm256_srlv_epi32(packed, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
-                                 _mm256_set1_epi8(0x0f));
+    const __m256i packed = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(nib + 16 * u)));
+    __m256i c =
+        _mm256_and_si256(_mm256_srlv_epi32(packed, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                         _mm256_set1_epi8(0x0f));
     if constexpr (Bits >= 5) c = add_plane(c, qh + 4 * u, 16);
     if constexpr (Bits >= 6) c = add_plane(c, qh2 + 4 * u, 32);
     f[0] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(c)));
@@ -152,9 +160,10 @@ struct Sym {
   // s_b = half(qs_b d) for the 16 blocks of superblock j.
   void superblock(int64_t j) {
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16 * j));
-    const __m512 sv = _mm512_cvtph_ps(_mm512_cvtps_ph(
-        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(f16_at(d + 2 * j))),
-        0));
+    const __m512 sv =
+        _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)),
+                                                      _mm512_set1_ps(f16_at(d + 2 * j))),
+                                        0));
     _mm512_store_ps(s, sv);
   }
 
@@ -170,8 +179,9 @@ struct Sym {
       const __m256i packed = _mm256_permute4x64_epi64(
           _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(nib + 16 * u))),
           0x50);
-      __m256i c = _mm256_and_si256(
-          _mm256_srlv_epi32(packed, _mm256_setr_epi32(0, 0, 4, 4, 0, 0, 4, 4)), _mm256_set1_epi8(0x0f));
+      __m256i c =
+          _mm256_and_si256(_mm256_srlv_epi32(packed, _mm256_setr_epi32(0, 0, 4, 4, 0, 0, 4, 4)),
+                           _mm256_set1_epi8(0x0f));
       c = add_plane(c, qh + 4 * u, 16);
       c = add_plane(c, qh2 + 4 * u, 32);
       c = _mm256_sub_epi8(c, _mm256_set1_epi8(32));
@@ -189,14 +199,14 @@ struct Sym {
 
 // ---- row kernel ----------------------------------------------------------------------------
 
-// Rows r .. r+NR-1 for NT inputs (px, xbsum already offset to the first input); output (row k,
-// input t) goes to y[t * ys + k].
+// Rows r + k * rs (k < NR) for NT inputs (px, xbsum already offset to the first input); output
+// (row k, input t) goes to y[t * ys + k * rs].
 template <class Fmt, int NR, int NT>
-void tile(const typename Fmt::Matrix& w, int64_t r, const float* px, const float* xbsum, float* y,
-          int64_t ys) {
+void tile(const typename Fmt::Matrix& w, int64_t r, int64_t rs, const float* px, const float* xbsum,
+          float* y, int64_t ys) {
   const int64_t cols = w.cols, nsb = cols / 256, ng = cols / kGroup;
   Fmt fmt[NR];
-  for (int k = 0; k < NR; ++k) fmt[k].init(w, r + k);
+  for (int k = 0; k < NR; ++k) fmt[k].init(w, r + k * rs);
   __m512 acc[NR][NT][2];
   for (int k = 0; k < NR; ++k)
     for (int t = 0; t < NT; ++t) acc[k][t][0] = acc[k][t][1] = _mm512_setzero_ps();
@@ -225,7 +235,7 @@ void tile(const typename Fmt::Matrix& w, int64_t r, const float* px, const float
   }
   for (int k = 0; k < NR; ++k)
     for (int t = 0; t < NT; ++t)
-      y[t * ys + k] = _mm512_reduce_add_ps(_mm512_add_ps(acc[k][t][0], acc[k][t][1]));
+      y[t * ys + k * rs] = _mm512_reduce_add_ps(_mm512_add_ps(acc[k][t][0], acc[k][t][1]));
 }
 
 template <class Fmt>
@@ -240,18 +250,35 @@ void rows(const typename Fmt::Matrix& w, int64_t r0, int64_t r1, const float* px
     float* o = y + t * ys - r0;
     int64_t r = r0;
     switch (n) {
-      case 8: for (; r < r1; ++r) tile<Fmt, 1, 8>(w, r, p, xb, o + r, ys); break;
-      case 7: for (; r < r1; ++r) tile<Fmt, 1, 7>(w, r, p, xb, o + r, ys); break;
-      case 6: for (; r < r1; ++r) tile<Fmt, 1, 6>(w, r, p, xb, o + r, ys); break;
-      case 5: for (; r < r1; ++r) tile<Fmt, 1, 5>(w, r, p, xb, o + r, ys); break;
-      case 4: for (; r < r1; ++r) tile<Fmt, 1, 4>(w, r, p, xb, o + r, ys); break;
-      case 3: for (; r < r1; ++r) tile<Fmt, 1, 3>(w, r, p, xb, o + r, ys); break;
-      case 2: for (; r < r1; ++r) tile<Fmt, 1, 2>(w, r, p, xb, o + r, ys); break;
-      default:
-        // A single input: two rows at a time, so that their decodes and FMA chains interleave.
-        for (; r + 2 <= r1; r += 2) tile<Fmt, 2, 1>(w, r, p, xb, o + r, ys);
-        if (r < r1) tile<Fmt, 1, 1>(w, r, p, xb, o + r, ys);
+      case 8:
+        for (; r < r1; ++r) tile<Fmt, 1, 8>(w, r, 0, p, xb, o + r, ys);
         break;
+      case 7:
+        for (; r < r1; ++r) tile<Fmt, 1, 7>(w, r, 0, p, xb, o + r, ys);
+        break;
+      case 6:
+        for (; r < r1; ++r) tile<Fmt, 1, 6>(w, r, 0, p, xb, o + r, ys);
+        break;
+      case 5:
+        for (; r < r1; ++r) tile<Fmt, 1, 5>(w, r, 0, p, xb, o + r, ys);
+        break;
+      case 4:
+        for (; r < r1; ++r) tile<Fmt, 1, 4>(w, r, 0, p, xb, o + r, ys);
+        break;
+      case 3:
+        for (; r < r1; ++r) tile<Fmt, 1, 3>(w, r, 0, p, xb, o + r, ys);
+        break;
+      case 2:
+        for (; r < r1; ++r) tile<Fmt, 1, 2>(w, r, 0, p, xb, o + r, ys);
+        break;
+      default: {
+        // A single input: two rows at a time, from the two halves of the item (interleaved
+        // decodes and FMA chains; two memory streams).
+        const int64_t h = (r1 - r0) / 2;
+        for (int64_t i = 0; i < h; ++i) tile<Fmt, 2, 1>(w, r0 + i, h, p, xb, o + r0 + i, ys);
+        if (r0 + 2 * h < r1) tile<Fmt, 1, 1>(w, r1 - 1, 0, p, xb, o + r1 - 1, ys);
+        break;
+      }
     }
   }
 }
@@ -259,9 +286,12 @@ void rows(const typename Fmt::Matrix& w, int64_t r0, int64_t r1, const float* px
 void sb6_rows(const Sb6Matrix& w, int64_t r0, int64_t r1, const float* px, const float* xbsum,
               int64_t nt, float* y, int64_t ys) {
   switch (w.bits) {
-    case 4: return rows<Sb6<4>>(w, r0, r1, px, xbsum, nt, y, ys);
-    case 5: return rows<Sb6<5>>(w, r0, r1, px, xbsum, nt, y, ys);
-    default: return rows<Sb6<6>>(w, r0, r1, px, xbsum, nt, y, ys);
+    case 4:
+      return rows<Sb6<4>>(w, r0, r1, px, xbsum, nt, y, ys);
+    case 5:
+      return rows<Sb6<5>>(w, r0, r1, px, xbsum, nt, y, ys);
+    default:
+      return rows<Sb6<6>>(w, r0, r1, px, xbsum, nt, y, ys);
   }
 }
 
@@ -281,7 +311,9 @@ const float* prepare_sb6(const Sb6Matrix& w, const float* x, int64_t T, float* p
   return x;
 }
 
-const float* prepare_sym(const SymMatrix& w, const float* x, int64_t T, float* px) { return x; }
+const float* prepare_sym(const SymMatrix& w, const float* x, int64_t T, float* px) {
+  return x;
+}
 
 }  // namespace
 

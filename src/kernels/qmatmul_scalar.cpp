@@ -41,7 +41,9 @@ uint16_t to_f16(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-inline float half_of(float f) { return f16_to_f32(to_f16(f)); }
+inline float half_of(float f) {
+  return f16_to_f32(to_f16(f));
+}
 
 inline float f16_at(const uint8_t* p, int64_t i) {
   uint16_t h;
@@ -58,7 +60,9 @@ inline void unpack6(const uint8_t* p, int* out) {
   }
 }
 
-inline int plane_bit(const uint8_t* plane, int64_t c) { return (plane[c >> 3] >> (c & 7)) & 1; }
+inline int plane_bit(const uint8_t* plane, int64_t c) {
+  return (plane[c >> 3] >> (c & 7)) & 1;
+}
 
 // Inputs in column order; xbsum in column order.
 const float* prepare_sb6(const Sb6Matrix& w, const float* x, int64_t T, float* px, float* xbsum) {
@@ -73,7 +77,9 @@ const float* prepare_sb6(const Sb6Matrix& w, const float* x, int64_t T, float* p
   return x;
 }
 
-const float* prepare_sym(const SymMatrix& w, const float* x, int64_t T, float* px) { return x; }
+const float* prepare_sym(const SymMatrix& w, const float* x, int64_t T, float* px) {
+  return x;
+}
 
 float sb6_dot(const Sb6Matrix& w, int64_t r, const float* x, const float* xbsum) {
   const int64_t cols = w.cols, nsb = cols / 256;
@@ -125,7 +131,8 @@ float sym_dot(const SymMatrix& w, int64_t r, const float* x) {
           q = w.codes[r * cols + c];
         } else {
           const uint8_t byte = w.codes_packed[r * (cols / 2) + b * 8 + (e & 7)];
-          const int u = (e < 8 ? (byte & 15) : (byte >> 4)) + 16 * plane_bit(w.qh + r * (cols / 8), c) +
+          const int u = (e < 8 ? (byte & 15) : (byte >> 4)) +
+                        16 * plane_bit(w.qh + r * (cols / 8), c) +
                         32 * plane_bit(w.qh2 + r * (cols / 8), c);
           q = u - 32;
         }

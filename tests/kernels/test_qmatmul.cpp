@@ -1,6 +1,6 @@
 // Quantised matrix kernels (kernels/qmatmul.h) against the exact dequantiser (quant/dequant.h)
-// and the spec's worked examples (docs/rwkvq-format.md §2.2, §2.3), for every instruction set this
-// CPU runs: random packed matrices (subnormal and zero superblock scales included) in every
+// and the spec's worked examples (docs/rwkvq-format.md §2.2, §2.3), for every instruction set
+// this CPU runs: random packed matrices (subnormal and zero superblock scales included) in every
 // layout and bit width, several superblocks per row, batches of 1 .. 37 inputs and one-hot inputs
 // that must reproduce the dequantised weights exactly; and the determinism contract: a row of a
 // batch equals the single-input product bit for bit, with 1 or 2 threads.
@@ -122,7 +122,9 @@ struct Packed {
   std::vector<float> dequantized() const { return quant::dequantize(qt); }
 };
 
-void put_f16(std::vector<uint8_t>& buf, size_t i, uint16_t h) { std::memcpy(&buf[2 * i], &h, 2); }
+void put_f16(std::vector<uint8_t>& buf, size_t i, uint16_t h) {
+  std::memcpy(&buf[2 * i], &h, 2);
+}
 
 // Four 6-bit values into 3 bytes, LSB first (§2.1).
 void pack6(const int* v, uint8_t* out) {
@@ -260,7 +262,8 @@ TEST(Qmatmul, EveryIsaAgreesWithTheDequantisedMatrixInDouble) {
               double mag = 0;
               for (int64_t i = 0; i < cols; ++i)
                 mag += std::abs(double(w[o * cols + i]) * x[t * cols + i]);
-              ASSERT_LE(std::abs(double(y[t * rows + o]) - scalar[t * rows + o]), 1e-5 * mag + 1e-30)
+              ASSERT_LE(std::abs(double(y[t * rows + o]) - scalar[t * rows + o]),
+                        1e-5 * mag + 1e-30)
                   << what << " vs scalar, t=" << t << " o=" << o;
             }
         }
@@ -306,7 +309,8 @@ TEST(Qmatmul, SpecWorkedExamplesDecode) {
     for (Isa isa : supported_isas()) {
       std::vector<float> y(cols);
       p.qmatmul(isa, eye.data(), cols, y.data());
-      for (auto [c, v] : want) EXPECT_FLOAT_EQ(y[c], v) << p.name() << " " << isa_name(isa) << " c=" << c;
+      for (auto [c, v] : want)
+        EXPECT_FLOAT_EQ(y[c], v) << p.name() << " " << isa_name(isa) << " c=" << c;
     }
   };
   {  // sb6@5, tiny_compression blocks.1.att.key.weight row 5, block 0.
