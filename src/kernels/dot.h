@@ -8,11 +8,11 @@
 #include <cstdint>
 
 #include "kernels/cpu_features.h"
+#include "kernels/fp16.h"
 
 namespace wick::kernels {
 
-// fp16 / bf16 bit patterns <-> float (exact widening; fp16 subnormals preserved).
-float f16_to_f32(uint16_t h);
+// fp16 / bf16 bit patterns -> float (exact widening; fp16 subnormals preserved).
 inline float bf16_to_f32(uint16_t b) {
   uint32_t u = static_cast<uint32_t>(b) << 16;
   float f;

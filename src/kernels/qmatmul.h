@@ -46,6 +46,16 @@ struct SymMatrix {
   int bits = 8;
 };
 
+// The 8 six-bit values of 6 bytes of an sb6 `qsqm` entry (docs/rwkvq-format.md §2.1: four values
+// per 3 bytes, LSB first): bytes 0-5 hold qs[0..7], bytes 6-11 hold qm[0..7] + 31.
+inline void unpack6x8(const uint8_t* p, int* out) {
+  for (int g = 0; g < 2; ++g) {
+    const uint32_t v = p[3 * g] | (static_cast<uint32_t>(p[3 * g + 1]) << 8) |
+                       (static_cast<uint32_t>(p[3 * g + 2]) << 16);
+    for (int i = 0; i < 4; ++i) out[4 * g + i] = static_cast<int>((v >> (6 * i)) & 63u);
+  }
+}
+
 // X: [T, cols] fp32 row-major, Y: [T, rows] fp32 (must not alias X). T >= 1.
 void qmatmul(const Sb6Matrix& w, const float* x, int64_t T, float* y);
 void qmatmul(const SymMatrix& w, const float* x, int64_t T, float* y);

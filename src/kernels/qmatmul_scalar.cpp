@@ -6,59 +6,11 @@
 #include <cstring>
 
 #include "kernels/dot.h"
+#include "kernels/fp16.h"
 #include "kernels/qmatmul_impl.h"
 
 namespace wick::kernels::qmat {
 namespace {
-
-// half(): float32 -> IEEE fp16 bits, round to nearest even, gradual underflow, overflow to
-// infinity. Integer arithmetic only, so it does not depend on the floating-point environment
-// (a flush-to-zero mode would break the subnormal scales that are the normal case here).
-uint16_t to_f16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
-  u &= 0x7fffffffu;
-  if (u >= 0x7f800000u) return sign | (u > 0x7f800000u ? 0x7e00 : 0x7c00);  // NaN / inf
-  const int e = static_cast<int>(u >> 23);  // biased float32 exponent
-  if (e >= 113) {
-    // fp16 normal range (or overflow): keep 10 mantissa bits, round the 13 dropped ones to even.
-    // A carry out of the mantissa correctly bumps the exponent, up to infinity (0x7c00).
-    const uint32_t rebased = u - (112u << 23);
-    const uint32_t keep = rebased >> 13, rest = rebased & 0x1fffu;
-    uint32_t h = keep + (rest > 0x1000u || (rest == 0x1000u && (keep & 1u)) ? 1u : 0u);
-    if (h >= 0x7c00u) h = 0x7c00u;
-    return static_cast<uint16_t>(sign | h);
-  }
-  if (e == 0) return sign;  // float32 subnormal: far below half of the smallest fp16
-  // fp16 subnormal: the value is m * 2^(e - 150) with the implicit bit; in units of 2^-24 that is
-  // m >> (126 - e), rounded to even.
-  const uint32_t m = (u & 0x7fffffu) | 0x800000u;
-  const int shift = 126 - e;  // >= 14
-  if (shift > 24) return sign;
-  const uint32_t keep = m >> shift, rest = m & ((1u << shift) - 1u), halfway = 1u << (shift - 1);
-  const uint32_t h = keep + (rest > halfway || (rest == halfway && (keep & 1u)) ? 1u : 0u);
-  return static_cast<uint16_t>(sign | h);
-}
-
-inline float half_of(float f) {
-  return f16_to_f32(to_f16(f));
-}
-
-inline float f16_at(const uint8_t* p, int64_t i) {
-  uint16_t h;
-  std::memcpy(&h, p + 2 * i, 2);
-  return f16_to_f32(h);
-}
-
-// The 8 six-bit values of 6 bytes (four per 3 bytes, LSB first; §2.1).
-inline void unpack6(const uint8_t* p, int* out) {
-  for (int g = 0; g < 2; ++g) {
-    const uint32_t v = p[3 * g] | static_cast<uint32_t>(p[3 * g + 1]) << 8 |
-                       static_cast<uint32_t>(p[3 * g + 2]) << 16;
-    for (int i = 0; i < 4; ++i) out[4 * g + i] = static_cast<int>((v >> (6 * i)) & 63u);
-  }
-}
 
 inline int plane_bit(const uint8_t* plane, int64_t c) {
   return (plane[c >> 3] >> (c & 7)) & 1;
@@ -89,13 +41,13 @@ float sb6_dot(const Sb6Matrix& w, int64_t r, const float* x, const float* xbsum)
   float acc = 0;
   for (int64_t j = 0; j < nsb; ++j) {
     int qs[8], qm[8];
-    unpack6(w.qsqm + (r * nsb + j) * 12, qs);
-    unpack6(w.qsqm + (r * nsb + j) * 12 + 6, qm);
+    unpack6x8(w.qsqm + (r * nsb + j) * 12, qs);
+    unpack6x8(w.qsqm + (r * nsb + j) * 12 + 6, qm);
     const float d = f16_at(w.d, r * nsb + j), dm = f16_at(w.dm, r * nsb + j);
     float acc_sb = 0;
     for (int i = 0; i < 8; ++i) {
-      const float s = std::max(half_of(static_cast<float>(qs[i]) * d), 1e-8f);
-      const float m = half_of(static_cast<float>(qm[i] - 31) * dm);
+      const float s = std::max(round_to_half(static_cast<float>(qs[i]) * d), 1e-8f);
+      const float m = round_to_half(static_cast<float>(qm[i] - 31) * dm);
       const int64_t b = j * 8 + i;
       float dot = 0;
       for (int e = 0; e < 32; ++e) {
@@ -122,7 +74,7 @@ float sym_dot(const SymMatrix& w, int64_t r, const float* x) {
     float acc_sb = 0;
     for (int i = 0; i < 16; ++i) {
       const int64_t b = j * 16 + i;
-      const float s = half_of(static_cast<float>(qs[b]) * d);
+      const float s = round_to_half(static_cast<float>(qs[b]) * d);
       float dot = 0;
       for (int e = 0; e < 16; ++e) {
         const int64_t c = b * 16 + e;

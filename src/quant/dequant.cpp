@@ -4,22 +4,25 @@
 // this file is compiled without FMA contraction, see src/CMakeLists.txt), rtn w = code*scale.
 #include "quant/dequant.h"
 
-#include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <string>
 
+#include "kernels/dot.h"
+#include "kernels/fp16.h"
+#include "kernels/qmatmul.h"
 #include "wick/errors.h"
 
 namespace wick::quant {
 namespace {
 
+using kernels::f16_at;
+using kernels::unpack6x8;
+
 inline float bf16_value(const uint8_t* p, int64_t i) {
   uint16_t b;
   std::memcpy(&b, p + 2 * i, 2);
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
+  return kernels::bf16_to_f32(b);
 }
 
 inline float f32_value(const uint8_t* p, int64_t i) {
@@ -29,16 +32,7 @@ inline float f32_value(const uint8_t* p, int64_t i) {
 }
 
 // half(a * b): the product rounded to fp16 and widened back.
-inline float half_product(float a, float b) { return f16_to_f32(f32_to_f16(a * b)); }
-
-// The 8 values of a 6-bit stream of 6 bytes (four values per 3 bytes, LSB first).
-inline void unpack6x8(const uint8_t* p, int* out) {
-  for (int g = 0; g < 2; ++g) {
-    const uint32_t v = p[3 * g] | (static_cast<uint32_t>(p[3 * g + 1]) << 8) |
-                       (static_cast<uint32_t>(p[3 * g + 2]) << 16);
-    for (int i = 0; i < 4; ++i) out[4 * g + i] = static_cast<int>((v >> (6 * i)) & 63u);
-  }
-}
+inline float half_product(float a, float b) { return kernels::round_to_half(a * b); }
 
 inline int plane_bit(const uint8_t* plane_row, int64_t c) { return (plane_row[c >> 3] >> (c & 7)) & 1; }
 
@@ -145,57 +139,6 @@ void dense_row(const QuantTensor& t, int64_t r, float* out) {
 }
 
 }  // namespace
-
-uint16_t f32_to_f16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
-  const uint32_t a = u & 0x7fffffffu;
-  if (a >= 0x7f800000u) {  // infinity or NaN (keep a quiet NaN's top payload bits)
-    return a == 0x7f800000u ? (sign | 0x7c00u) : static_cast<uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x1ffu));
-  }
-  const int exp = static_cast<int>(a >> 23) - 127;
-  if (exp > 15) return sign | 0x7c00u;  // overflow to infinity
-  if (exp >= -14) {                      // a normal half (the rounding carry may reach infinity)
-    const uint32_t mant = a & 0x7fffffu;
-    uint32_t h = (static_cast<uint32_t>(exp + 15) << 10) | (mant >> 13);
-    const uint32_t rem = mant & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
-    return static_cast<uint16_t>(sign | h);
-  }
-  if (exp < -25) return sign;  // below half the smallest subnormal: rounds to zero
-  // Subnormal half: the value in units of 2^-24 is mant24 * 2^(exp + 1).
-  const uint32_t mant = (a & 0x7fffffu) | 0x800000u;
-  const int shift = -(exp + 1);  // 14 .. 24
-  uint32_t h = mant >> shift;
-  const uint32_t rem = mant & ((1u << shift) - 1u);
-  const uint32_t halfway = 1u << (shift - 1);
-  if (rem > halfway || (rem == halfway && (h & 1u))) ++h;  // may carry into the smallest normal
-  return static_cast<uint16_t>(sign | h);
-}
-
-float f16_to_f32(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  const uint32_t mant = h & 0x3ffu;
-  float f;
-  if (exp == 0) {
-    // Zero or subnormal: mant * 2^-24 exactly (a float holds it without rounding).
-    f = std::ldexp(static_cast<float>(mant), -24);
-    if (sign) f = -f;
-    return f;
-  }
-  const uint32_t bits =
-      exp == 31 ? (sign | 0x7f800000u | (mant << 13)) : (sign | ((exp + 112u) << 23) | (mant << 13));
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-float f16_at(const uint8_t* p, int64_t i) {
-  uint16_t h;
-  std::memcpy(&h, p + 2 * i, 2);
-  return f16_to_f32(h);
-}
 
 void dequantize_rows(const QuantTensor& t, int64_t row0, int64_t n, float* out) {
   if (row0 < 0 || n < 0 || row0 + n > t.rows()) {

@@ -12,13 +12,6 @@
 
 namespace wick::quant {
 
-// half(x) of the spec: round a float32 to IEEE fp16 with round-to-nearest-even, subnormals kept
-// (no flush to zero), overflow to infinity; and the exact widening back.
-uint16_t f32_to_f16(float x);
-float f16_to_f32(uint16_t h);
-// Reads the i-th fp16 of a (possibly unaligned) byte buffer.
-float f16_at(const uint8_t* p, int64_t i);
-
 // Rows [row0, row0 + n) of the tensor viewed as [rows(), cols()] into out[n * cols()].
 // Any layout; throws InputError when the rows are out of range.
 void dequantize_rows(const QuantTensor& t, int64_t row0, int64_t n, float* out);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/fp16.h"
 #include "kernels/thread_pool.h"
 #include "quant/dequant.h"
 #include "wick/errors.h"
@@ -14,8 +15,9 @@
 namespace wick::quant {
 namespace {
 
+using kernels::f32_to_f16;
 // half(x): round to fp16 (RNE, subnormals kept) and widen back exactly.
-inline float half(float x) { return f16_to_f32(f32_to_f16(x)); }
+inline float half(float x) { return kernels::round_to_half(x); }
 
 inline float clampf(float x, float lo, float hi) { return std::min(std::max(x, lo), hi); }
 

@@ -10,6 +10,7 @@
 #include "io/mapped_file.h"
 #include "io/pth.h"
 #include "io/safetensors.h"
+#include "kernels/fp16.h"
 #include "quant/dequant.h"
 #include "quant/rwkvq_writer.h"
 #include "wick/errors.h"
@@ -128,7 +129,7 @@ std::vector<float> to_float(const io::TensorView& t) {
       if (n) std::memcpy(out.data(), p, n * 4);
       break;
     case DType::F16:
-      for (size_t i = 0; i < n; ++i) out[i] = f16_at(p, static_cast<int64_t>(i));
+      for (size_t i = 0; i < n; ++i) out[i] = kernels::f16_at(p, static_cast<int64_t>(i));
       break;
     case DType::BF16:
       for (size_t i = 0; i < n; ++i) {

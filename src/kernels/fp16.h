@@ -1,0 +1,24 @@
+// IEEE fp16 <-> fp32, shared by the dense kernels (fp16 weights), the packed kernels and the
+// `.rwkvq` format code (fp16 scales, which are subnormal in the normal case: nothing here ever
+// flushes to zero; integer arithmetic only, so the floating-point environment does not matter).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace wick::kernels {
+
+// Exact widening of an fp16 bit pattern (subnormals, infinities and NaNs kept).
+float f16_to_f32(uint16_t h);
+// Rounds to fp16 with round-to-nearest-even, subnormals kept, overflow to infinity.
+uint16_t f32_to_f16(float x);
+// half(x) of docs/rwkvq-format.md: rounded to fp16 and widened back.
+inline float round_to_half(float x) { return f16_to_f32(f32_to_f16(x)); }
+// The i-th fp16 of a possibly unaligned byte buffer, widened.
+inline float f16_at(const uint8_t* p, int64_t i) {
+  uint16_t h;
+  std::memcpy(&h, p + 2 * i, 2);
+  return f16_to_f32(h);
+}
+
+}  // namespace wick::kernels
