@@ -1,17 +1,12 @@
 #include "io/safetensors_writer.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "io/atomic_file.h"
 #include "wick/errors.h"
 
 namespace wick::io {
@@ -53,71 +48,6 @@ uint64_t checked_nbytes(const std::string& name, DType dtype, const std::vector<
   }
   return numel * esize;
 }
-
-// A file written under a temporary name in the target's folder and renamed over the target by
-// commit(); destroyed without commit(), it removes the temporary file.
-class AtomicFile {
- public:
-  explicit AtomicFile(std::string path) : path_(std::move(path)) {
-    namespace fs = std::filesystem;
-    fs::path target(path_);
-    fs::path dir = target.parent_path();
-    if (dir.empty()) dir = ".";
-    std::string tmpl = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
-    std::vector<char> name(tmpl.begin(), tmpl.end());
-    name.push_back('\0');
-    fd_ = ::mkstemp(name.data());
-    if (fd_ < 0) {
-      throw FileError(path_, std::string("cannot create a temporary file in ") + dir.string() +
-                                 ": " + std::strerror(errno));
-    }
-    tmp_ = name.data();
-  }
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-  ~AtomicFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
-  }
-
-  void write(const char* data, size_t n) {
-    size_t done = 0;
-    while (done < n) {
-      ssize_t w = ::write(fd_, data + done, n - done);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        fail("cannot write " + tmp_);
-      }
-      done += static_cast<size_t>(w);
-    }
-    size_ += n;
-  }
-
-  // Flushes, closes and renames the temporary file over the target.
-  void commit() {
-    // mkstemp creates the file 0600; give it the usual permissions of a new file (best effort).
-    (void)::fchmod(fd_, 0644);
-    if (::fsync(fd_) != 0) fail("cannot flush " + tmp_);
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) fail("cannot close " + tmp_);
-    if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail("cannot rename " + tmp_ + " to it");
-    committed_ = true;
-  }
-
-  uint64_t size() const { return size_; }
-
- private:
-  [[noreturn]] void fail(const std::string& what) {
-    const int e = errno;
-    throw FileError(path_, what + ": " + std::strerror(e));  // the destructor cleans up
-  }
-
-  std::string path_, tmp_;
-  int fd_ = -1;
-  bool committed_ = false;
-  uint64_t size_ = 0;
-};
 
 }  // namespace
 

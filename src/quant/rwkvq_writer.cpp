@@ -1,17 +1,11 @@
 // `.rwkvq` container writer (docs/rwkvq-format.md §1.1-1.4).
 #include "quant/rwkvq_writer.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <set>
 
 #include "wick/errors.h"
@@ -283,7 +277,7 @@ uint64_t write_rwkvq(const std::string& path, const std::string& manifest,
 
 RwkvqContainerWriter::RwkvqContainerWriter(std::string path, const std::string& manifest,
                                            const std::vector<BufferSpec>& buffers)
-    : path_(std::move(path)) {
+    : file_(std::move(path)) {
   std::vector<size_t> order;
   std::vector<uint64_t> sizes;
   const std::string header = layout_header(manifest, buffers, &order, &sizes);
@@ -299,40 +293,8 @@ RwkvqContainerWriter::RwkvqContainerWriter(std::string path, const std::string& 
   }
   total_ = offset;
 
-  namespace fs = std::filesystem;
-  const fs::path target(path_);
-  fs::path dir = target.parent_path();
-  if (dir.empty()) dir = ".";
-  std::string tmpl = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
-  std::vector<char> name(tmpl.begin(), tmpl.end());
-  name.push_back('\0');
-  fd_ = ::mkstemp(name.data());
-  if (fd_ < 0) {
-    throw FileError(path_, std::string("cannot create a temporary file in ") + dir.string() + ": " +
-                               std::strerror(errno));
-  }
-  tmp_ = name.data();
-  if (::ftruncate(fd_, static_cast<off_t>(total_)) != 0) fail("cannot size " + tmp_);
-  size_t done = 0;
-  while (done < header.size()) {
-    const ssize_t w = ::pwrite(fd_, header.data() + done, header.size() - done,
-                               static_cast<off_t>(done));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      fail("cannot write " + tmp_);
-    }
-    done += static_cast<size_t>(w);
-  }
-}
-
-RwkvqContainerWriter::~RwkvqContainerWriter() {
-  if (fd_ >= 0) ::close(fd_);
-  if (!committed_ && !tmp_.empty()) ::unlink(tmp_.c_str());
-}
-
-void RwkvqContainerWriter::fail(const std::string& what) {
-  const int e = errno;
-  throw FileError(path_, what + ": " + std::strerror(e));
+  file_.resize(total_);
+  file_.write_at(0, header.data(), header.size());
 }
 
 void RwkvqContainerWriter::write(const std::string& name, const void* data, size_t n) {
@@ -345,16 +307,7 @@ void RwkvqContainerWriter::write(const std::string& name, const void* data, size
     throw Error("rwkvq writer: buffer '" + name + "': expected " + std::to_string(s.bytes) +
                 " bytes, found " + std::to_string(n));
   }
-  const char* p = static_cast<const char*>(data);
-  size_t done = 0;
-  while (done < n) {
-    const ssize_t w = ::pwrite(fd_, p + done, n - done, static_cast<off_t>(s.offset + done));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      fail("cannot write " + tmp_);
-    }
-    done += static_cast<size_t>(w);
-  }
+  file_.write_at(s.offset, static_cast<const char*>(data), n);
   s.written = true;
 }
 
@@ -364,14 +317,7 @@ uint64_t RwkvqContainerWriter::commit() {
       throw Error("rwkvq writer: buffer '" + name + "' was never written");
     }
   }
-  // mkstemp creates the file 0600; give it the usual permissions of a new file (best effort).
-  (void)::fchmod(fd_, 0644);
-  if (::fsync(fd_) != 0) fail("cannot flush " + tmp_);
-  const int fd = fd_;
-  fd_ = -1;
-  if (::close(fd) != 0) fail("cannot close " + tmp_);
-  if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail("cannot rename " + tmp_ + " to it");
-  committed_ = true;
+  file_.commit();
   return total_;
 }
 

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "io/atomic_file.h"
 #include "io/safetensors_writer.h"
 #include "wick/dtype.h"
 
@@ -102,7 +103,6 @@ class RwkvqContainerWriter {
   // cannot be created or written.
   RwkvqContainerWriter(std::string path, const std::string& manifest,
                        const std::vector<BufferSpec>& buffers);
-  ~RwkvqContainerWriter();
   RwkvqContainerWriter(const RwkvqContainerWriter&) = delete;
   RwkvqContainerWriter& operator=(const RwkvqContainerWriter&) = delete;
 
@@ -120,14 +120,10 @@ class RwkvqContainerWriter {
     uint64_t bytes = 0;
     bool written = false;
   };
-  std::string path_, tmp_;
-  int fd_ = -1;
-  bool committed_ = false;
+  io::AtomicFile file_;
   uint64_t total_ = 0;
   std::map<std::string, Slot> slots_;
   std::vector<std::string> order_;  // names in data order (for messages)
-
-  [[noreturn]] void fail(const std::string& what);
 };
 
 }  // namespace wick::quant
