@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "wick/errors.h"
 
@@ -22,6 +25,34 @@ std::unique_ptr<Tokenizer> tokenizer_for(const Model& model, const std::string& 
 
 std::unique_ptr<Tokenizer> tokenizer_or_default(const std::string& path) {
   return path.empty() ? default_world_tokenizer() : load_tokenizer(path);
+}
+
+std::vector<std::string> read_jsonl_texts(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw FileError(path, "cannot open (expected a JSON-lines file with a \"text\" field per line)");
+  std::vector<std::string> texts;
+  std::string line;
+  int64_t number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(path + ":" + std::to_string(number) + ": not valid JSON (" + e.what() +
+                       "); expected one object per line like {\"text\": \"...\"}");
+    }
+    if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
+      throw InputError(path + ":" + std::to_string(number) +
+                       ": expected an object with a string field \"text\", found " +
+                       j.dump().substr(0, 80));
+    }
+    texts.push_back(j["text"].get<std::string>());
+  }
+  if (in.bad()) throw FileError(path, "read error");
+  return texts;
 }
 
 std::string float_json(float f) {

@@ -65,6 +65,9 @@ struct ModelInfo {
   // "sha256:<64 hex>" identifying the weights (docs/tasks.md §3.5): names, dtypes and shapes of
   // every tensor plus the bytes of the small ones. State files carry it to refuse foreign states.
   std::string fingerprint;
+  // Loaded from an EmbeddingRWKV checkpoint (docs/tasks.md §6.3): `rwkv.*` backbone without LM
+  // head; its task heads (head.{retr,sts,cls}_head.*) are read by the embedder from the same file.
+  bool embedding_rwkv = false;
 };
 
 // Hook for inspecting intermediate activations of forward() (tests, debugging). Called
@@ -126,7 +129,32 @@ class Model {
   std::vector<float> step_batch(std::span<const int32_t> tokens,
                                 std::span<State* const> states) const;
 
+  // --- The same pass without the LM head (embeddings, reranking) ---------------------------------
+  // True when the checkpoint has an LM head (head.weight, or tied embeddings). An EmbeddingRWKV
+  // backbone has none: forward()/step() then throw InputError and hidden() is the way to use it.
+  bool has_lm_head() const;
+
+  // Hidden states after the final LayerNorm (ln_out), the input of the LM head: [C] of the last
+  // position, or [T, C] row-major with all_positions. Same pass, state update and errors as
+  // forward(); the LM head is not applied.
+  std::vector<float> hidden(std::span<const int32_t> tokens, State& state,
+                            bool all_positions = false) const;
+
+  // Batched hidden(): sequences packed without padding as in forward_batch(). Returns [B, C] (the
+  // last position of each sequence) or, with all_positions, [sum of lengths, C] with the rows of
+  // sequence b following those of sequence b-1. Row values are bit-identical to hidden() on each
+  // sequence alone. Throws like forward_batch().
+  std::vector<float> hidden_batch(std::span<const std::span<const int32_t>> sequences,
+                                  std::span<State* const> states, bool all_positions = false) const;
+
+  // Batched pass that only advances the states (folding a prefix into a state): no ln_out, no
+  // head. states[b] ends bit-identical to forward_batch(). Throws like forward_batch().
+  void absorb_batch(std::span<const std::span<const int32_t>> sequences,
+                    std::span<State* const> states) const;
+
   struct Impl;
+  // Internal (libwick): wraps loaded weights (model/model_impl.h).
+  static Model from_impl(std::shared_ptr<const Impl> impl) { return Model(std::move(impl)); }
 
  private:
   explicit Model(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}

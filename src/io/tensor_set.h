@@ -30,6 +30,10 @@ struct TensorView {
   std::string shape_string() const;
 };
 
+// The elements of a F32, F16 or BF16 tensor widened to fp32 (exactly); other dtypes give an empty
+// vector (callers check the dtype first).
+std::vector<float> to_f32(const TensorView& v);
+
 class TensorSet {
  public:
   TensorSet() = default;

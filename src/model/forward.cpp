@@ -257,14 +257,22 @@ void check_state(const Geometry& g, const State* st, const std::string& where) {
   }
 }
 
-enum class LogitRows { kLastOfEach, kAll };
+// What a pass returns: logits or ln_out hidden states, of the last position of each sequence or of
+// every position; or nothing (the states advance only).
+enum class Rows { kLastOfEach, kAll, kNone };
+enum class Output { kLogits, kHidden };
 
 // The pass over all sequences at once. Every input is validated before any state changes, so a
 // throw leaves every state as it was.
 std::vector<float> run(const Model::Impl& m, std::span<const std::span<const int32_t>> seqs,
-                       std::span<State* const> states, LogitRows logit_rows,
+                       std::span<State* const> states, Rows out_rows, Output output,
                        const ActivationTrace* trace) {
   const Geometry& g = m.geometry;
+  if (output == Output::kLogits && out_rows != Rows::kNone && !m.weights.head) {
+    throw InputError("this checkpoint (" + m.info.source +
+                     ") has no LM head (an embedding backbone): it gives hidden states, not "
+                     "logits; use it through the embedder / reranker (Model::hidden)");
+  }
   if (seqs.size() != states.size())
     throw InputError(std::to_string(seqs.size()) + " sequences but " +
                      std::to_string(states.size()) + " states: expected one state per sequence");
@@ -292,9 +300,10 @@ std::vector<float> run(const Model::Impl& m, std::span<const std::span<const int
     channel_mix(m.weights.layers[i], g, i, total, segs, ws, trace);
     trace_out(trace, "block_out", i, ws.x.data(), total, C);
   }
-  // Final LayerNorm and head only for the rows whose logits are returned.
+  // Final LayerNorm and head only for the rows that are returned.
+  if (out_rows == Rows::kNone) return {};
   std::vector<int64_t> rows;
-  if (logit_rows == LogitRows::kAll) {
+  if (out_rows == Rows::kAll) {
     for (int64_t t = 0; t < total; ++t) rows.push_back(t);
   } else {
     for (const Segment& s : segs) rows.push_back(s.row0 + s.T - 1);
@@ -304,6 +313,7 @@ std::vector<float> run(const Model::Impl& m, std::span<const std::span<const int
   for (int64_t i = 0; i < n; ++i)
     layer_norm_rows(ws.x.data() + rows[i] * C, m.weights.ln_out_w, m.weights.ln_out_b,
                     normed.data() + i * C, 1, C);
+  if (output == Output::kHidden) return normed;
   std::vector<float> logits(static_cast<size_t>(n * g.vocab));
   m.weights.head->apply(normed.data(), n, logits.data());
   return logits;
@@ -316,7 +326,7 @@ std::vector<float> Model::forward(std::span<const int32_t> tokens, State& state,
   State* st = &state;
   return run(*impl_, std::span<const std::span<const int32_t>>(&tokens, 1),
              std::span<State* const>(&st, 1),
-             all_positions ? LogitRows::kAll : LogitRows::kLastOfEach, trace);
+             all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kLogits, trace);
 }
 
 std::vector<float> Model::step(int32_t token, State& state) const {
@@ -325,7 +335,7 @@ std::vector<float> Model::step(int32_t token, State& state) const {
 
 std::vector<float> Model::forward_batch(std::span<const std::span<const int32_t>> sequences,
                                         std::span<State* const> states) const {
-  return run(*impl_, sequences, states, LogitRows::kLastOfEach, nullptr);
+  return run(*impl_, sequences, states, Rows::kLastOfEach, Output::kLogits, nullptr);
 }
 
 std::vector<float> Model::step_batch(std::span<const int32_t> tokens,
@@ -333,7 +343,28 @@ std::vector<float> Model::step_batch(std::span<const int32_t> tokens,
   std::vector<std::span<const int32_t>> seqs;
   seqs.reserve(tokens.size());
   for (const int32_t& t : tokens) seqs.emplace_back(&t, 1);
-  return run(*impl_, seqs, states, LogitRows::kLastOfEach, nullptr);
+  return run(*impl_, seqs, states, Rows::kLastOfEach, Output::kLogits, nullptr);
+}
+
+bool Model::has_lm_head() const { return impl_->weights.head != nullptr; }
+
+std::vector<float> Model::hidden(std::span<const int32_t> tokens, State& state,
+                                 bool all_positions) const {
+  State* st = &state;
+  return run(*impl_, std::span<const std::span<const int32_t>>(&tokens, 1),
+             std::span<State* const>(&st, 1), all_positions ? Rows::kAll : Rows::kLastOfEach,
+             Output::kHidden, nullptr);
+}
+
+std::vector<float> Model::hidden_batch(std::span<const std::span<const int32_t>> sequences,
+                                       std::span<State* const> states, bool all_positions) const {
+  return run(*impl_, sequences, states, all_positions ? Rows::kAll : Rows::kLastOfEach,
+             Output::kHidden, nullptr);
+}
+
+void Model::absorb_batch(std::span<const std::span<const int32_t>> sequences,
+                         std::span<State* const> states) const {
+  run(*impl_, sequences, states, Rows::kNone, Output::kHidden, nullptr);
 }
 
 }  // namespace wick

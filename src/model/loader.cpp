@@ -62,7 +62,7 @@ class TensorReader {
   // The values of a tensor as fp32, whatever its storage.
   std::vector<float> values(const io::MappedTensor& t) const {
     if (const quant::QuantTensor* q = packed(t)) return quant::dequantize(*q);
-    return to_f32(t.view);
+    return io::to_f32(t.view);
   }
 
   bool has(const std::string& name) const { return names_.tensors.count(name) != 0; }
@@ -162,27 +162,6 @@ class TensorReader {
     std::memcpy(buf.get(), v.data, v.nbytes);
     return std::make_unique<DenseLinear>(kernels::MatrixRef{buf.get(), v.dtype, out, in},
                                          std::shared_ptr<const void>(buf, buf.get()));
-  }
-
-  static std::vector<float> to_f32(const io::TensorView& v) {
-    std::vector<float> out(static_cast<size_t>(v.numel()));
-    const size_t n = out.size();
-    switch (v.dtype) {
-      case DType::F32:
-        if (n > 0) std::memcpy(out.data(), v.data, n * 4);
-        break;
-      case DType::F16:
-      case DType::BF16:
-        for (size_t i = 0; i < n; ++i) {
-          uint16_t h;
-          std::memcpy(&h, v.data + 2 * i, 2);
-          out[i] = v.dtype == DType::F16 ? kernels::f16_to_f32(h) : kernels::bf16_to_f32(h);
-        }
-        break;
-      default:
-        break;
-    }
-    return out;
   }
 
   // Stored names nobody consumed (layer-0 v0/v1/v2 are allowed and ignored).
@@ -566,7 +545,8 @@ std::string weights_fingerprint(const TensorReader& r) {
 
 std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::string& hf_config,
                                          const std::string& config_path,
-                                         const quant::RwkvqFile* packed) {
+                                         const quant::RwkvqFile* packed,
+                                         const BuildOptions& options) {
   const std::string path = tensors.source();
   TensorReader r(io::map_to_official_names(tensors), path, packed);
   auto impl = std::make_shared<Model::Impl>();
@@ -595,6 +575,8 @@ std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::strin
   if (flags.norm_bias || r.has("ln_out.bias")) w.ln_out_b = r.vector("ln_out.bias", g.n_embd);
   if (!r.has("head.weight") && flags.tie_embeddings) {
     w.head = r.linear_of(emb, g.vocab, g.n_embd);
+  } else if (!r.has("head.weight") && !options.require_head) {
+    w.head = nullptr;  // a backbone without LM head (embedding model, reranker head stack)
   } else {
     w.head = r.linear("head.weight", g.vocab, g.n_embd, "V x C");
   }
@@ -630,7 +612,8 @@ std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::strin
   for (auto& [dt, n] : per_dtype) info.dtype_parameters.emplace_back(dt, n);
   for (auto& [layout, n] : per_layout) info.packed_parameters.emplace_back(layout, n);
   info.fingerprint = weights_fingerprint(r);
-  uint64_t step_bytes = w.head->stored_bytes() + w.emb->stored_bytes() / static_cast<uint64_t>(g.vocab);
+  uint64_t step_bytes = (w.head ? w.head->stored_bytes() : 0) +
+                        w.emb->stored_bytes() / static_cast<uint64_t>(g.vocab);
   for (const LayerWeights& L : w.layers) {
     for (const auto* lin : {&L.receptance, &L.key, &L.value, &L.output, &L.w1, &L.w2, &L.a1, &L.a2,
                             &L.v1, &L.v2, &L.g1, &L.g2, &L.ffn_key, &L.ffn_value})
@@ -639,6 +622,48 @@ std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::strin
   info.bytes_per_token = step_bytes;
   impl->sources.push_back(std::move(tensors));
   return impl;
+}
+
+Model model_from_tensors(io::TensorSet tensors, const BuildOptions& options) {
+  const std::string source = tensors.source();
+  auto impl = build_model(std::move(tensors), "", "", nullptr, options);
+  impl->info.source = source;
+  return Model::from_impl(std::move(impl));
+}
+
+io::TensorSet strip_prefix(const io::TensorSet& set, const std::string& prefix) {
+  io::TensorSet out(set.source());
+  for (const io::TensorView& t : set.tensors()) {
+    if (t.name.rfind(prefix, 0) != 0) continue;
+    io::TensorView v = t;
+    v.name = t.name.substr(prefix.size());
+    out.add(std::move(v));
+  }
+  for (const auto& f : set.files()) out.keep_alive(f);
+  out.metadata() = set.metadata();
+  return out;
+}
+
+// An EmbeddingRWKV checkpoint (docs/tasks.md §6.3): `rwkv.` + an x070 state dict without LM head,
+// plus task heads `head.{cls,sts,retr}_head.*` (read by the embedder, not part of the backbone).
+bool is_embedding_rwkv(const io::TensorSet& set) { return set.find("rwkv.emb.weight") != nullptr; }
+
+io::TensorSet embedding_rwkv_backbone(const io::TensorSet& set) {
+  io::TensorSet out = strip_prefix(set, "rwkv.");
+  for (const io::TensorView& t : set.tensors()) {
+    if (t.name.rfind("rwkv.", 0) == 0) continue;
+    if (t.name.rfind("vit.", 0) == 0 || t.name.rfind("proj.", 0) == 0) {
+      throw CheckpointError(set.source(),
+                            "holds an EmbeddingRWKV vision tower ('" + t.name +
+                                "', SigLIP2 vit.* / proj.*), which wick does not support; use "
+                                "a text-only EmbeddingRWKV checkpoint");
+    }
+    bool task_head = false;
+    for (const char* h : {"head.cls_head.", "head.sts_head.", "head.retr_head."})
+      if (t.name.rfind(h, 0) == 0) task_head = true;
+    if (!task_head) out.add(t);  // reported as an unknown tensor by the loader
+  }
+  return out;
 }
 
 }  // namespace model
@@ -686,6 +711,21 @@ Model Model::load(const std::string& path) {
     impl->info.container = "rwkvq v" + std::to_string(packed.manifest().format_version);
     impl->info.source = path;
     return Model(std::move(impl));
+  }
+  if (model::is_embedding_rwkv(set)) {
+    model::BuildOptions options;
+    options.require_head = false;
+    auto impl = model::build_model(model::embedding_rwkv_backbone(set), "", "", nullptr, options);
+    impl->info.container = container + " (EmbeddingRWKV)";
+    impl->info.embedding_rwkv = true;
+    impl->info.source = path;
+    return Model(std::move(impl));
+  }
+  if (set.find("reranker.blocks.0.att.r_k") != nullptr) {
+    throw CheckpointError(path, "is an EmbeddingRWKV reranker head (reranker.*), not a language "
+                                "model; load its embedding model as the model and pass this file "
+                                "as the reranker head (wick rerank --model EMB.pth --head " +
+                                    path + ")");
   }
   // An fla-named file with a config.json beside it: validate against it as well.
   if (config_text.empty() && set.find("model.embeddings.weight") != nullptr) {

@@ -20,12 +20,26 @@ struct Model::Impl {
 
 namespace model {
 
+struct BuildOptions {
+  // A checkpoint without head.weight is refused (true) or loads as a backbone without LM head.
+  bool require_head = true;
+};
+
 // Builds the model from the tensors of one checkpoint (any naming convention). `hf_config` is the
 // text of an fla/HF config.json, or empty. Throws CheckpointError.
 // `packed`: the .rwkvq file when `tensors` is its logical view (see Model::load), else null.
 std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::string& hf_config,
                                          const std::string& config_path,
-                                         const quant::RwkvqFile* packed = nullptr);
+                                         const quant::RwkvqFile* packed = nullptr,
+                                         const BuildOptions& options = {});
+
+// A Model from tensors named in one of the conventions (reranker head stacks are built this way:
+// their probe table is the "embedding", their blocks are x070 blocks). Throws CheckpointError.
+Model model_from_tensors(io::TensorSet tensors, const BuildOptions& options);
+
+// The tensors of `set` whose names start with `prefix`, renamed without it; the views share the
+// bytes and the mapped files are kept alive. Metadata is copied.
+io::TensorSet strip_prefix(const io::TensorSet& set, const std::string& prefix);
 
 }  // namespace model
 }  // namespace wick
