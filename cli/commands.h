@@ -16,5 +16,7 @@ void register_bench_generate(CLI::App* bench);  // `wick bench generate`, under 
 void register_bench_model(CLI::App* bench);     // `wick bench --model ...`, under register_bench
 void register_synth(CLI::App& app);
 void register_quantize(CLI::App& app);
+void register_ppl(CLI::App& app);
+void register_kl(CLI::App& app);
 
 }  // namespace wick::cli

@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   wick::cli::register_bench(app);
   wick::cli::register_synth(app);
   wick::cli::register_quantize(app);
+  wick::cli::register_ppl(app);
+  wick::cli::register_kl(app);
   if (argc == 1) {
     std::cout << app.help();
     return 0;
