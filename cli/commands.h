@@ -18,5 +18,7 @@ void register_synth(CLI::App& app);
 void register_quantize(CLI::App& app);
 void register_embed(CLI::App& app);
 void register_rerank(CLI::App& app);
+void register_ppl(CLI::App& app);
+void register_kl(CLI::App& app);
 
 }  // namespace wick::cli

@@ -26,6 +26,8 @@ int main(int argc, char** argv) {
   wick::cli::register_quantize(app);
   wick::cli::register_embed(app);
   wick::cli::register_rerank(app);
+  wick::cli::register_ppl(app);
+  wick::cli::register_kl(app);
   if (argc == 1) {
     std::cout << app.help();
     return 0;
