@@ -61,6 +61,7 @@ void register_bench(CLI::App& app) {
   cmd->callback([o] { run_bench_tokenizer(*o); });
   register_bench_generate(bench);
   register_bench_model(bench);
+  register_bench_tasks(bench);
 }
 
 }  // namespace wick::cli

@@ -88,10 +88,13 @@ void ThreadPool::worker_loop() {
 
 void ThreadPool::run_impl(int64_t n_blocks, BlockFn fn, void* ctx) {
   if (n_blocks <= 0) return;
-  if (workers_.empty() || t_inside_job || n_blocks == 1) {
+  auto inline_run = [&] {
     for (int64_t b = 0; b < n_blocks; ++b) fn(ctx, b);
-    return;
-  }
+  };
+  if (workers_.empty() || t_inside_job || n_blocks == 1) return inline_run();
+  // Another thread's job has the workers: compute this one here rather than wait.
+  std::unique_lock<std::mutex> owner(run_mutex_, std::try_to_lock);
+  if (!owner.owns_lock()) return inline_run();
   const uint32_t gen = generation_.load() + 1;
   n_blocks_.store(n_blocks, std::memory_order_relaxed);
   fn_ = fn;

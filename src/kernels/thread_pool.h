@@ -9,8 +9,10 @@
 // Idle workers spin briefly (decode issues hundreds of small jobs per token) and then sleep on a
 // condition variable, so an idle process uses no CPU.
 //
-// Thread-safety: run() may be called from one thread at a time per pool; nested run() calls from
-// inside a job execute inline on the calling thread.
+// Thread-safety: run() may be called from any number of threads. One caller at a time has the
+// workers; a caller that finds them busy runs its blocks itself (same results, see above), so
+// concurrent forward() calls on one Model are correct. Nested run() calls from inside a job
+// execute inline on the calling thread.
 #pragma once
 
 #include <atomic>
@@ -56,6 +58,7 @@ class ThreadPool {
   void drain(uint32_t gen);
 
   std::vector<std::thread> workers_;
+  std::mutex run_mutex_;  // held by the caller that owns the workers for one job
   // (generation << 32) | next block: a claim succeeds only for the generation it was read in.
   std::atomic<uint64_t> ticket_{0};
   std::atomic<uint32_t> generation_{0};  // bumped to publish a job

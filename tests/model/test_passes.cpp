@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <thread>
 
 #include "model/fixture_case.h"
 #include "test_util.h"
@@ -97,6 +98,27 @@ TEST_F(Passes, DifferentPromptGivesDifferentLogitsAndState) {
   model_.forward(std::vector<int32_t>{65, 66}, c);
   model_.forward(std::vector<int32_t>{90, 66}, d);
   EXPECT_GT(max_abs_diff(model_.step(32, c), model_.step(32, d)), 1e-4);
+}
+
+TEST_F(Passes, ConcurrentCallersOnOneModelGetTheSameBits) {
+  // model.h promises that threads may call forward()/step() at once, each with its own State.
+  State s0 = model_.new_state();
+  const std::vector<float> want = model_.forward(tokens_, s0, true);
+  std::vector<std::vector<float>> got(4);
+  std::vector<State> states(4, model_.new_state());
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&, i] {
+      for (int rep = 0; rep < 5; ++rep) {
+        states[i].reset();
+        got[i] = model_.forward(tokens_, states[i], true);
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(got[i], want) << i;
+    EXPECT_EQ(states[i], s0) << i;
+  }
 }
 
 TEST_F(Passes, StateIsAValueSnapshotRestoreContinuesIdentically) {
