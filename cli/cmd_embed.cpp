@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "progress.h"
 #include "wick/embed.h"
 #include "wick/errors.h"
 
@@ -74,7 +75,10 @@ void run_embed(const EmbedOptions& o) {
   std::shared_ptr<const Tokenizer> tok = tokenizer_for(model, o.tokenizer);
   const Embedder embedder = make_embedder(o, model, tok);
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<float> vectors = embedder.embed(texts, o.batch);
+  ProgressBar bar("embed", static_cast<int64_t>(texts.size()), "text");
+  const std::vector<float> vectors =
+      embedder.embed(texts, o.batch, [&](int64_t done, int64_t) { bar.update(done); });
+  bar.finish();
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const int64_t C = embedder.dim();

@@ -8,10 +8,12 @@
 //                of the document, score = sigmoid(logit) for EmbeddingRWKV heads, else the logit.
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "commands.h"
 #include "common.h"
+#include "progress.h"
 #include "wick/errors.h"
 #include "wick/rerank.h"
 
@@ -44,18 +46,33 @@ void run_rerank(const RerankOptions& o) {
   std::vector<std::string> docs;
   std::vector<float> logits;
   if (!o.index.empty()) {
-    DocumentIndex index = o.docs.empty()
-                              ? DocumentIndex::open(reranker, o.index)
-                              : DocumentIndex::build(reranker, read_jsonl_texts(o.docs), o.index);
-    if (!o.docs.empty() && !o.json) {
-      std::cerr << "wick: index " << o.index << ": " << index.folded() << " of " << index.size()
-                << " documents folded, the rest reused\n";
+    std::optional<DocumentIndex> index;
+    if (o.docs.empty()) {
+      index = DocumentIndex::open(reranker, o.index);
+    } else {
+      std::vector<std::string> texts = read_jsonl_texts(o.docs);
+      const int64_t n_docs = static_cast<int64_t>(texts.size());
+      ProgressBar fold("fold", n_docs, "document");
+      // Documents found in the index are not folded again: they count as done from the start.
+      index = DocumentIndex::build(reranker, std::move(texts), o.index, nullptr,
+                                   [&](int64_t done, int64_t pending) {
+                                     fold.update(n_docs - pending + done);
+                                   });
+      fold.finish();
+      if (!o.json) {
+        std::cerr << "wick: index " << o.index << ": " << index->folded() << " of "
+                  << index->size() << " documents folded, the rest reused\n";
+      }
     }
-    logits = index.score(reranker, o.query);
-    docs = index.documents();
+    ProgressBar bar("score", static_cast<int64_t>(index->size()), "document");
+    logits = index->score(reranker, o.query, [&](int64_t done, int64_t) { bar.update(done); });
+    bar.finish();
+    docs = index->documents();
   } else {
     docs = read_jsonl_texts(o.docs);
-    logits = reranker.score(o.query, docs, o.batch);
+    ProgressBar bar("score", static_cast<int64_t>(docs.size()), "document");
+    logits = reranker.score(o.query, docs, o.batch, [&](int64_t done, int64_t) { bar.update(done); });
+    bar.finish();
   }
   std::vector<RerankResult> ranked = reranker.rank(logits);
   if (o.top_k > 0 && ranked.size() > static_cast<size_t>(o.top_k)) ranked.resize(o.top_k);

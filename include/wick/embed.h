@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "wick/model.h"
+#include "wick/progress.h"
 #include "wick/tokenizer.h"
 
 namespace wick {
@@ -82,11 +83,15 @@ class Embedder {
   // group of up to `batch` texts (rows of all texts go through each GEMM together; no padding), so
   // results equal embedding each text alone. Throws InputError like tokens(), and for a
   // kEosMean text without EOS.
-  std::vector<float> embed(std::span<const std::string> texts, int batch = 8) const;
+  // `progress` is told the texts finished after each batch.
+  std::vector<float> embed(std::span<const std::string> texts, int batch = 8,
+                           const ProgressFn& progress = {}) const;
   // The same from token ids (each non-empty).
-  std::vector<float> embed_tokens(std::span<const std::vector<int32_t>> ids, int batch = 8) const;
+  std::vector<float> embed_tokens(std::span<const std::vector<int32_t>> ids, int batch = 8,
+                                  const ProgressFn& progress = {}) const;
   // Pooled hidden states [N, C] before the head (not normalised), for inspection and tests.
-  std::vector<float> pooled(std::span<const std::vector<int32_t>> ids, int batch = 8) const;
+  std::vector<float> pooled(std::span<const std::vector<int32_t>> ids, int batch = 8,
+                            const ProgressFn& progress = {}) const;
   // The head and normalisation on pooled rows [N, C] -> embeddings [N, C].
   std::vector<float> finish(std::span<const float> pooled_rows) const;
 

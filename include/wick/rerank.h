@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "wick/model.h"
+#include "wick/progress.h"
 #include "wick/state.h"
 #include "wick/tokenizer.h"
 
@@ -88,17 +89,18 @@ class Reranker {
   // Direct path: head logits in input order (empty docs -> empty). Pairs are run `batch` at a
   // time (packed rows, no padding). Throws InputError (bad UTF-8, ids outside the vocabulary).
   std::vector<float> score(std::string_view query, std::span<const std::string> docs,
-                           int batch = 8) const;
+                           int batch = 8, const ProgressFn& progress = {}) const;
 
   // Indexed path, step 1: the base state after each document's prefix (full state: every
   // layer's WKV and both token shifts). Throws InputError for a query-first contract (the prefix
   // would depend on the query), bad UTF-8, or ids outside the vocabulary.
-  std::vector<State> fold_documents(std::span<const std::string> docs, int batch = 8) const;
+  std::vector<State> fold_documents(std::span<const std::string> docs, int batch = 8,
+                                    const ProgressFn& progress = {}) const;
   // Indexed path, step 2: head logits for `query` continued from copies of the document states
   // (the states are not modified). Throws InputError for a query-first contract or a state of
   // another geometry.
   std::vector<float> score_states(std::string_view query, std::span<const State* const> doc_states,
-                                  int batch = 16) const;
+                                  int batch = 16, const ProgressFn& progress = {}) const;
 
   // The head alone on base states taken after the last token of each pair (only their WKV parts
   // are read). Throws InputError for a state of another geometry.
@@ -153,8 +155,10 @@ class DocumentIndex {
   // when it is not empty and put into `cache` when given); then writes DIR/index.json. Throws like
   // Reranker::fold_documents, FileError when the folder cannot be written, StateFileError when a
   // stored state belongs to another model.
+  // `progress` is told the documents folded so far (of those not found).
   static DocumentIndex build(const Reranker& reranker, std::vector<std::string> docs,
-                             const std::string& dir = "", DocStateCache* cache = nullptr);
+                             const std::string& dir = "", DocStateCache* cache = nullptr,
+                             const ProgressFn& progress = {});
   // Opens the index in `dir` (documents from its index.json). Throws FileError (missing files),
   // FormatError (index.json does not parse or is not a wick index), InputError (built for another
   // model, head format or contract: the message says which, and to rebuild), StateFileError.
@@ -164,7 +168,8 @@ class DocumentIndex {
   const std::vector<std::string>& documents() const { return docs_; }
   const State& state(size_t i) const { return *states_[i]; }
   // Head logits of `query` against every document, in document order.
-  std::vector<float> score(const Reranker& reranker, std::string_view query) const;
+  std::vector<float> score(const Reranker& reranker, std::string_view query,
+                           const ProgressFn& progress = {}) const;
   // How many states were folded by build() (the rest came from the cache or the folder).
   size_t folded() const { return folded_; }
 

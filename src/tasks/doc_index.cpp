@@ -89,7 +89,8 @@ void DocStateCache::put(const std::string& key, State state) {
 }
 
 DocumentIndex DocumentIndex::build(const Reranker& reranker, std::vector<std::string> docs,
-                                   const std::string& dir, DocStateCache* cache) {
+                                   const std::string& dir, DocStateCache* cache,
+                                   const ProgressFn& progress) {
   DocumentIndex index;
   const size_t n = docs.size();
   std::vector<std::string> keys(n);
@@ -112,7 +113,7 @@ DocumentIndex DocumentIndex::build(const Reranker& reranker, std::vector<std::st
   }
   std::vector<std::string> pending;
   for (size_t i : to_fold) pending.push_back(docs[i]);
-  std::vector<State> folded = reranker.fold_documents(pending);
+  std::vector<State> folded = reranker.fold_documents(pending, 8, progress);
   for (size_t k = 0; k < to_fold.size(); ++k) {
     const size_t i = to_fold[k];
     if (!dir.empty()) {
@@ -176,11 +177,12 @@ DocumentIndex DocumentIndex::open(const Reranker& reranker, const std::string& d
   return index;
 }
 
-std::vector<float> DocumentIndex::score(const Reranker& reranker, std::string_view query) const {
+std::vector<float> DocumentIndex::score(const Reranker& reranker, std::string_view query,
+                                        const ProgressFn& progress) const {
   std::vector<const State*> ptrs;
   ptrs.reserve(states_.size());
   for (const auto& s : states_) ptrs.push_back(s.get());
-  return reranker.score_states(query, ptrs);
+  return reranker.score_states(query, ptrs, 16, progress);
 }
 
 }  // namespace wick

@@ -215,7 +215,8 @@ std::vector<int32_t> Embedder::tokens(std::string_view text) const {
   return ids;
 }
 
-std::vector<float> Embedder::pooled(std::span<const std::vector<int32_t>> ids, int batch) const {
+std::vector<float> Embedder::pooled(std::span<const std::vector<int32_t>> ids, int batch,
+                                    const ProgressFn& progress) const {
   const Impl& e = *impl_;
   const int64_t C = dim();
   const Pooling pooling = e.contract.pooling;
@@ -241,6 +242,7 @@ std::vector<float> Embedder::pooled(std::span<const std::vector<int32_t>> ids, i
     if (pooling == Pooling::kLast) {
       const std::vector<float> h = e.model.hidden_batch(seqs, ptrs);
       out.insert(out.end(), h.begin(), h.end());
+      if (progress) progress(static_cast<int64_t>(b0 + n), static_cast<int64_t>(ids.size()));
       continue;
     }
     const std::vector<float> h = e.model.hidden_batch(seqs, ptrs, /*all_positions=*/true);
@@ -255,6 +257,7 @@ std::vector<float> Embedder::pooled(std::span<const std::vector<int32_t>> ids, i
       }
       for (int64_t c = 0; c < C; ++c) out.push_back(static_cast<float>(sum[c] / count));
     }
+    if (progress) progress(static_cast<int64_t>(b0 + n), static_cast<int64_t>(ids.size()));
   }
   return out;
 }
@@ -285,12 +288,13 @@ std::vector<float> Embedder::finish(std::span<const float> pooled_rows) const {
   return y;
 }
 
-std::vector<float> Embedder::embed_tokens(std::span<const std::vector<int32_t>> ids,
-                                          int batch) const {
-  return finish(pooled(ids, batch));
+std::vector<float> Embedder::embed_tokens(std::span<const std::vector<int32_t>> ids, int batch,
+                                          const ProgressFn& progress) const {
+  return finish(pooled(ids, batch, progress));
 }
 
-std::vector<float> Embedder::embed(std::span<const std::string> texts, int batch) const {
+std::vector<float> Embedder::embed(std::span<const std::string> texts, int batch,
+                                   const ProgressFn& progress) const {
   std::vector<std::vector<int32_t>> ids;
   ids.reserve(texts.size());
   for (size_t i = 0; i < texts.size(); ++i) {
@@ -300,7 +304,7 @@ std::vector<float> Embedder::embed(std::span<const std::string> texts, int batch
       throw InputError("text " + std::to_string(i) + ": " + e.what());
     }
   }
-  return embed_tokens(ids, batch);
+  return embed_tokens(ids, batch, progress);
 }
 
 void save_embeddings(const std::string& path, std::span<const float> vectors, int64_t n,

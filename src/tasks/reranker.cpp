@@ -426,7 +426,7 @@ std::vector<float> Reranker::head_logits(std::span<const State* const> pair_stat
 }
 
 std::vector<float> Reranker::score(std::string_view query, std::span<const std::string> docs,
-                                   int batch) const {
+                                   int batch, const ProgressFn& progress) const {
   std::vector<float> out;
   out.reserve(docs.size());
   const size_t step = static_cast<size_t>(std::max(batch, 1));
@@ -446,11 +446,13 @@ std::vector<float> Reranker::score(std::string_view query, std::span<const std::
     const std::vector<const State*> cptrs(ptrs.begin(), ptrs.end());
     const std::vector<float> l = head_logits(cptrs);
     out.insert(out.end(), l.begin(), l.end());
+    if (progress) progress(static_cast<int64_t>(out.size()), static_cast<int64_t>(docs.size()));
   }
   return out;
 }
 
-std::vector<State> Reranker::fold_documents(std::span<const std::string> docs, int batch) const {
+std::vector<State> Reranker::fold_documents(std::span<const std::string> docs, int batch,
+                                            const ProgressFn& progress) const {
   check_indexable(impl_->contract);
   std::vector<State> out;
   out.reserve(docs.size());
@@ -465,13 +467,14 @@ std::vector<State> Reranker::fold_documents(std::span<const std::string> docs, i
     std::vector<State*> ptrs;
     for (size_t i = 0; i < n; ++i) ptrs.push_back(&out[first + i]);
     impl_->base.absorb_batch(seqs, ptrs);
+    if (progress) progress(static_cast<int64_t>(out.size()), static_cast<int64_t>(docs.size()));
   }
   return out;
 }
 
 std::vector<float> Reranker::score_states(std::string_view query,
                                           std::span<const State* const> doc_states,
-                                          int batch) const {
+                                          int batch, const ProgressFn& progress) const {
   check_indexable(impl_->contract);
   const std::vector<int32_t> tail = tail_tokens(query);  // once per query
   std::vector<float> out;
@@ -492,6 +495,7 @@ std::vector<float> Reranker::score_states(std::string_view query,
     const std::vector<const State*> cptrs(ptrs.begin(), ptrs.end());
     const std::vector<float> l = head_logits(cptrs);
     out.insert(out.end(), l.begin(), l.end());
+    if (progress) progress(static_cast<int64_t>(out.size()), static_cast<int64_t>(doc_states.size()));
   }
   return out;
 }
