@@ -1,8 +1,9 @@
-// wick quantize IN OUT --plain --layout sb6:4|sb6:5|sb6:6|sym:8|sym:6 [--tokenizer REF]
-// Writes a `.rwkvq` file from a dense checkpoint with the plain (non-search) encoders
-// (include/wick/quantize.h): for test and benchmark files. rwkv-quant's presets (reduction,
-// compression: activation-weighted search) are not implemented yet, so --plain is required.
-// Prints one summary line on stdout; fallback notes go to stderr.
+// wick quantize IN OUT --preset reduction|compression [--act-stats FILE] [--config FILE]
+// wick quantize IN OUT --plain --layout sb6:4|sb6:5|sb6:6|sym:8|sym:6
+// Writes a `.rwkvq` file from a dense checkpoint (include/wick/quantize.h): rwkv-quant's presets
+// or a config file (activation-weighted when --act-stats is given), or one plain layout for test
+// and benchmark files. Prints one summary line on stdout; fallback notes and warnings (AW modes
+// run unweighted for want of statistics) go to stderr.
 #include <fmt/format.h>
 
 #include <iostream>
@@ -20,33 +21,51 @@ struct QuantizeOptions {
   bool plain = false;
   std::string layout;
   std::string preset;
+  std::string config;
+  std::string act_stats;
   std::string tokenizer;
 };
 
 void run_quantize(const QuantizeOptions& o) {
-  if (!o.plain) {
-    throw InputError(
-        "wick quantize: the presets (--preset reduction|compression, activation-weighted "
-        "search) are not implemented yet; pass --plain --layout sb6:4|sb6:5|sb6:6|sym:8|sym:6 "
-        "to write a file with the plain encoders");
-  }
-  if (!o.preset.empty()) {
-    throw InputError("wick quantize: --preset cannot be combined with --plain");
-  }
-  if (o.layout.empty()) {
-    throw InputError("wick quantize --plain needs --layout sb6:4|sb6:5|sb6:6|sym:8|sym:6");
-  }
   std::optional<std::string> tokenizer;
   if (!o.tokenizer.empty()) tokenizer = o.tokenizer;
-  const QuantizeSummary s = quantize_plain(o.in, o.out, o.layout, tokenizer);
+  QuantizeSummary s;
+  if (o.plain) {
+    if (!o.preset.empty() || !o.config.empty() || !o.act_stats.empty()) {
+      throw InputError("wick quantize: --plain writes one plain layout; it cannot be combined "
+                       "with --preset, --config or --act-stats");
+    }
+    if (o.layout.empty()) {
+      throw InputError("wick quantize --plain needs --layout sb6:4|sb6:5|sb6:6|sym:8|sym:6");
+    }
+    s = quantize_plain(o.in, o.out, o.layout, tokenizer);
+  } else {
+    if (!o.layout.empty()) {
+      throw InputError("wick quantize: --layout belongs to --plain; with a preset or --config "
+                       "the layouts come from the preset / config");
+    }
+    if (o.preset.empty() && o.config.empty()) {
+      throw InputError("wick quantize: choose --preset reduction|compression, --config FILE, or "
+                       "--plain --layout L");
+    }
+    wick::QuantizeOptions q;
+    q.preset = o.preset;
+    q.config_path = o.config;
+    q.act_stats_path = o.act_stats;
+    q.tokenizer = tokenizer;
+    s = quantize(o.in, o.out, q);
+  }
   for (const std::string& note : s.notes) std::cerr << "note: " << note << "\n";
+  for (const std::string& w : s.warnings) std::cerr << "warning: " << w << "\n";
   std::string per_layout;
   for (const auto& [label, n] : s.tensors_per_layout) {
     per_layout += (per_layout.empty() ? "" : ", ") + fmt::format("{} {}", label, n);
   }
   std::cout << fmt::format(
-      "wrote {}: {} tensors ({}), {} bytes; projections {} at {:.4f} bits/weight\n", o.out,
-      s.tensors, per_layout, s.file_bytes, s.layout, s.layout_bits_per_weight());
+      "wrote {}: {} tensors ({}), {} bytes; {}; projections, FFN and head at {:.4f} bits/weight; "
+      "{} tensors activation-weighted\n",
+      o.out, s.tensors, per_layout, s.file_bytes, s.layout, s.layout_bits_per_weight(),
+      s.weighted_tensors);
 }
 
 }  // namespace
@@ -55,18 +74,24 @@ void register_quantize(CLI::App& app) {
   auto o = std::make_shared<QuantizeOptions>();
   CLI::App* cmd = app.add_subcommand(
       "quantize",
-      "Write a .rwkvq file from a dense checkpoint. Only --plain is implemented: the r/k/v/o "
-      "projections, FFN key/value and head take --layout (plain encoders, no search); emb is "
-      "sb6@5 (search), w/a/v LoRA asym@6, g LoRA rtn@8, the rest dense bf16");
+      "Write a .rwkvq file from a dense checkpoint: rwkv-quant's presets (--preset), a config "
+      "file (--config), or one plain layout for the projections/FFN/head (--plain --layout)");
   cmd->add_option("input", o->in, "Dense checkpoint: .safetensors, official .pth, or a folder "
                                   "with model.safetensors")
       ->required();
   cmd->add_option("output", o->out, "Output .rwkvq file (written atomically)")->required();
-  cmd->add_flag("--plain", o->plain, "Use the plain (non-search) encoders (required for now)");
-  cmd->add_option("--layout", o->layout,
-                  "Layout of the projections, FFN and head: sb6:4, sb6:5, sb6:6, sym:8, sym:6");
   cmd->add_option("--preset", o->preset,
-                  "reduction or compression (rwkv-quant presets; not implemented yet)");
+                  "reduction (sym 8/6-bit, near-lossless) or compression (sb6 5/4-bit, small)");
+  cmd->add_option("--config", o->config,
+                  "Quantisation config JSON (rwkv-quant's config object, as wick calibrate "
+                  "writes it; a manifest's \"config\" works too)");
+  cmd->add_option("--act-stats", o->act_stats,
+                  "E[x^2] per input channel (safetensors, from wick act-stats) for the "
+                  "activation-weighted modes; without it they run unweighted (a warning says so)");
+  cmd->add_flag("--plain", o->plain, "Plain (non-search) encoders with one --layout");
+  cmd->add_option("--layout", o->layout,
+                  "With --plain: layout of the projections, FFN and head: sb6:4, sb6:5, sb6:6, "
+                  "sym:8, sym:6");
   cmd->add_option("--tokenizer", o->tokenizer,
                   "Free-form tokenizer reference stored in the manifest (default: null)");
   cmd->callback([o] { run_quantize(*o); });

@@ -146,7 +146,8 @@ constexpr int kSb6Gs = 32;
 constexpr int kSb6Sb = 8;
 
 // Step 1 (and 2 for the search mode): the block's scale and min before superblock quantisation.
-void sb6_block_scale(const float* w, float fqmax, Sb6Mode mode, float* scale_out,
+// `e`: the block's column weights max(E[x^2], 1e-12) for the activation-weighted mode, else null.
+void sb6_block_scale(const float* w, const float* e, float fqmax, Sb6Mode mode, float* scale_out,
                      float* min_out) {
   float mn = w[0], mx = w[0];
   for (int c = 1; c < kSb6Gs; ++c) {
@@ -154,22 +155,43 @@ void sb6_block_scale(const float* w, float fqmax, Sb6Mode mode, float* scale_out
     mx = std::max(mx, w[c]);
   }
   float scale = std::max((mx - mn) / fqmax, 1e-8f);
-  if (mode == Sb6Mode::kSearch) {
+  if (mode != Sb6Mode::kPlain) {
     static constexpr float kFactors[8] = {0.7f, 0.75f, 0.8f, 0.85f, 0.9f, 0.95f, 1.0f, 1.05f};
+    const bool weighted = e != nullptr;
     float best_err = 0.0f, best_s = 0.0f, best_m = 0.0f;
     float qq[kSb6Gs];
-    const float n = static_cast<float>(kSb6Gs);
     float t1[kSb6Gs], t2[kSb6Gs];
-    const float wbar = block_sum(w, kSb6Gs) / n;
+    // Unweighted: means over the 32 values; weighted: sums of e*x over the sum of e.
+    float n = static_cast<float>(kSb6Gs);
+    float wbar;
+    if (weighted) {
+      n = block_sum(e, kSb6Gs);
+      for (int c = 0; c < kSb6Gs; ++c) t1[c] = e[c] * w[c];
+      wbar = block_sum(t1, kSb6Gs) / n;
+    } else {
+      wbar = block_sum(w, kSb6Gs) / n;
+    }
     for (int k = 0; k < 8; ++k) {
       const float sc = scale * kFactors[k];
       for (int c = 0; c < kSb6Gs; ++c) qq[c] = clampf(rne((w[c] - mn) / sc), 0.0f, fqmax);
-      const float qbar = block_sum(qq, kSb6Gs) / n;
+      float qbar;
+      if (weighted) {
+        for (int c = 0; c < kSb6Gs; ++c) t1[c] = e[c] * qq[c];
+        qbar = block_sum(t1, kSb6Gs) / n;
+      } else {
+        qbar = block_sum(qq, kSb6Gs) / n;
+      }
       for (int c = 0; c < kSb6Gs; ++c) {
         const float dq = qq[c] - qbar;
         const float dw = w[c] - wbar;
-        t1[c] = dq * dw;
-        t2[c] = dq * dq;
+        if (weighted) {
+          const float edq = e[c] * dq;
+          t1[c] = edq * dw;
+          t2[c] = edq * dq;
+        } else {
+          t1[c] = dq * dw;
+          t2[c] = dq * dq;
+        }
       }
       const float cov = block_sum(t1, kSb6Gs);
       const float var = std::max(block_sum(t2, kSb6Gs), 1e-12f);
@@ -181,8 +203,9 @@ void sb6_block_scale(const float* w, float fqmax, Sb6Mode mode, float* scale_out
         const float q2 = clampf(rne((w[c] - m_ls) / s_ls), 0.0f, fqmax);
         const float prod = q2 * s_ls;
         const float rec = prod + m_ls;
-        const float e = rec - w[c];
-        t1[c] = e * e;
+        const float diff = rec - w[c];
+        const float sq = diff * diff;
+        t1[c] = weighted ? e[c] * sq : sq;
       }
       const float err = block_sum(t1, kSb6Gs);
       if (k == 0 || err < best_err) {
@@ -198,8 +221,9 @@ void sb6_block_scale(const float* w, float fqmax, Sb6Mode mode, float* scale_out
   *min_out = mn;
 }
 
-void sb6_row(const float* w, int64_t cols, int bits, Sb6Mode mode, uint8_t* packed, uint8_t* qh,
-             uint8_t* qh2, uint8_t* qsqm, uint8_t* d_out, uint8_t* dm_out) {
+void sb6_row(const float* w, const float* e, int64_t cols, int bits, Sb6Mode mode,
+             uint8_t* packed, uint8_t* qh, uint8_t* qh2, uint8_t* qsqm, uint8_t* d_out,
+             uint8_t* dm_out) {
   const int qmax = (1 << bits) - 1;
   const float fqmax = static_cast<float>(qmax);
   const int64_t nsb = cols / (kSb6Gs * kSb6Sb);
@@ -207,7 +231,8 @@ void sb6_row(const float* w, int64_t cols, int bits, Sb6Mode mode, uint8_t* pack
     const float* ws = w + j * kSb6Gs * kSb6Sb;
     float scale[kSb6Sb], mn[kSb6Sb];
     for (int i = 0; i < kSb6Sb; ++i) {
-      sb6_block_scale(ws + i * kSb6Gs, fqmax, mode, &scale[i], &mn[i]);
+      const int64_t col0 = (j * kSb6Sb + i) * kSb6Gs;
+      sb6_block_scale(ws + i * kSb6Gs, e ? e + col0 : nullptr, fqmax, mode, &scale[i], &mn[i]);
     }
     // Super-scales: fp16 first, then the 6-bit codes against the rounded value.
     float smax = scale[0] / 63.0f, mmax = std::abs(mn[0]) / 31.0f;
@@ -257,7 +282,8 @@ constexpr uint32_t kSymFactorBits[19] = {
     0x3f600000, 0x3f666666, 0x3f6ccccc, 0x3f733333, 0x3f799999, 0x3f800000, 0x3f833333,
     0x3f866666, 0x3f899999, 0x3f8ccccd, 0x3f900000, 0x3f933333};
 
-float sym_block_scale(const float* w, int qmax, SymMode mode) {
+// `e`: the block's column weights for the activation-weighted mode, else null.
+float sym_block_scale(const float* w, const float* e, int qmax, SymMode mode) {
   const float fqmax = static_cast<float>(qmax);
   const float fqmin = -fqmax - 1.0f;
   float amax = std::abs(w[0]);
@@ -272,8 +298,9 @@ float sym_block_scale(const float* w, int qmax, SymMode mode) {
     for (int c = 0; c < kSymGs; ++c) {
       const float q = clampf(rne(w[c] / s), fqmin, fqmax);
       const float prod = q * s;
-      const float e = w[c] - prod;
-      t1[c] = e * e;
+      const float diff = w[c] - prod;
+      const float sq = diff * diff;
+      t1[c] = e ? e[c] * sq : sq;
     }
     const float err = block_sum(t1, kSymGs);
     if (k == 0 || err < best_err) {
@@ -284,7 +311,7 @@ float sym_block_scale(const float* w, int qmax, SymMode mode) {
   return best_s;
 }
 
-void sym_row(const float* w, int64_t cols, int bits, SymMode mode, int8_t* codes8,
+void sym_row(const float* w, const float* e, int64_t cols, int bits, SymMode mode, int8_t* codes8,
              uint8_t* packed, uint8_t* qh, uint8_t* qh2, uint8_t* d_out, int8_t* qs_out) {
   const int qmax = (1 << (bits - 1)) - 1;
   const int qmin = -qmax - 1;
@@ -293,7 +320,8 @@ void sym_row(const float* w, int64_t cols, int bits, SymMode mode, int8_t* codes
     float best_s[kSymSb];
     float smax = 0.0f;
     for (int i = 0; i < kSymSb; ++i) {
-      best_s[i] = sym_block_scale(w + (j * kSymSb + i) * kSymGs, qmax, mode);
+      const int64_t col0 = (j * kSymSb + i) * kSymGs;
+      best_s[i] = sym_block_scale(w + col0, e ? e + col0 : nullptr, qmax, mode);
       const float r = best_s[i] / 127.0f;
       smax = (i == 0) ? r : std::max(smax, r);
     }
@@ -361,7 +389,31 @@ uint16_t f32_to_bf16(float x) {
   return static_cast<uint16_t>((u + 0x7fffu + lsb) >> 16);
 }
 
-EncodedTensor encode_sb6(const float* w, int64_t rows, int64_t cols, int bits, Sb6Mode mode) {
+namespace {
+
+// Column weights of the activation-weighted modes: max(E[x^2], 1e-12), checked.
+std::vector<float> column_weights(const float* act, int64_t cols, bool needed, const char* what) {
+  if (!needed) return {};
+  if (act == nullptr) {
+    throw InputError(std::string(what) + ": the activation-weighted mode needs E[x^2] per input "
+                     "column (act stats)");
+  }
+  std::vector<float> e(static_cast<size_t>(cols));
+  for (int64_t c = 0; c < cols; ++c) {
+    if (!(act[c] >= 0.0f) || !std::isfinite(act[c])) {
+      throw InputError(std::string(what) + ": activation statistic of column " +
+                       std::to_string(c) + " is " + std::to_string(act[c]) +
+                       "; expected a finite E[x^2] >= 0");
+    }
+    e[c] = std::max(act[c], 1e-12f);
+  }
+  return e;
+}
+
+}  // namespace
+
+EncodedTensor encode_sb6(const float* w, int64_t rows, int64_t cols, int bits, Sb6Mode mode,
+                         const float* act) {
   check_matrix(rows, cols, "sb6");
   if (bits < 4 || bits > 6) {
     throw InputError("sb6 encoder: bits must be 4, 5 or 6, got " + std::to_string(bits));
@@ -377,6 +429,9 @@ EncodedTensor encode_sb6(const float* w, int64_t rows, int64_t cols, int bits, S
   t.gs = kSb6Gs;
   t.sb = kSb6Sb;
   t.n_blocks = cols / kSb6Gs;
+  const std::vector<float> e =
+      column_weights(act, cols, mode == Sb6Mode::kActivationWeighted, "sb6 encoder");
+  const float* ep = e.empty() ? nullptr : e.data();
   EncodedBuffer packed = make_buffer("codes_packed", DType::U8, {rows, cols / 2});
   EncodedBuffer d = make_buffer("gw_d", DType::F16, {rows, nsb});
   EncodedBuffer dm = make_buffer("gw_dm", DType::F16, {rows, nsb});
@@ -386,7 +441,7 @@ EncodedTensor encode_sb6(const float* w, int64_t rows, int64_t cols, int bits, S
   if (bits == 6) qh2 = make_buffer("gw_qh2", DType::U8, {rows, cols / 8});
   for_row_bands(rows, cols, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      sb6_row(w + r * cols, cols, bits, mode, packed.bytes.data() + r * (cols / 2),
+      sb6_row(w + r * cols, ep, cols, bits, mode, packed.bytes.data() + r * (cols / 2),
               bits >= 5 ? qh.bytes.data() + r * (cols / 8) : nullptr,
               bits == 6 ? qh2.bytes.data() + r * (cols / 8) : nullptr,
               qsqm.bytes.data() + r * nsb * 12, d.bytes.data() + r * nsb * 2,
@@ -402,7 +457,8 @@ EncodedTensor encode_sb6(const float* w, int64_t rows, int64_t cols, int bits, S
   return t;
 }
 
-EncodedTensor encode_sym(const float* w, int64_t rows, int64_t cols, int bits, SymMode mode) {
+EncodedTensor encode_sym(const float* w, int64_t rows, int64_t cols, int bits, SymMode mode,
+                         const float* act) {
   check_matrix(rows, cols, "sym");
   if (bits != 6 && bits != 8) {
     throw InputError("sym encoder: bits must be 6 or 8, got " + std::to_string(bits));
@@ -427,11 +483,14 @@ EncodedTensor encode_sym(const float* w, int64_t rows, int64_t cols, int bits, S
     qh = make_buffer("gw_qh", DType::U8, {rows, cols / 8});
     qh2 = make_buffer("gw_qh2", DType::U8, {rows, cols / 8});
   }
+  const std::vector<float> e =
+      column_weights(act, cols, mode == SymMode::kActivationWeighted, "sym encoder");
+  const float* ep = e.empty() ? nullptr : e.data();
   EncodedBuffer d = make_buffer("gw_d", DType::F16, {rows, nsb});
   EncodedBuffer qs = make_buffer("gw_qs", DType::I8, {rows, nb});
   for_row_bands(rows, cols, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      sym_row(w + r * cols, cols, bits, mode,
+      sym_row(w + r * cols, ep, cols, bits, mode,
               bits == 8 ? reinterpret_cast<int8_t*>(codes.bytes.data()) + r * cols : nullptr,
               bits == 6 ? packed.bytes.data() + r * (cols / 2) : nullptr,
               bits == 6 ? qh.bytes.data() + r * (cols / 8) : nullptr,
@@ -501,7 +560,8 @@ EncodedTensor encode_asym(const float* w, int64_t rows, int64_t cols, int bits, 
   return t;
 }
 
-EncodedTensor encode_rtn(const float* w, const std::vector<int64_t>& shape, int bits) {
+EncodedTensor encode_rtn(const float* w, const std::vector<int64_t>& shape, int bits,
+                         const float* act) {
   if (shape.size() < 2) {
     throw InputError("rtn encoder: expected a tensor of rank >= 2, found rank " +
                      std::to_string(shape.size()));
@@ -531,15 +591,57 @@ EncodedTensor encode_rtn(const float* w, const std::vector<int64_t>& shape, int 
   std::vector<int64_t> sshape(shape.size(), 1);
   sshape[0] = rows;
   EncodedBuffer scale = make_buffer("scale", DType::F16, sshape);
+  // Activation-weighted variant (§3.5): column weights e / mean(e) and a 23-factor grid.
+  std::vector<float> e;
+  if (act) {
+    e = column_weights(act, cols, true, "rtn encoder");
+    float total = 0.0f;
+    for (float x : e) total += x;
+    const float mean = total / static_cast<float>(cols);
+    for (float& x : e) x = x / mean;
+  }
   for_row_bands(rows, cols, [&](int64_t r0, int64_t r1) {
-    std::vector<int> q(static_cast<size_t>(cols));
+    std::vector<int> q(static_cast<size_t>(cols)), trial(static_cast<size_t>(cols));
     for (int64_t r = r0; r < r1; ++r) {
       const float* wr = w + r * cols;
       float amax = std::abs(wr[0]);
       for (int64_t c = 1; c < cols; ++c) amax = std::max(amax, std::abs(wr[c]));
       amax = std::max(amax, 1e-8f);
-      const float s = amax / fqmax;
-      for (int64_t c = 0; c < cols; ++c) q[c] = round_clamp(wr[c] / s, -qmax - 1, qmax);
+      float s = amax / fqmax;
+      if (e.empty()) {
+        for (int64_t c = 0; c < cols; ++c) q[c] = round_clamp(wr[c] / s, -qmax - 1, qmax);
+      } else {
+        // torch.linspace(0.5, 1.05, 23) in float32: start + step*i for the first half, end -
+        // step*(22 - i) for the second.
+        const float start = 0.5f, end = 1.05f, step = (end - start) / 22.0f;
+        const float base = s;
+        float best_err = 0.0f;
+        for (int k = 0; k < 23; ++k) {
+          const float f = k < 23 / 2 ? start + step * static_cast<float>(k)
+                                     : end - step * static_cast<float>(22 - k);
+          const float sk = base * f;
+          float err = 0.0f;
+          for (int64_t c = 0; c < cols; ++c) {
+            trial[c] = round_clamp(wr[c] / sk, -qmax - 1, qmax);
+            const float diff = wr[c] - static_cast<float>(trial[c]) * sk;
+            err += e[c] * (diff * diff);
+          }
+          if (k == 0 || err < best_err) {
+            best_err = err;
+            s = sk;
+            q.swap(trial);
+          }
+        }
+        // Least-squares scale for the chosen codes (kept when it is positive).
+        float num = 0.0f, den = 0.0f;
+        for (int64_t c = 0; c < cols; ++c) {
+          const float qc = static_cast<float>(q[c]);
+          num += e[c] * wr[c] * qc;
+          den += e[c] * qc * qc;
+        }
+        const float refined = num / std::max(den, 1e-12f);
+        if (refined > 0.0f && std::isfinite(refined)) s = refined;
+      }
       put_f16(scale.bytes.data() + r * 2, s);
       if (bits >= 5) {
         for (int64_t c = 0; c < cols; ++c) {

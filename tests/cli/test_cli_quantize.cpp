@@ -1,7 +1,7 @@
 // `wick quantize IN OUT --plain --layout L` end to end: the file it writes reopens through the
 // `.rwkvq` reader, every tensor holds exactly the buffers the encoders produce from the source,
 // dequantises within the layout's error, and the manifest records what was done. Also the tensor
-// grouping and layout choice of src/quant/plain_quantize.h, and the refusals (unknown layout, no
+// grouping and layout choice of src/quant/quantize_file.h, and the refusals (unknown layout, no
 // --plain, input that is not a dense checkpoint).
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 #include "io/mapped_file.h"
 #include "io/safetensors.h"
 #include "quant/dequant.h"
-#include "quant/plain_quantize.h"
+#include "quant/quantize_file.h"
 #include "quant/quant_test_util.h"
 #include "quant/rwkvq.h"
 #include "test_util.h"
@@ -253,12 +253,27 @@ TEST(CliQuantize, BadInputIsRefusedClearly) {
 
   r = run_wick("quantize " + q(src) + " " + q(out) + " --layout sb6:5");
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("not implemented yet"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("--plain"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--layout belongs to --plain"), std::string::npos) << r.err;
 
-  r = run_wick("quantize " + q(src) + " " + q(out) + " --preset reduction");
+  r = run_wick("quantize " + q(src) + " " + q(out));
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("--preset reduction|compression"), std::string::npos) << r.err;
+
+  r = run_wick("quantize " + q(src) + " " + q(out) + " --plain --layout sb6:5 --preset reduction");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("cannot be combined"), std::string::npos) << r.err;
+
+  r = run_wick("quantize " + q(src) + " " + q(out) + " --preset huge");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("unknown preset 'huge'"), std::string::npos) << r.err;
+
+  // A preset without statistics says loudly which mode ran instead.
+  r = run_wick("quantize " + q(src) + " " + q((dir / "ok.rwkvq").string()) +
+               " --preset compression");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("NO ACTIVATION STATISTICS: asym_sb6_aw -> asym_sb6_search"),
+            std::string::npos)
+      << r.err;
 
   r = run_wick("quantize " + q(src) + " " + q(out) + " --plain");
   EXPECT_EQ(r.status, 1);

@@ -1,11 +1,13 @@
 // Plain `.rwkvq` quantisation of a dense checkpoint (docs/rwkvq-format.md §1.5, §3.10).
-#include "quant/plain_quantize.h"
+#include "quant/quantize_file.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <regex>
+#include <sstream>
 
 #include "io/mapped_file.h"
 #include "io/pth.h"
@@ -97,23 +99,31 @@ bool all_finite(const std::vector<float>& w) {
 }
 
 EncodedTensor encode_unchecked(const TensorPlan& plan, const float* w,
-                               const std::vector<int64_t>& shape) {
+                               const std::vector<int64_t>& shape, const float* act) {
+  const float* a = plan.weighted ? act : nullptr;
+  if (plan.weighted && !act) throw InputError("internal error: weighted plan without statistics");
   switch (plan.layout) {
     case Layout::kDense:
       return encode_dense_bf16(w, shape);
-    case Layout::kSb6:
+    case Layout::kSb6: {
       if (shape.size() != 2) break;
-      return encode_sb6(w, shape[0], shape[1], plan.bits,
-                        plan.mode == "asym_sb6_search" ? Sb6Mode::kSearch : Sb6Mode::kPlain);
-    case Layout::kSym:
+      const Sb6Mode mode = plan.weighted                      ? Sb6Mode::kActivationWeighted
+                           : plan.mode == "asym_sb6_search" ? Sb6Mode::kSearch
+                                                            : Sb6Mode::kPlain;
+      return encode_sb6(w, shape[0], shape[1], plan.bits, mode, a);
+    }
+    case Layout::kSym: {
       if (shape.size() != 2) break;
-      return encode_sym(w, shape[0], shape[1], plan.bits,
-                        plan.mode == "sym" ? SymMode::kSearch : SymMode::kPlain);
+      const SymMode mode = plan.weighted       ? SymMode::kActivationWeighted
+                           : plan.mode == "sym" ? SymMode::kSearch
+                                                : SymMode::kPlain;
+      return encode_sym(w, shape[0], shape[1], plan.bits, mode, a);
+    }
     case Layout::kAsym:
       if (shape.size() != 2) break;
       return encode_asym(w, shape[0], shape[1], plan.bits, plan.gs);
     case Layout::kRtn:
-      return encode_rtn(w, shape, plan.bits);
+      return encode_rtn(w, shape, plan.bits, a);
   }
   throw InputError(std::string(layout_name(plan.layout)) + " needs a 2-D tensor, found shape " +
                    shape_text(shape));
@@ -238,34 +248,6 @@ bool world_transposed(const std::string& key) {
   return std::regex_match(key, kLora);
 }
 
-// The §1.3.2 config object describing what plain quantisation did (group -> bits, block width,
-// mode); LoRA groups use the default mode "asym" and so are absent from group_scale_mode.
-nlohmann::ordered_json plain_config(const PlainLayout& l) {
-  using oj = nlohmann::ordered_json;
-  const int b = l.bits;
-  const int gs = l.layout == Layout::kSb6 ? 32 : 16;
-  const std::string mode = l.layout == Layout::kSb6 ? "asym_sb6" : "sym_plain";
-  oj c = oj::object();
-  c["bits"] = oj{{"proj", b},  {"w_lora", 6}, {"a_lora", 6}, {"v_lora", 6}, {"g_lora", 8},
-                 {"small", 16}, {"cmix", b},  {"emb", 5},    {"head", b}};
-  c["clip_percentiles"] = oj::object();
-  c["outlier_fracs"] = oj::object();
-  c["bits_overrides"] = oj::object();
-  c["group_scale"] = oj{{"proj", gs},    {"cmix", gs},    {"emb", 32},    {"head", gs},
-                        {"w_lora", 64}, {"a_lora", 64}, {"v_lora", 64}};
-  c["group_scale_mode"] =
-      oj{{"proj", mode}, {"cmix", mode}, {"emb", "asym_sb6_search"}, {"head", mode}};
-  c["act_stats_path"] = nullptr;
-  return c;
-}
-
-std::string plain_config_repr(const PlainLayout& l) {
-  const int b = l.bits;
-  return "QuantConfig(proj=" + std::to_string(b) +
-         ", w_lora=6, a_lora=6, v_lora=6, g_lora=8, small=16, cmix=" + std::to_string(b) +
-         ", emb=5, head=" + std::to_string(b) + ")";
-}
-
 std::string layout_label(const EncodedTensor& e) {
   if (e.layout == Layout::kDense) return "dense bf16";
   return std::string(layout_name(e.layout)) + "@" + std::to_string(e.bits);
@@ -296,54 +278,78 @@ std::string tensor_group(std::string_view key) {
 }
 
 TensorPlan plan_tensor(std::string_view key, const std::vector<int64_t>& shape,
-                       const PlainLayout& layout) {
+                       const QuantConfig& config, const float* act, int64_t act_len) {
   const std::string group = tensor_group(key);
-  if (group == "other" || group == "small" || shape.size() < 2 || is_lora_bias(key) ||
-      numel_of(shape) == 0) {
+  if (group == "other" || shape.size() < 2 || is_lora_bias(key) || numel_of(shape) == 0) {
     return dense_plan(group);
   }
+  int bits = config.bits_of(group);
+  for (const auto& [substring, b] : config.bits_overrides) {
+    if (key.find(substring) != std::string_view::npos) {
+      bits = b;
+      break;
+    }
+  }
+  if (bits == 16) return dense_plan(group);
   const std::string k(key);
+  const bool have_stats = act != nullptr && shape.size() == 2 && act_len == shape[1];
   auto fallback = [&](const std::string& wanted) {
     return rtn8_plan(group, k + ": shape " + shape_text(shape) + " does not fit " + wanted +
                                 " (needs a 2-D tensor with a multiple of 256 columns); stored "
                                 "as rtn@8");
   };
-  if (group == "proj" || group == "cmix" || group == "head") {
-    const std::string wanted = std::string(layout.layout == Layout::kSb6 ? "sb6@" : "sym@") +
-                               std::to_string(layout.bits);
-    if (!fits_superblocks(shape)) return fallback(wanted);
-    TensorPlan p;
-    p.group = group;
-    p.layout = layout.layout;
-    p.bits = layout.bits;
-    p.gs = layout.layout == Layout::kSb6 ? 32 : 16;
-    p.mode = layout.layout == Layout::kSb6 ? "asym_sb6" : "sym_plain";
-    return p;
-  }
-  if (group == "emb") {
-    if (!fits_superblocks(shape)) return fallback("sb6@5");
-    TensorPlan p;
-    p.group = group;
-    p.layout = Layout::kSb6;
-    p.bits = 5;
-    p.gs = 32;
-    p.mode = "asym_sb6_search";
-    return p;
-  }
-  if (group == "w_lora" || group == "a_lora" || group == "v_lora") {
-    if (shape.size() != 2) {
-      return rtn8_plan(group, k + ": shape " + shape_text(shape) +
-                                  " is not 2-D as asym@6 needs; stored as rtn@8");
+  TensorPlan p;
+  p.group = group;
+  p.bits = bits;
+  auto gs = config.group_scale.find(group);
+  if (gs != config.group_scale.end()) {
+    auto m = config.group_scale_mode.find(group);
+    const std::string mode = m == config.group_scale_mode.end() ? "asym" : m->second;
+    p.gs = gs->second;
+    p.requested_mode = mode;
+    if (mode.rfind("asym_sb6", 0) == 0 || mode.rfind("sym", 0) == 0) {
+      const bool sb6 = mode.rfind("asym_sb6", 0) == 0;
+      if (!fits_superblocks(shape))
+        return fallback(std::string(sb6 ? "sb6@" : "sym@") + std::to_string(bits));
+      p.layout = sb6 ? Layout::kSb6 : Layout::kSym;
+      p.mode = mode;
+      if (mode == "asym_sb6_aw" || mode == "sym_aw") {
+        if (have_stats) {
+          p.weighted = true;
+        } else {
+          p.mode = sb6 ? "asym_sb6_search" : "sym";
+          p.note = k + ": no activation statistics for this key, so " + mode + " ran as " +
+                   p.mode + " (unweighted search)";
+        }
+      }
+      return p;
     }
-    TensorPlan p;
-    p.group = group;
+    if (shape.size() != 2) {
+      return rtn8_plan(group, k + ": shape " + shape_text(shape) + " is not 2-D as asym@" +
+                                  std::to_string(bits) + " needs; stored as rtn@8");
+    }
     p.layout = Layout::kAsym;
-    p.bits = 6;
-    p.gs = 64;
     p.mode = "asym";
     return p;
   }
-  return rtn8_plan(group, "");  // g_lora
+  // No block width: per-row rtn, activation-weighted when this key has statistics (§1.5 step 5).
+  p.layout = Layout::kRtn;
+  p.requested_mode = "rtn";
+  if (bits <= 4 && shape.size() != 2) {
+    return rtn8_plan(group, k + ": rtn@" + std::to_string(bits) +
+                                " packs codes of 2-D tensors only; stored as rtn@8");
+  }
+  const int64_t cols = numel_of(shape) / shape[0];
+  p.weighted = act != nullptr && act_len == cols;
+  p.mode = p.weighted ? "rtn_aw" : "rtn";
+  return p;
+}
+
+TensorPlan plan_tensor(std::string_view key, const std::vector<int64_t>& shape,
+                       const PlainLayout& layout) {
+  return plan_tensor(key, shape,
+                     QuantConfig::plain(layout.layout == Layout::kSb6 ? "sb6" : "sym", layout.bits),
+                     nullptr, 0);
 }
 
 std::vector<EncodedBuffer> planned_buffers(const TensorPlan& plan,
@@ -407,7 +413,7 @@ std::vector<EncodedBuffer> planned_buffers(const TensorPlan& plan,
 }
 
 EncodedTensor encode_planned(const TensorPlan& plan, const float* w,
-                             const std::vector<int64_t>& shape) {
+                             const std::vector<int64_t>& shape, const float* act) {
   if (plan.layout != Layout::kDense) {
     const int64_t n = numel_of(shape);
     for (int64_t i = 0; i < n; ++i) {
@@ -417,26 +423,50 @@ EncodedTensor encode_planned(const TensorPlan& plan, const float* w,
       }
     }
   }
-  return encode_unchecked(plan, w, shape);
+  return encode_unchecked(plan, w, shape, act);
 }
 
-QuantizeSummary quantize_plain(const std::string& in, const std::string& out,
-                               const PlainQuantizeOptions& options) {
-  const PlainLayout& layout = options.layout;
-  parse_plain_layout(layout.label());  // validates a hand-built PlainLayout
+ActStats load_act_stats_file(const std::string& path) {
+  const io::TensorSet set = io::read_safetensors(io::MappedFile::open(path));
+  ActStats stats;
+  for (const io::TensorView& t : set.tensors()) {
+    if (t.dtype != DType::F32 || t.shape.size() != 1) {
+      throw FormatError(path, t.name, "an F32 vector [IN] of E[x^2] per input channel",
+                        std::string(dtype_name(t.dtype)) + " " + shape_text(t.shape));
+    }
+    std::vector<float> v(static_cast<size_t>(t.numel()));
+    if (!v.empty()) std::memcpy(v.data(), t.data, v.size() * 4);
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!(v[i] >= 0.0f) || !std::isfinite(v[i])) {
+        throw FormatError(path, t.name, "finite E[x^2] values >= 0",
+                          std::to_string(v[i]) + " at index " + std::to_string(i));
+      }
+    }
+    stats.emplace(t.name, std::move(v));
+  }
+  return stats;
+}
+
+QuantizeSummary quantize_checkpoint(const std::string& in, const std::string& out,
+                                    const FileQuantizeOptions& options) {
+  const QuantConfig& config = options.config;
   io::TensorSet set = open_checkpoint(in);
   const std::string& src = set.source();
   const bool is_pth = set.files().empty() ? false : io::looks_like_zip(*set.files().front());
   const std::vector<const io::TensorView*> tensors = input_order(set, !is_pth);
   const Geometry geo = derive_geometry(tensors, src);
+  const ActStats* stats = options.stats ? &*options.stats : nullptr;
 
   // Plan every tensor and lay out the container before encoding anything.
   std::vector<TensorPlan> plans;
+  std::vector<const std::vector<float>*> acts;
   std::vector<TensorRecord> records;
   std::vector<BufferSpec> specs;
   QuantizeSummary summary;
   summary.naming = geo.naming;
-  summary.layout = layout.label();
+  summary.layout = options.label;
+  summary.config_repr = config.repr();
+  std::map<std::string, std::vector<std::string>> degraded;  // requested AW mode -> keys
   for (const io::TensorView* t : tensors) {
     if (!is_float_dtype(t->dtype)) {
       throw CheckpointError(src, "tensor '" + t->name + "' has dtype " +
@@ -444,7 +474,29 @@ QuantizeSummary quantize_plain(const std::string& in, const std::string& out,
                                      "; wick quantize needs a dense float (F32, F16, BF16) "
                                      "checkpoint");
     }
-    TensorPlan plan = plan_tensor(t->name, t->shape, layout);
+    const std::vector<float>* act = nullptr;
+    if (stats) {
+      auto it = stats->find(t->name);
+      if (it != stats->end()) {
+        const int64_t in_features = t->shape.size() >= 2 ? numel_of(t->shape) / t->shape[0] : 0;
+        if (static_cast<int64_t>(it->second.size()) == in_features) {
+          act = &it->second;
+        } else {
+          summary.warnings.push_back(
+              "activation statistics for '" + t->name + "' have " +
+              std::to_string(it->second.size()) + " channels but the tensor has " +
+              std::to_string(in_features) + " input columns; ignored (stats of another model?)");
+        }
+      }
+    }
+    TensorPlan plan = plan_tensor(t->name, t->shape, config, act ? act->data() : nullptr,
+                                  act ? static_cast<int64_t>(act->size()) : 0);
+    if (!plan.weighted) act = nullptr;
+    if ((plan.requested_mode == "asym_sb6_aw" || plan.requested_mode == "sym_aw") && !plan.weighted &&
+        plan.layout != Layout::kRtn) {
+      degraded[plan.requested_mode + " -> " + plan.mode].push_back(t->name);
+      plan.note.clear();  // reported once per mode below
+    }
     TensorRecord r;
     r.key = t->name;
     r.kind = std::string(layout_name(plan.layout));
@@ -466,8 +518,22 @@ QuantizeSummary quantize_plain(const std::string& in, const std::string& out,
       specs.push_back({t->name + "::" + b.field, b.dtype, b.shape});
     }
     if (!plan.note.empty()) summary.notes.push_back(plan.note);
+    if (plan.weighted) summary.weighted_tensors += 1;
     records.push_back(std::move(r));
     plans.push_back(std::move(plan));
+    acts.push_back(act);
+  }
+  for (const auto& [change, keys] : degraded) {
+    std::string list;
+    for (size_t i = 0; i < keys.size() && i < 4; ++i) list += (i ? ", " : "") + keys[i];
+    if (keys.size() > 4) list += ", ... (" + std::to_string(keys.size()) + " tensors)";
+    const bool only_emb = keys.size() == 1 && tensor_group(keys[0]) == "emb";
+    summary.warnings.push_back(
+        std::string(only_emb ? "" : "NO ACTIVATION STATISTICS: ") + change + " for " + list +
+        (only_emb ? " (an embedding is a gather: no statistics exist for it, as in rwkv-quant)"
+                  : (stats ? " (the statistics file has no entry for these keys)"
+                           : " (no --act-stats file given; rwkv-quant switches silently, the "
+                             "file differs from one quantised with statistics)")));
   }
 
   ManifestHeader header;
@@ -477,8 +543,8 @@ QuantizeSummary quantize_plain(const std::string& in, const std::string& out,
   header.n_embd = geo.n_embd;
   header.head_size = geo.head_size;
   header.vocab_size = geo.vocab_size;
-  header.config_repr = plain_config_repr(layout);
-  header.config = plain_config(layout);
+  header.config_repr = config.repr();
+  header.config = config.to_json();
   header.tokenizer = options.tokenizer;
   RwkvqContainerWriter writer(out, manifest_text(header, records), specs);
 
@@ -491,7 +557,8 @@ QuantizeSummary quantize_plain(const std::string& in, const std::string& out,
       throw CheckpointError(src, "tensor '" + t.name + "' holds NaN or infinity; it cannot be "
                                  "quantised");
     }
-    const EncodedTensor e = encode_unchecked(plan, w.data(), t.shape);
+    const EncodedTensor e =
+        encode_unchecked(plan, w.data(), t.shape, acts[i] ? acts[i]->data() : nullptr);
     const std::vector<EncodedBuffer> want = planned_buffers(plan, t.shape);
     if (e.buffers.size() != want.size()) {
       throw Error("internal error: tensor '" + t.name + "' encoded into an unexpected set of "
@@ -507,14 +574,24 @@ QuantizeSummary quantize_plain(const std::string& in, const std::string& out,
     }
     summary.tensors += 1;
     summary.tensors_per_layout[layout_label(e)] += 1;
-    if ((plan.group == "proj" || plan.group == "cmix" || plan.group == "head") &&
-        plan.layout == layout.layout) {
+    if (plan.group == "proj" || plan.group == "cmix" || plan.group == "head") {
       summary.layout_weights += t.numel();
       summary.layout_bytes += e.stored_bytes();
     }
   }
   summary.file_bytes = writer.commit();
   return summary;
+}
+
+QuantizeSummary quantize_plain(const std::string& in, const std::string& out,
+                               const PlainQuantizeOptions& options) {
+  const PlainLayout& layout = options.layout;
+  parse_plain_layout(layout.label());  // validates a hand-built PlainLayout
+  FileQuantizeOptions o;
+  o.config = QuantConfig::plain(layout.layout == Layout::kSb6 ? "sb6" : "sym", layout.bits);
+  o.tokenizer = options.tokenizer;
+  o.label = layout.label();
+  return quantize_checkpoint(in, out, o);
 }
 
 }  // namespace wick::quant
@@ -528,6 +605,42 @@ QuantizeSummary quantize_plain(const std::string& in, const std::string& out,
   o.layout = quant::parse_plain_layout(layout);
   o.tokenizer = tokenizer;
   return quant::quantize_plain(in, out, o);
+}
+
+QuantizeSummary quantize(const std::string& in, const std::string& out,
+                         const QuantizeOptions& options) {
+  quant::FileQuantizeOptions o;
+  if (!options.config_path.empty()) {
+    std::ifstream f(options.config_path, std::ios::binary);
+    if (!f) throw FileError(options.config_path, "cannot open the quantisation config");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(ss.str());
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(options.config_path + ": not valid JSON (" + e.what() + ")");
+    }
+    // A whole manifest or a calibration result holds the config under "config".
+    if (j.is_object() && j.contains("config") && j["config"].is_object()) j = j["config"];
+    o.config = quant::QuantConfig::from_json(j, options.config_path);
+    o.label = "config " + options.config_path;
+    if (!options.preset.empty()) {
+      throw InputError("--preset and --config both given: the config file replaces the preset; "
+                       "pass one of them");
+    }
+  } else {
+    o.config = quant::QuantConfig::preset(options.preset.empty() ? "reduction" : options.preset);
+    o.label = "preset " + (options.preset.empty() ? std::string("reduction") : options.preset);
+  }
+  if (!options.act_stats_path.empty()) {
+    o.stats = quant::load_act_stats_file(options.act_stats_path);
+    o.config.act_stats_path = options.act_stats_path;
+  } else {
+    o.config.act_stats_path.clear();
+  }
+  o.tokenizer = options.tokenizer;
+  return quant::quantize_checkpoint(in, out, o);
 }
 
 }  // namespace wick

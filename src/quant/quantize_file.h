@@ -1,8 +1,15 @@
-// `wick quantize --plain`: a dense RWKV-7 checkpoint -> a `.rwkvq` file with the non-search
-// encoders (docs/rwkvq-format.md §1.5, §3.2-3.5), for making large test and benchmark files from
-// synthetic models. Not one of rwkv-quant's presets: there is no activation-weighted search here.
+// `wick quantize`: a dense RWKV-7 checkpoint -> a `.rwkvq` file by a QuantConfig
+// (docs/rwkvq-format.md §1.5, §3.1-3.5, §3.7): rwkv-quant's presets `reduction` / `compression`,
+// a config file, or the plain layouts (`--plain --layout`, for test and benchmark files).
+// Planning per tensor follows §1.5: group by key pattern; dense for `other`, < 2-D, LoRA biases
+// and 16 bits; bits from the group then the first matching bits override; a group with a block
+// width takes the layout of its mode (AW modes weighted by the tensor's E[x^2] when the
+// statistics hold its key with the right length, else their unweighted search variant - reported
+// as a warning); a group without one is per-row rtn (activation-weighted when statistics exist).
+// One deliberate difference: a tensor whose shape does not fit its block layout (columns not a
+// multiple of 256, or not 2-D) is stored as rtn@8 with a note instead of failing.
 //
-// Per tensor (source keys and order kept, §1.5 groups):
+// The plain layouts, per tensor (source keys and order kept, §1.5 groups):
 //   proj (att r/k/v/o), cmix (ffn key/value), head -> the requested layout: sb6@4/5/6
 //     (`asym_sb6`, plain) or sym@8/6 (`sym_plain`);
 //   emb                     -> sb6@5 with `asym_sb6_search`, as the `compression` preset stores
@@ -24,6 +31,7 @@
 #include <vector>
 
 #include "quant/encode.h"
+#include "quant/quant_config.h"
 #include "quant/rwkvq.h"
 #include "wick/quantize.h"
 
@@ -50,18 +58,26 @@ struct TensorPlan {
   Layout layout = Layout::kDense;
   int bits = 16;
   int gs = 0;                    // block width for sb6 / sym / asym
-  std::string mode;              // encoder: asym_sb6, asym_sb6_search, sym_plain, asym, rtn, dense
+  std::string mode;              // encoder actually used: asym_sb6, asym_sb6_search, asym_sb6_aw,
+                                 // sym_plain, sym, sym_aw, asym, rtn, rtn_aw, dense
+  std::string requested_mode;    // the config's mode for the group ("" for dense)
+  bool weighted = false;         // encoded with the tensor's activation statistics
   std::string note;              // non-empty when the tensor fell back from its group's layout
 };
 
-// The plan for `key` of `shape` under `layout` (pure function of its arguments).
+// The plan for `key` of `shape` under `config`; `act` / `act_len`: the key's E[x^2] vector when
+// the statistics have one (else null / 0). Pure function of its arguments.
+TensorPlan plan_tensor(std::string_view key, const std::vector<int64_t>& shape,
+                       const QuantConfig& config, const float* act, int64_t act_len);
+// The plan of the plain layouts (QuantConfig::plain, no statistics).
 TensorPlan plan_tensor(std::string_view key, const std::vector<int64_t>& shape,
                        const PlainLayout& layout);
 
-// Encodes `w` (float32, `shape`, row-major) as `plan` says. Throws InputError when the plan does
-// not fit the shape or a quantised tensor holds NaN or infinity.
+// Encodes `w` (float32, `shape`, row-major) as `plan` says; `act` = the tensor's E[x^2] when
+// plan.weighted. Throws InputError when the plan does not fit the shape or a quantised tensor
+// holds NaN or infinity.
 EncodedTensor encode_planned(const TensorPlan& plan, const float* w,
-                             const std::vector<int64_t>& shape);
+                             const std::vector<int64_t>& shape, const float* act = nullptr);
 
 // The buffers (field, dtype, shape; no bytes) that encode_planned() produces for `shape`.
 std::vector<EncodedBuffer> planned_buffers(const TensorPlan& plan,
@@ -80,5 +96,24 @@ struct PlainQuantizeOptions {
 // (wick::quantize_plain in include/wick/quantize.h is the public entry point over this.)
 QuantizeSummary quantize_plain(const std::string& in, const std::string& out,
                                const PlainQuantizeOptions& options);
+
+// Activation statistics: weight key -> E[x^2] per input channel (docs/rwkvq-format.md §3.6).
+using ActStats = std::map<std::string, std::vector<float>>;
+// Reads a safetensors file of F32 [IN] vectors (the format of fixtures/rwkvq/
+// tiny_act_stats.safetensors and of `wick act-stats`). Throws FileError, FormatError (damaged
+// file, a tensor that is not an F32 vector, a negative or non-finite value).
+ActStats load_act_stats_file(const std::string& path);
+
+struct FileQuantizeOptions {
+  QuantConfig config;                    // what to do per group (written to the manifest)
+  std::optional<ActStats> stats;         // E[x^2] for the activation-weighted modes
+  std::optional<std::string> tokenizer;  // free-form reference stored in the manifest
+  std::string label;                     // QuantizeSummary::layout ("preset compression", ...)
+};
+
+// Quantises the dense checkpoint at `in` into `out` (atomically) by `options.config`. Throws like
+// quantize_plain.
+QuantizeSummary quantize_checkpoint(const std::string& in, const std::string& out,
+                                    const FileQuantizeOptions& options);
 
 }  // namespace wick::quant
