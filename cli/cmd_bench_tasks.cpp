@@ -73,8 +73,16 @@ void run_bench_rerank(const BenchRerankOptions& o) {
     write_synthetic_reranker_head(tmp.string(), model.geometry(), 2, model.geometry().n_layer / 2);
     head = tmp.string();
   }
-  const Reranker r = Reranker::load(model, tok, head);
-  if (!tmp.empty()) std::filesystem::remove(tmp);
+  const Reranker r = [&] {
+    try {
+      Reranker loaded = Reranker::load(model, tok, head);
+      if (!tmp.empty()) std::filesystem::remove(tmp);
+      return loaded;
+    } catch (...) {
+      if (!tmp.empty()) std::filesystem::remove(tmp);
+      throw;
+    }
+  }();
   std::vector<std::string> docs;
   for (int i = 0; i < o.docs; ++i) docs.push_back(make_text(*tok, o.doc_tokens, 1000 + i));
   const std::string query = make_text(*tok, o.query_tokens, 7);
@@ -152,7 +160,8 @@ void run_bench_embed(const BenchEmbedOptions& o) {
                       {"ms_per_text", batched_ms / n},
                       {"tokens_per_s", tokens / (batched_ms / 1e3)},
                       {"texts_per_s_one_by_one", n / (single_ms / 1e3)},
-                      {"reps", o.reps}};
+                      {"reps", o.reps},
+                      {"threads", wick::threads()}};
   if (o.json) {
     fmt::print("{}\n", j.dump());
     return;

@@ -22,6 +22,8 @@ namespace {
 struct EmbedOptions {
   std::string model, tokenizer, head, task = "retr", file, out, pooling;
   bool json = false;
+  bool non_strict = false;
+  bool task_given = false;
   int max_tokens = -1;  // -1: the format's default
   int batch = 8;
 };
@@ -44,28 +46,24 @@ Embedder make_embedder(const EmbedOptions& o, const Model& model,
     return Embedder::embedding_rwkv(model, std::move(tok), o.model, parse_task(o.task),
                                     o.max_tokens < 0 ? 0 : o.max_tokens);
   }
-  EmbedContract contract;
-  bool explicit_contract = false;
+  if (o.task_given) {
+    throw InputError("--task selects a task head of an EmbeddingRWKV checkpoint; " + o.model +
+                     " is not one (give its head with --head, or no head)");
+  }
+  Embedder::Overrides overrides;
   if (!o.pooling.empty()) {
     if (o.pooling != "last" && o.pooling != "mean")
       throw InputError("--pooling: expected last or mean, found '" + o.pooling + "'");
-    contract.pooling = o.pooling == "mean" ? Pooling::kMean : Pooling::kLast;
-    explicit_contract = true;
+    overrides.pooling = o.pooling == "mean" ? Pooling::kMean : Pooling::kLast;
   }
-  if (o.max_tokens >= 0) {
-    contract.max_tokens = o.max_tokens;
-    explicit_contract = true;
+  if (o.max_tokens >= 0) overrides.max_tokens = o.max_tokens;
+  if (o.head.empty()) {
+    EmbedContract contract;
+    if (overrides.pooling) contract.pooling = *overrides.pooling;
+    if (overrides.max_tokens) contract.max_tokens = *overrides.max_tokens;
+    return Embedder::plain(model, std::move(tok), contract);
   }
-  if (o.head.empty()) return Embedder::plain(model, std::move(tok), contract);
-  // A head with metadata carries its contract; one without (rwkv-metal) takes the options.
-  try {
-    Embedder e = Embedder::with_head(model, tok, o.head, /*strict=*/true,
-                                     explicit_contract ? std::optional(contract) : std::nullopt);
-    return e;
-  } catch (const CheckpointError& e) {
-    if (std::string(e.what()).find("carries no serving contract") == std::string::npos) throw;
-    return Embedder::with_head(model, std::move(tok), o.head, /*strict=*/false, contract);
-  }
+  return Embedder::with_head(model, std::move(tok), o.head, !o.non_strict, overrides);
 }
 
 void run_embed(const EmbedOptions& o) {
@@ -116,19 +114,27 @@ void register_embed(CLI::App& app) {
                   "Base checkpoint (an EmbeddingRWKV .pth carries its task heads)")
       ->required();
   cmd->add_option("--head", o->head, "Embedding head file (SwiftRWKV / rwkv-metal safetensors)");
-  cmd->add_option("--task", o->task, "EmbeddingRWKV task head: retr, sts or cls (default retr)");
+  CLI::Option* task =
+      cmd->add_option("--task", o->task, "EmbeddingRWKV task head: retr, sts or cls (default retr)");
   cmd->add_option("-f,--file", o->file, "Texts: JSON lines, one {\"text\": ...} per line")
       ->required();
   cmd->add_option("-o,--out", o->out, "Write the vectors as safetensors (embeddings F32 [N, C])");
   cmd->add_flag("--json", o->json, "Print {\"embeddings\": [[...], ...]} (default without --out)");
   cmd->add_option("--tokenizer", o->tokenizer, "Vocabulary file; default: World for 65536 rows");
   cmd->add_option("--pooling", o->pooling,
-                  "last or mean (heads without metadata and no-head vectors; default last)");
+                  "last or mean: the contract of a head without metadata (with --non-strict) or "
+                  "of no-head vectors (default last); must agree with a head that records one");
   cmd->add_option("--max-tokens", o->max_tokens,
                   "Token limit per text (0 = none). Head/no-head: truncate (default 512); "
                   "EmbeddingRWKV: refuse longer texts (default none)");
   cmd->add_option("--batch", o->batch, "Texts per packed pass (default 8)")->check(CLI::PositiveNumber);
-  cmd->callback([o] { run_embed(*o); });
+  cmd->add_flag("--non-strict", o->non_strict,
+                "Accept a head without format marker; rwkv-metal heads (no metadata) also need "
+                "--pooling");
+  cmd->callback([o, task] {
+    o->task_given = task->count() > 0;
+    run_embed(*o);
+  });
 }
 
 }  // namespace wick::cli

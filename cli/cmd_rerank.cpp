@@ -112,7 +112,9 @@ void register_rerank(CLI::App& app) {
   cmd->add_option("-q,--query", o->query, "The query")->required();
   cmd->add_option("--docs", o->docs, "Documents: JSON lines, one {\"text\": ...} per line");
   cmd->add_option("--index", o->index,
-                  "Folder of folded document states: created/extended with --docs, read without");
+                  "Folder of folded document states: with --docs, the index becomes these "
+                  "documents (states already in the folder are reused); without, its documents "
+                  "are scored");
   cmd->add_flag("--json", o->json, "Print {\"results\": [{\"index\", \"logit\", \"score\"}, ...]}");
   cmd->add_option("--top-k", o->top_k, "Print only the best K documents (0 = all)")
       ->check(CLI::NonNegativeNumber);

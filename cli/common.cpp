@@ -32,11 +32,19 @@ std::vector<std::string> read_jsonl_texts(const std::string& path) {
   if (!in) throw FileError(path, "cannot open (expected a JSON-lines file with a \"text\" field per line)");
   std::vector<std::string> texts;
   std::string line;
-  int64_t number = 0;
+  int64_t number = 0, blank = 0;
   while (std::getline(in, line)) {
     ++number;
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    if (line.find_first_not_of(" \t") == std::string::npos) {
+      if (blank == 0) blank = number;  // allowed only at the end of the file
+      continue;
+    }
+    if (blank != 0) {
+      throw InputError(path + ":" + std::to_string(blank) +
+                       ": blank line between records; results are numbered by line, so every "
+                       "line must hold one {\"text\": ...} object (remove the blank line)");
+    }
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line);

@@ -18,9 +18,9 @@ Model load_model_or_default(const std::string& path);
 std::unique_ptr<Tokenizer> tokenizer_for(const Model& model, const std::string& path = "");
 // `path`, or the embedded World vocabulary when empty.
 std::unique_ptr<Tokenizer> tokenizer_or_default(const std::string& path);
-// The `text` field of every line of a JSON-lines file (blank lines skipped), in order. Throws
-// FileError (cannot read) and InputError naming the line (not JSON, not an object, no string
-// `text`, invalid UTF-8).
+// The `text` field of every line of a JSON-lines file, in order: item i is line i + 1 (blank
+// lines are allowed only at the end). Throws FileError (cannot read) and InputError naming the
+// line (a blank line between records, not JSON, not an object, no string `text`, invalid UTF-8).
 std::vector<std::string> read_jsonl_texts(const std::string& path);
 // Shortest text that reads back to the same float ("null" for NaN/Inf, which JSON cannot hold).
 std::string float_json(float f);

@@ -53,14 +53,21 @@ class Embedder {
   // Throws InputError when the terminator is outside the model's vocabulary.
   static Embedder plain(Model model, std::shared_ptr<const Tokenizer> tokenizer,
                         EmbedContract contract = {});
-  // A head file. The contract comes from its metadata (strict; `contract` must then be nullopt or
-  // agree on pooling, else CheckpointError); a file without metadata (rwkv-metal names) needs
-  // strict = false and uses `contract` (or the defaults). Throws FileError / FormatError,
-  // CheckpointError (missing or misshapen tensors, dim different from the model width, unknown
-  // format marker, metadata that does not parse).
+  // What a caller sets explicitly; everything else comes from the head file (or the defaults).
+  struct Overrides {
+    std::optional<Pooling> pooling;  // must agree with a head file that records one
+    std::optional<int> max_tokens;   // replaces the file's limit (0 = none)
+  };
+  // A head file. SwiftRWKV layout with metadata: the contract comes from the metadata, then
+  // `overrides.max_tokens`; an `overrides.pooling` that differs from the recorded one is refused.
+  // A file without the format marker, or in rwkv-metal's layout (no metadata), loads only with
+  // strict = false, and rwkv-metal's layout then needs `overrides.pooling` (the explicit
+  // contract of docs/tasks.md §6.2). Throws FileError / FormatError, CheckpointError (missing or
+  // misshapen tensors, dim different from the model width, the strict refusals above, metadata
+  // that does not parse or is out of range), InputError (a terminator outside the vocabulary).
   static Embedder with_head(Model model, std::shared_ptr<const Tokenizer> tokenizer,
                             const std::string& head_path, bool strict = true,
-                            std::optional<EmbedContract> contract = std::nullopt);
+                            const Overrides& overrides = {});
   // An EmbeddingRWKV checkpoint (`model` loaded from `checkpoint_path`): the task head `task`
   // from the same file; tokens = World ids + 65535; EOS-mean pooling; no limit unless
   // `max_tokens` > 0, above which texts are refused (upstream never truncates). Throws
@@ -81,7 +88,9 @@ class Embedder {
 
   // Embeddings [N, C] row-major, L2-normalised, in input order. Texts are packed into one pass per
   // group of up to `batch` texts (rows of all texts go through each GEMM together; no padding), so
-  // results equal embedding each text alone. Throws InputError like tokens(), and for a
+  // results equal embedding each text alone. Every text is tokenized and checked before any pass;
+  // InputError names the text: invalid input for the tokenizer, over the limit without
+  // truncation, no tokens at all (empty text and no terminator), an id outside the vocabulary, a
   // kEosMean text without EOS.
   // `progress` is told the texts finished after each batch.
   std::vector<float> embed(std::span<const std::string> texts, int batch = 8,
@@ -92,7 +101,8 @@ class Embedder {
   // Pooled hidden states [N, C] before the head (not normalised), for inspection and tests.
   std::vector<float> pooled(std::span<const std::vector<int32_t>> ids, int batch = 8,
                             const ProgressFn& progress = {}) const;
-  // The head and normalisation on pooled rows [N, C] -> embeddings [N, C].
+  // The head and normalisation on pooled rows [N, C] -> embeddings [N, C]. Throws InputError when
+  // the size is not a multiple of C.
   std::vector<float> finish(std::span<const float> pooled_rows) const;
 
   struct Impl;

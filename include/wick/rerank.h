@@ -63,17 +63,20 @@ class Reranker {
  public:
   // Loads the head at `head_path` (.safetensors for kHeadV1, .pth for kEmbeddingRWKV; the format
   // is detected from the tensor names) for the base `model`. `strict` (default): a kHeadV1 file
-  // without the format marker is refused; with strict = false it loads with the default contract.
-  // Throws FileError / FormatError (unreadable file), CheckpointError (missing or misshapen
-  // tensors; a head whose width, heads, head size or recorded base geometry differs from `model`;
-  // layer indices out of range or not one per head block; metadata that does not parse; an
-  // EmbeddingRWKV head on a base whose vocabulary has no EOS row 65535).
+  // without the format marker, or whose recorded base geometry (base_n_layer/embd/head) differs
+  // from `model`, is refused, and an EmbeddingRWKV head needs an EmbeddingRWKV base; with
+  // strict = false these checks are skipped (the metadata present is still used, absent keys
+  // take the §5.5 defaults). Throws FileError / FormatError (unreadable file), CheckpointError
+  // (missing or misshapen tensors; a head whose width, heads or head size differs from `model`;
+  // the strict checks above; layer indices empty, out of range or not one per head block;
+  // metadata that does not parse; an EmbeddingRWKV head on a base without the EOS row 65535).
   static Reranker load(Model model, std::shared_ptr<const Tokenizer> tokenizer,
                        const std::string& head_path, bool strict = true);
 
   RerankFormat format() const;
   const RerankContract& contract() const;
   const Model& model() const;
+  const Tokenizer& tokenizer() const;
   // Base layer read by each head block (normalised to 0..L-1).
   const std::vector<int>& source_layers() const;
   int n_probe() const;
@@ -87,7 +90,8 @@ class Reranker {
   std::vector<int32_t> tail_tokens(std::string_view query, std::string_view doc = {}) const;
 
   // Direct path: head logits in input order (empty docs -> empty). Pairs are run `batch` at a
-  // time (packed rows, no padding). Throws InputError (bad UTF-8, ids outside the vocabulary).
+  // time (packed rows, no padding). Every id is checked against the base vocabulary before any
+  // pass; InputError names the document.
   std::vector<float> score(std::string_view query, std::span<const std::string> docs,
                            int batch = 8, const ProgressFn& progress = {}) const;
 
@@ -108,7 +112,7 @@ class Reranker {
 
   // The reported score of a logit (sigmoid for kEmbeddingRWKV, identity otherwise).
   float score_of(float logit) const;
-  // Results sorted by descending logit, ties by ascending index (deterministic).
+  // Results sorted by descending logit, ties by ascending index (deterministic); NaN last.
   std::vector<RerankResult> rank(std::span<const float> logits) const;
 
   struct Impl;
@@ -151,8 +155,10 @@ class DocStateCache {
 // Thread-safety: const methods may run concurrently.
 class DocumentIndex {
  public:
-  // Folds `docs` (states found in `cache` or in `dir` are reused, new ones are written to `dir`
-  // when it is not empty and put into `cache` when given); then writes DIR/index.json. Throws like
+  // Folds `docs` (states found in `cache` or in `dir` are reused; every state is written to `dir`
+  // when it is not empty and put into `cache` when given); then writes DIR/index.json, which
+  // lists exactly `docs` (a previous list is replaced; state files of documents no longer listed
+  // stay in DIR/states). Throws InputError for an empty `docs` and like
   // Reranker::fold_documents, FileError when the folder cannot be written, StateFileError when a
   // stored state belongs to another model.
   // `progress` is told the documents folded so far (of those not found).
@@ -160,13 +166,14 @@ class DocumentIndex {
                              const std::string& dir = "", DocStateCache* cache = nullptr,
                              const ProgressFn& progress = {});
   // Opens the index in `dir` (documents from its index.json). Throws FileError (missing files),
-  // FormatError (index.json does not parse or is not a wick index), InputError (built for another
-  // model, head format or contract: the message says which, and to rebuild), StateFileError.
+  // FormatError (index.json does not parse, is not a wick index, has fields of the wrong type, or
+  // a key that does not belong to its document's text), InputError (built for another model, head
+  // format or contract: the message says which, and to rebuild), StateFileError.
   static DocumentIndex open(const Reranker& reranker, const std::string& dir);
 
   size_t size() const { return docs_.size(); }
   const std::vector<std::string>& documents() const { return docs_; }
-  const State& state(size_t i) const { return *states_[i]; }
+  const State& state(size_t i) const { return *states_.at(i); }  // std::out_of_range past size()
   // Head logits of `query` against every document, in document order.
   std::vector<float> score(const Reranker& reranker, std::string_view query,
                            const ProgressFn& progress = {}) const;

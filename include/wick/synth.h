@@ -93,11 +93,12 @@ SynthSummary write_synthetic_checkpoint(const std::string& path, const SynthGeom
                                         DType dtype, uint64_t seed = 0,
                                         size_t chunk_bytes = size_t{8} << 20);
 
-// A random reranker head in rwkv-metal's layout (docs/tasks.md §5.4) for a synthetic base of
-// geometry `base` (head size 64): `n_blocks` x070 blocks initialised as write_synthetic_checkpoint
-// initialises blocks, `probe` [1, C], `ln0`/`ln_out`, a score MLP with hidden width C (fc2 not
-// zero, so scores differ), and the metadata of a real head (format marker, layer_idx = `layer`
-// for every block, base geometry). For benchmarks: the scores mean nothing. Deterministic in
+// A random reranker head in rwkv-metal's layout (docs/tasks.md §5.4: `probe`, `ln0.*`,
+// `ln_out.*`, `blocks.{i}.tmix.*` / `cmix.*` with nn.Linear LoRA factors, `score_fc1/2`) for a
+// synthetic base of geometry `base` (head size 64): `n_blocks` x070 blocks initialised as
+// write_synthetic_checkpoint initialises blocks, `probe` [1, C], a score MLP with hidden width C
+// (fc2 not zero, so scores differ), and the metadata of a real head (format marker, layer_idx =
+// `layer` for every block, base geometry). For benchmarks: the scores mean nothing. Deterministic in
 // (base, n_blocks, layer, seed). Throws InputError (n_blocks < 1, layer outside the base, a base
 // whose head size is not 64) and FileError (cannot write).
 void write_synthetic_reranker_head(const std::string& path, const Geometry& base, int n_blocks,

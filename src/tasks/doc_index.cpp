@@ -91,6 +91,10 @@ void DocStateCache::put(const std::string& key, State state) {
 DocumentIndex DocumentIndex::build(const Reranker& reranker, std::vector<std::string> docs,
                                    const std::string& dir, DocStateCache* cache,
                                    const ProgressFn& progress) {
+  if (docs.empty()) {
+    throw InputError("no documents to index: give at least one document (an empty index would "
+                     "score nothing)");
+  }
   DocumentIndex index;
   const size_t n = docs.size();
   std::vector<std::string> keys(n);
@@ -116,15 +120,20 @@ DocumentIndex DocumentIndex::build(const Reranker& reranker, std::vector<std::st
   std::vector<State> folded = reranker.fold_documents(pending, 8, progress);
   for (size_t k = 0; k < to_fold.size(); ++k) {
     const size_t i = to_fold[k];
-    if (!dir.empty()) {
-      StateFileInfo info;
-      info.note = "wick rerank document prefix";
-      info.n_tokens = static_cast<int64_t>(reranker.prefix_tokens(docs[i]).size());
-      info.prompt_sha256 = io::sha256_hex(docs[i]);
-      save_state(state_path(dir, keys[i]), folded[k], reranker.model(), info);
-    }
     if (cache) cache->put(keys[i], folded[k]);
     index.states_[i] = std::make_shared<const State>(std::move(folded[k]));
+  }
+  // Every listed key gets its state file (also states that came from the cache).
+  if (!dir.empty()) {
+    for (size_t i = 0; i < n; ++i) {
+      if (fs::exists(state_path(dir, keys[i]))) continue;
+      StateFileInfo info;
+      info.note = "wick rerank document prefix";
+      info.tokenizer = std::string(reranker.tokenizer().name());
+      info.n_tokens = static_cast<int64_t>(reranker.prefix_tokens(docs[i]).size());
+      info.prompt_sha256 = io::sha256_hex(docs[i]);
+      save_state(state_path(dir, keys[i]), *index.states_[i], reranker.model(), info);
+    }
   }
   index.folded_ = to_fold.size();
   if (!dir.empty()) write_index_json(dir, reranker, docs, keys);
@@ -144,22 +153,29 @@ DocumentIndex DocumentIndex::open(const Reranker& reranker, const std::string& d
   } catch (const nlohmann::json::exception& e) {
     throw FormatError(path, "", "a JSON rerank index", std::string("invalid JSON (") + e.what() + ")");
   }
-  if (!j.is_object() || j.value("format", "") != kIndexFormat || !j.contains("docs") ||
+  auto string_field = [&](const char* key) -> std::string {
+    if (!j.is_object() || !j.contains(key) || !j[key].is_string())
+      throw FormatError(path, "", std::string("a string field '") + key + "'", "none");
+    return j[key].get<std::string>();
+  };
+  if (!j.is_object() || !j.contains("format") || !j["format"].is_string() ||
+      j["format"].get<std::string>() != kIndexFormat || !j.contains("docs") ||
       !j["docs"].is_array()) {
     throw FormatError(path, "", std::string("a wick rerank index (format ") + kIndexFormat + ")",
                       "another JSON document");
   }
-  if (j.value("model", "") != reranker.model().info().fingerprint) {
-    throw InputError(dir + ": the index was built with another model (fingerprint " +
-                     j.value("model", "?") + ", this model " + reranker.model().info().fingerprint +
+  const std::string model_fp = string_field("model");
+  const std::string head_format = string_field("head_format");
+  const nlohmann::json contract = j.value("contract", nlohmann::json());
+  if (model_fp != reranker.model().info().fingerprint) {
+    throw InputError(dir + ": the index was built with another model (fingerprint " + model_fp +
+                     ", this model " + reranker.model().info().fingerprint +
                      "); rebuild it with this model");
   }
-  if (j.value("head_format", "") != format_name(reranker.format()) ||
-      j.value("contract", nlohmann::json()) != contract_json(reranker)) {
-    throw InputError(dir + ": the index was built for another reranker contract (" +
-                     j.value("head_format", "?") + " " + j.value("contract", nlohmann::json()).dump() +
-                     ", this head " + format_name(reranker.format()) + " " +
-                     contract_json(reranker).dump() + "); rebuild it with this head");
+  if (head_format != format_name(reranker.format()) || contract != contract_json(reranker)) {
+    throw InputError(dir + ": the index was built for another reranker contract (" + head_format +
+                     " " + contract.dump() + ", this head " + format_name(reranker.format()) +
+                     " " + contract_json(reranker).dump() + "); rebuild it with this head");
   }
   DocumentIndex index;
   for (const auto& d : j["docs"]) {
@@ -170,8 +186,17 @@ DocumentIndex DocumentIndex::open(const Reranker& reranker, const std::string& d
     const std::string key = d["key"].get<std::string>();
     if (key.size() != 64 || key.find_first_not_of("0123456789abcdef") != std::string::npos)
       throw FormatError(path, "", "a 64-hex-digit state key", "'" + key + "'");
+    // The key must be the one of this text under this model and contract: an edited index.json
+    // cannot pair a text with another document's state.
+    const std::string text = d["text"].get<std::string>();
+    if (state_key(reranker, reranker.prefix_tokens(text)) != key) {
+      throw FormatError(path, "", "the key of each document's text", "key " + key.substr(0, 12) +
+                                      "... does not belong to document " +
+                                      std::to_string(index.docs_.size()) +
+                                      " (edited or damaged index.json); rebuild the index");
+    }
     LoadedState ls = load_state(state_path(dir, key), reranker.model());
-    index.docs_.push_back(d["text"].get<std::string>());
+    index.docs_.push_back(text);
     index.states_.push_back(std::make_shared<const State>(std::move(ls.state)));
   }
   return index;

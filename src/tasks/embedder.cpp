@@ -93,21 +93,22 @@ Embedder Embedder::plain(Model model, std::shared_ptr<const Tokenizer> tokenizer
 
 Embedder Embedder::with_head(Model model, std::shared_ptr<const Tokenizer> tokenizer,
                              const std::string& head_path, bool strict,
-                             std::optional<EmbedContract> contract) {
+                             const Overrides& overrides) {
   if (!tokenizer) throw InputError("Embedder: no tokenizer given");
   auto impl = std::make_shared<Impl>(std::move(model));
   impl->tokenizer = std::move(tokenizer);
   const io::TensorSet set = tasks::read_head_file(head_path);
   const std::optional<std::string> format = tasks::meta(set, "format");
   const int64_t C = impl->model.geometry().n_embd;
+  const int vocab = impl->model.geometry().vocab;
+  EmbedContract c;
   if (set.find("head.fc1")) {  // SwiftRWKV layout
-    if (!format || format->rfind("swiftrwkv-embedding-head", 0) != 0) {
-      if (strict) {
-        throw CheckpointError(head_path, "embedding head without the format marker (metadata "
-                                         "'format' = swiftrwkv-embedding-head-v1, found " +
-                                             (format ? "'" + *format + "'" : std::string("none")) +
-                                             "); load it non-strictly with an explicit contract");
-      }
+    const bool marked = format && format->rfind("swiftrwkv-embedding-head", 0) == 0;
+    if (!marked && strict) {
+      throw CheckpointError(head_path, "embedding head without the format marker (metadata "
+                                       "'format' = swiftrwkv-embedding-head-v1, found " +
+                                           (format ? "'" + *format + "'" : std::string("none")) +
+                                           "); load it non-strictly (wick embed --non-strict)");
     }
     if (std::optional<int64_t> dim = tasks::meta_int(set, "dim"); dim && *dim != C) {
       throw CheckpointError(head_path, "metadata 'dim' = " + std::to_string(*dim) +
@@ -116,14 +117,21 @@ Embedder Embedder::with_head(Model model, std::shared_ptr<const Tokenizer> token
     }
     load_residual_head(*impl, set, "head.fc1", "head.fc2", "head.norm.weight", "head.norm.bias",
                        tasks::meta_int(set, "hidden"));
-    EmbedContract c;
+    std::optional<Pooling> recorded;
     if (std::optional<std::string> p = tasks::meta(set, "pooling"); p && !p->empty())
-      c.pooling = parse_pooling(*p, head_path);
+      recorded = parse_pooling(*p, head_path);
+    if (recorded) c.pooling = *recorded;
     if (std::optional<std::string> t = tasks::meta(set, "terminator")) {
       if (t->empty() || *t == "none" || *t == "None") {
         c.terminator = std::nullopt;
       } else {
-        c.terminator = static_cast<int32_t>(*tasks::meta_int(set, "terminator"));
+        const int64_t id = *tasks::meta_int(set, "terminator");
+        if (id < 0 || id >= vocab) {
+          throw CheckpointError(head_path, "metadata 'terminator' = " + *t +
+                                               " is outside the model's vocabulary [0, " +
+                                               std::to_string(vocab) + ")");
+        }
+        c.terminator = static_cast<int32_t>(id);
       }
     }
     if (std::optional<std::string> m = tasks::meta(set, "max_tokens")) {
@@ -131,30 +139,35 @@ Embedder Embedder::with_head(Model model, std::shared_ptr<const Tokenizer> token
         c.max_tokens = 0;
       } else {
         const int64_t v = *tasks::meta_int(set, "max_tokens");
-        if (v < 0) throw CheckpointError(head_path, "metadata 'max_tokens' must not be negative");
+        if (v < 0 || v > (int64_t{1} << 30)) {
+          throw CheckpointError(head_path, "metadata 'max_tokens' = " + *m +
+                                               ": expected 0 .. 2^30 (or none)");
+        }
         c.max_tokens = static_cast<int>(v);
       }
     }
-    if (contract && contract->pooling != c.pooling) {
+    if (overrides.pooling && recorded && *overrides.pooling != *recorded) {
       throw CheckpointError(head_path, "the head was trained with pooling '" +
-                                           pooling_name(c.pooling) + "', but '" +
-                                           pooling_name(contract->pooling) + "' was requested");
+                                           pooling_name(*recorded) + "', but '" +
+                                           pooling_name(*overrides.pooling) + "' was requested");
     }
-    impl->contract = format ? c : contract.value_or(c);
+    if (overrides.pooling) c.pooling = *overrides.pooling;
   } else if (set.find("head.fc1.weight")) {  // rwkv-metal names, no metadata
-    if (strict && !contract) {
+    if (strict || !overrides.pooling) {
       throw CheckpointError(head_path, "embedding head in rwkv-metal's layout (head.fc1.weight, "
                                        "no metadata) carries no serving contract; load it "
-                                       "non-strictly and give the contract (pooling, terminator, "
-                                       "max tokens) explicitly");
+                                       "non-strictly and give the pooling explicitly (wick embed "
+                                       "--non-strict --pooling last|mean)");
     }
     load_residual_head(*impl, set, "head.fc1.weight", "head.fc2.weight", "head.norm.weight",
                        "head.norm.bias", std::nullopt);
-    impl->contract = contract.value_or(EmbedContract{});
+    c.pooling = *overrides.pooling;
   } else {
     throw CheckpointError(head_path, "is not an embedding head: expected head.fc1 / head.fc2 / "
                                      "head.norm.* (SwiftRWKV) or head.fc1.weight ... (rwkv-metal)");
   }
+  if (overrides.max_tokens) c.max_tokens = *overrides.max_tokens;
+  impl->contract = c;
   check_terminator(impl->contract, impl->model);
   return Embedder(std::move(impl));
 }
@@ -220,22 +233,35 @@ std::vector<float> Embedder::pooled(std::span<const std::vector<int32_t>> ids, i
   const Impl& e = *impl_;
   const int64_t C = dim();
   const Pooling pooling = e.contract.pooling;
+  // Every text checked before any pass, so an error names the text and nothing is half done.
+  const int vocab = e.model.geometry().vocab;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::vector<int32_t>& t = ids[i];
+    if (t.empty()) {
+      throw InputError("text " + std::to_string(i) +
+                       " has no tokens (an empty text and no terminator): nothing to embed");
+    }
+    for (int32_t id : t) {
+      if (id < 0 || id >= vocab) {
+        throw InputError("text " + std::to_string(i) + ": token id " + std::to_string(id) +
+                         " is outside the model's vocabulary [0, " + std::to_string(vocab) +
+                         "); was the tokenizer made for another model?");
+      }
+    }
+    if (pooling == Pooling::kEosMean &&
+        std::find(t.begin(), t.end(), kEmbeddingRwkvEos) == t.end()) {
+      throw InputError("text " + std::to_string(i) +
+                       " has no EOS token (65535): EmbeddingRWKV pools the hidden states at EOS "
+                       "positions");
+    }
+  }
   std::vector<float> out;
   out.reserve(ids.size() * C);
   const size_t step = static_cast<size_t>(std::max(batch, 1));
   for (size_t b0 = 0; b0 < ids.size(); b0 += step) {
     const size_t n = std::min(step, ids.size() - b0);
     std::vector<std::span<const int32_t>> seqs;
-    for (size_t i = 0; i < n; ++i) {
-      const std::vector<int32_t>& t = ids[b0 + i];
-      if (pooling == Pooling::kEosMean &&
-          std::find(t.begin(), t.end(), kEmbeddingRwkvEos) == t.end()) {
-        throw InputError("text " + std::to_string(b0 + i) +
-                         " has no EOS token (65535): EmbeddingRWKV pools the hidden states at "
-                         "EOS positions");
-      }
-      seqs.emplace_back(t);
-    }
+    for (size_t i = 0; i < n; ++i) seqs.emplace_back(ids[b0 + i]);
     std::vector<State> states(n, e.model.new_state());
     std::vector<State*> ptrs;
     for (State& s : states) ptrs.push_back(&s);
@@ -265,6 +291,10 @@ std::vector<float> Embedder::pooled(std::span<const std::vector<int32_t>> ids, i
 std::vector<float> Embedder::finish(std::span<const float> pooled_rows) const {
   const Impl& e = *impl_;
   const int64_t C = dim();
+  if (pooled_rows.size() % static_cast<size_t>(C) != 0) {
+    throw InputError("finish: " + std::to_string(pooled_rows.size()) +
+                     " floats are not whole rows of width " + std::to_string(C));
+  }
   const int64_t N = static_cast<int64_t>(pooled_rows.size()) / C;
   std::vector<float> y(pooled_rows.begin(), pooled_rows.end());
   if (e.fc1) {

@@ -142,8 +142,13 @@ void load_head_v1(Reranker::Impl& r, const io::TensorSet& set, bool strict) {
     if (t.name.rfind("score_fc", 0) == 0) continue;
     io::TensorView v = t;
     if (t.name == "probe") v.name = "emb.weight";
-    const bool is_rk = t.name.size() > 10 && t.name.compare(t.name.size() - 10, 10, ".tmix.r_k") == 0;
-    if (is_rk && t.numel() == bg.n_embd) v.shape = {bg.n_head, bg.head_size};  // [D] spelling
+    const std::string_view rk_suffix = ".tmix.r_k";
+    const bool is_rk = t.name.size() > rk_suffix.size() &&
+                       std::string_view(t.name).substr(t.name.size() - rk_suffix.size()) == rk_suffix;
+    // r_k written as [D] (or [1, 1, D]): the head shape of the base (the loader derives H and N
+    // from r_k's [H, N], which a flat vector does not carry).
+    if (is_rk && t.numel() == bg.n_embd && (t.shape.size() != 2 || t.shape[0] == 1))
+      v.shape = {bg.n_head, bg.head_size};
     blocks.add(std::move(v));
   }
   for (const auto& f : set.files()) blocks.keep_alive(f);
@@ -172,9 +177,10 @@ void load_head_v1(Reranker::Impl& r, const io::TensorSet& set, bool strict) {
   check_equal("n_probe", meta_int(set, "n_probe"), hg.vocab, "the probe table's row count");
   check_equal("head_hidden", meta_int(set, "head_hidden"), r.fc1->out_features(),
               "score_fc1's width");
-  std::vector<int64_t> raw = {-1};
-  if (std::optional<std::string> li = meta(set, "layer_idx"); li && !li->empty())
-    raw = parse_int_list(*li, path, "layer_idx");
+  std::vector<int64_t> raw = {-1};  // §5.2 default when the key is absent
+  if (std::optional<std::string> li = meta(set, "layer_idx")) {
+    raw = parse_int_list(*li, path, "layer_idx");  // empty -> error below
+  }
   std::vector<int> layers = normalise_layers(raw, bg.n_layer, path, "layer_idx");
   if (static_cast<int>(layers.size()) != hg.n_layer) {
     throw CheckpointError(path, "metadata 'layer_idx' lists " + std::to_string(layers.size()) +
@@ -212,6 +218,11 @@ void load_head_v1(Reranker::Impl& r, const io::TensorSet& set, bool strict) {
   const std::optional<int64_t> mq = meta_int(set, "max_query_tokens");
   if ((md && *md < 0) || (mq && *mq < 0))
     throw CheckpointError(path, "metadata max_doc_tokens / max_query_tokens must not be negative");
+  constexpr int64_t kMaxTokens = int64_t{1} << 30;
+  if ((md && *md > kMaxTokens) || (mq && *mq > kMaxTokens)) {
+    throw CheckpointError(path, "metadata max_doc_tokens / max_query_tokens above 2^30; use 0 "
+                                "for no truncation");
+  }
   c.max_doc_tokens = md ? static_cast<int>(*md) : 384;
   c.max_query_tokens = mq ? static_cast<int>(*mq) : 96;
   c.terminator = 0;
@@ -231,9 +242,16 @@ void load_head_v1(Reranker::Impl& r, const io::TensorSet& set, bool strict) {
 }
 
 // EmbeddingRWKV state-based reranker (docs/tasks.md §5.8).
-void load_embedding_rwkv(Reranker::Impl& r, const io::TensorSet& set) {
+void load_embedding_rwkv(Reranker::Impl& r, const io::TensorSet& set, bool strict) {
   const std::string& path = set.source();
   const Geometry& bg = r.base.geometry();
+  if (strict && !r.base.info().embedding_rwkv) {
+    throw CheckpointError(path, "an EmbeddingRWKV reranker reads the states of its paired "
+                                "EmbeddingRWKV embedding model, but the base (" +
+                                    r.base.info().source +
+                                    ") is not an EmbeddingRWKV checkpoint; load that model as "
+                                    "the base (or load non-strictly to try another one)");
+  }
   if (bg.vocab <= kEmbeddingRwkvEos) {
     throw CheckpointError(path, "an EmbeddingRWKV reranker needs a base with the EOS row 65535, "
                                 "but the base vocabulary has " +
@@ -311,6 +329,20 @@ std::vector<int32_t> encode(const Tokenizer& tok, std::string_view text) {
   return tok.encode(text);
 }
 
+// Every id of every sequence inside the base vocabulary, before any pass (§5.5).
+void check_ids(const std::vector<std::vector<int32_t>>& seqs, size_t first, int vocab,
+               const char* what) {
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    for (int32_t id : seqs[i]) {
+      if (id < 0 || id >= vocab) {
+        throw InputError(std::string(what) + " " + std::to_string(first + i) + ": token id " +
+                         std::to_string(id) + " is outside the base vocabulary [0, " +
+                         std::to_string(vocab) + "); was the tokenizer made for another model?");
+      }
+    }
+  }
+}
+
 void append(std::vector<int32_t>& out, const std::vector<int32_t>& ids, int limit) {
   const size_t n = limit > 0 ? std::min(ids.size(), static_cast<size_t>(limit)) : ids.size();
   out.insert(out.end(), ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n));
@@ -334,7 +366,7 @@ Reranker Reranker::load(Model model, std::shared_ptr<const Tokenizer> tokenizer,
   const io::TensorSet set = tasks::read_head_file(head_path);
   if (set.find("reranker.blocks.0.att.r_k")) {
     impl->format = RerankFormat::kEmbeddingRWKV;
-    load_embedding_rwkv(*impl, set);
+    load_embedding_rwkv(*impl, set, strict);
   } else if (set.find("blocks.0.tmix.r_k") || set.find("probe")) {
     impl->format = RerankFormat::kHeadV1;
     load_head_v1(*impl, set, strict);
@@ -351,6 +383,7 @@ Reranker Reranker::load(Model model, std::shared_ptr<const Tokenizer> tokenizer,
 RerankFormat Reranker::format() const { return impl_->format; }
 const RerankContract& Reranker::contract() const { return impl_->contract; }
 const Model& Reranker::model() const { return impl_->base; }
+const Tokenizer& Reranker::tokenizer() const { return *impl_->tokenizer; }
 const std::vector<int>& Reranker::source_layers() const { return impl_->sources; }
 int Reranker::n_probe() const { return static_cast<int>(impl_->probe_ids.size()); }
 bool Reranker::has_sigmoid() const { return impl_->format == RerankFormat::kEmbeddingRWKV; }
@@ -427,19 +460,20 @@ std::vector<float> Reranker::head_logits(std::span<const State* const> pair_stat
 
 std::vector<float> Reranker::score(std::string_view query, std::span<const std::string> docs,
                                    int batch, const ProgressFn& progress) const {
+  std::vector<std::vector<int32_t>> all(docs.size());
+  for (size_t i = 0; i < docs.size(); ++i) {
+    all[i] = prefix_tokens(docs[i]);
+    const std::vector<int32_t> tail = tail_tokens(query, docs[i]);
+    all[i].insert(all[i].end(), tail.begin(), tail.end());
+  }
+  check_ids(all, 0, impl_->base.geometry().vocab, "document");
   std::vector<float> out;
   out.reserve(docs.size());
   const size_t step = static_cast<size_t>(std::max(batch, 1));
   for (size_t b0 = 0; b0 < docs.size(); b0 += step) {
     const size_t n = std::min(step, docs.size() - b0);
-    std::vector<std::vector<int32_t>> ids(n);
-    for (size_t i = 0; i < n; ++i) {
-      ids[i] = prefix_tokens(docs[b0 + i]);
-      const std::vector<int32_t> tail = tail_tokens(query, docs[b0 + i]);
-      ids[i].insert(ids[i].end(), tail.begin(), tail.end());
-    }
     std::vector<State> states(n, impl_->base.new_state());
-    std::vector<std::span<const int32_t>> seqs(ids.begin(), ids.end());
+    std::vector<std::span<const int32_t>> seqs(all.begin() + b0, all.begin() + b0 + n);
     std::vector<State*> ptrs;
     for (State& s : states) ptrs.push_back(&s);
     impl_->base.absorb_batch(seqs, ptrs);
@@ -454,16 +488,17 @@ std::vector<float> Reranker::score(std::string_view query, std::span<const std::
 std::vector<State> Reranker::fold_documents(std::span<const std::string> docs, int batch,
                                             const ProgressFn& progress) const {
   check_indexable(impl_->contract);
+  std::vector<std::vector<int32_t>> all(docs.size());
+  for (size_t i = 0; i < docs.size(); ++i) all[i] = prefix_tokens(docs[i]);
+  check_ids(all, 0, impl_->base.geometry().vocab, "document");
   std::vector<State> out;
   out.reserve(docs.size());
   const size_t step = static_cast<size_t>(std::max(batch, 1));
   for (size_t b0 = 0; b0 < docs.size(); b0 += step) {
     const size_t n = std::min(step, docs.size() - b0);
-    std::vector<std::vector<int32_t>> ids(n);
-    for (size_t i = 0; i < n; ++i) ids[i] = prefix_tokens(docs[b0 + i]);
     const size_t first = out.size();
     for (size_t i = 0; i < n; ++i) out.push_back(impl_->base.new_state());
-    std::vector<std::span<const int32_t>> seqs(ids.begin(), ids.end());
+    std::vector<std::span<const int32_t>> seqs(all.begin() + b0, all.begin() + b0 + n);
     std::vector<State*> ptrs;
     for (size_t i = 0; i < n; ++i) ptrs.push_back(&out[first + i]);
     impl_->base.absorb_batch(seqs, ptrs);
@@ -477,6 +512,7 @@ std::vector<float> Reranker::score_states(std::string_view query,
                                           int batch, const ProgressFn& progress) const {
   check_indexable(impl_->contract);
   const std::vector<int32_t> tail = tail_tokens(query);  // once per query
+  check_ids({tail}, 0, impl_->base.geometry().vocab, "query");
   std::vector<float> out;
   out.reserve(doc_states.size());
   const size_t step = static_cast<size_t>(std::max(batch, 1));
@@ -510,7 +546,9 @@ std::vector<RerankResult> Reranker::rank(std::span<const float> logits) const {
   out.reserve(logits.size());
   for (size_t i = 0; i < logits.size(); ++i)
     out.push_back({static_cast<int64_t>(i), logits[i], score_of(logits[i])});
+  // Descending logit; a NaN (a broken head) sorts after every number; ties keep input order.
   std::stable_sort(out.begin(), out.end(), [](const RerankResult& a, const RerankResult& b) {
+    if (std::isnan(a.logit) || std::isnan(b.logit)) return !std::isnan(a.logit) && std::isnan(b.logit);
     return a.logit > b.logit;
   });
   return out;

@@ -3,10 +3,14 @@
 // no-head vectors, independence from neighbours, refusals.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 
+#include "io/mapped_file.h"
+#include "io/pth.h"
+#include "io/safetensors_writer.h"
 #include "test_util.h"
 #include "wick/embed.h"
 #include "wick/errors.h"
@@ -116,19 +120,27 @@ TEST(Embedder, HeadFilesOfBothLayoutsMatchTheReferences) {
   // rwkv-metal's names carry no contract: strict refuses, non-strict with a contract loads.
   EXPECT_THROW(Embedder::with_head(f.base, f.tok, fixture("tasks/rm_embed_head_py.safetensors")),
                CheckpointError);
-  EmbedContract last;
+  // ... and non-strict without a pooling is refused too (no explicit contract).
+  EXPECT_THROW(Embedder::with_head(f.base, f.tok, fixture("tasks/rm_embed_head_py.safetensors"),
+                                   false),
+               CheckpointError);
   const Embedder py = Embedder::with_head(f.base, f.tok, fixture("tasks/rm_embed_head_py.safetensors"),
-                                          false, last);
+                                          false, {Pooling::kLast, std::nullopt});
   EXPECT_EQ(py.embed(f.texts), v);
+  const Embedder py_mean = Embedder::with_head(
+      f.base, f.tok, fixture("tasks/rm_embed_head_py.safetensors"), false, {Pooling::kMean, std::nullopt});
+  EXPECT_LE(test::max_abs_diff(py_mean.embed(f.texts), floats(ref, "head_mean")), 1e-5);
+  // The Swift file says pooling = last: asking for mean is refused; a token limit applies.
+  EXPECT_THROW(Embedder::with_head(f.base, f.tok, fixture("tasks/rm_embed_head_swift.safetensors"),
+                                   true, {Pooling::kMean, std::nullopt}),
+               CheckpointError);
+  const Embedder swift8 = Embedder::with_head(
+      f.base, f.tok, fixture("tasks/rm_embed_head_swift.safetensors"), true, {std::nullopt, 8});
+  EXPECT_EQ(swift8.contract().max_tokens, 8);
+  EXPECT_EQ(swift8.contract().pooling, Pooling::kLast);
+  EXPECT_LE(test::max_abs_diff(swift8.embed(f.texts), floats(ref, "head_last_max8")), 1e-5);
   EmbedContract mean;
   mean.pooling = Pooling::kMean;
-  const Embedder py_mean = Embedder::with_head(
-      f.base, f.tok, fixture("tasks/rm_embed_head_py.safetensors"), false, mean);
-  EXPECT_LE(test::max_abs_diff(py_mean.embed(f.texts), floats(ref, "head_mean")), 1e-5);
-  // The Swift file says pooling = last: asking for mean is refused.
-  EXPECT_THROW(Embedder::with_head(f.base, f.tok, fixture("tasks/rm_embed_head_swift.safetensors"),
-                                   true, mean),
-               CheckpointError);
 
   // No head: L2(pooled).
   const Embedder plain = Embedder::plain(f.base, f.tok);
@@ -141,10 +153,8 @@ TEST(Embedder, HeadFilesOfBothLayoutsMatchTheReferences) {
 TEST(Embedder, TruncationKeepsTheHeadAndTheTerminator) {
   const auto& f = fx();
   const io::TensorSet ref = load_fixture_tensors("tasks/rm_embed_ref.safetensors");
-  EmbedContract c;
-  c.max_tokens = 8;
   const Embedder e = Embedder::with_head(f.base, f.tok, fixture("tasks/rm_embed_head_py.safetensors"),
-                                         false, c);
+                                         false, {Pooling::kLast, 8});
   for (size_t i = 0; i < f.texts.size(); ++i)
     EXPECT_EQ(e.tokens(f.texts[i]), ints(ref, "tokens_max8." + std::to_string(i))) << i;
   EXPECT_LE(test::max_abs_diff(e.embed(f.texts), floats(ref, "head_last_max8")), 1e-5);
@@ -155,6 +165,51 @@ TEST(Embedder, TruncationKeepsTheHeadAndTheTerminator) {
     FAIL() << "expected a length error";
   } catch (const InputError& err) {
     EXPECT_NE(std::string(err.what()).find("does not truncate"), std::string::npos) << err.what();
+  }
+}
+
+TEST(Embedder, DefaultLimitIs512TokensKeepingTheHead) {
+  const auto& f = fx();
+  const Embedder e = Embedder::plain(f.base, f.tok);
+  std::string long_text;
+  while (f.tok->encode(long_text).size() < 700) long_text += f.texts[0] + " ";
+  const std::vector<int32_t> ids = e.tokens(long_text);
+  ASSERT_EQ(ids.size(), 512u);
+  EXPECT_EQ(ids.back(), 0);  // the terminator stays last
+  const std::vector<int32_t> full = f.tok->encode(long_text);
+  EXPECT_TRUE(std::equal(ids.begin(), ids.end() - 1, full.begin()));
+  // Ids outside the vocabulary are refused before any pass, naming the text.
+  const std::vector<std::vector<int32_t>> bad = {{1, 2, 0}, {5, 70000, 0}};
+  try {
+    e.embed_tokens(bad);
+    FAIL() << "expected an id error";
+  } catch (const InputError& err) {
+    EXPECT_NE(std::string(err.what()).find("text 1"), std::string::npos) << err.what();
+  }
+}
+
+TEST(Embedder, LastPoolingDoesNotDependOnNeighboursAndRunsOnAQuantisedModel) {
+  const auto& f = fx();
+  const Embedder e = Embedder::with_head(f.base, f.tok, fixture("tasks/rm_embed_head_swift.safetensors"));
+  const std::vector<float> all = e.embed(f.texts, 11);
+  for (size_t i = 0; i < f.texts.size(); ++i) {
+    const std::vector<std::string> one = {f.texts[i]};
+    EXPECT_EQ(e.embed(one), std::vector<float>(all.begin() + i * 64, all.begin() + (i + 1) * 64));
+  }
+  // The same task code on a .rwkvq model (the one weight-access path): the fixture model
+  // quantised with rwkv-quant's reduction preset gives vectors close to the dense ones.
+  const Model dense = Model::load(fixture("rwkvq/tiny_world_dense.safetensors"));
+  const Model packed = Model::load(fixture("rwkvq/tiny_reduction.rwkvq"));
+  const std::vector<std::string> texts = {"hello world", "a second text", "xyz"};
+  const auto bytes = std::make_shared<ByteTokenizer>();  // vocabulary 256
+  const std::vector<float> vd = Embedder::plain(dense, bytes).embed(texts);
+  const std::vector<float> vq = Embedder::plain(packed, bytes).embed(texts);
+  const int C = dense.geometry().n_embd;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const float cos = cosine_of_normalised(std::span(vd).subspan(i * C, C),
+                                           std::span(vq).subspan(i * C, C));
+    EXPECT_GT(cos, 0.99f) << i;
+    EXPECT_LT(cos, 1.0f) << i;  // quantisation changes something
   }
 }
 
@@ -194,6 +249,25 @@ TEST(Embedder, RefusesHeadsOfAnotherBase) {
   // A plain model file is not an EmbeddingRWKV checkpoint.
   EXPECT_THROW(Embedder::embedding_rwkv(f.base, f.tok, fixture("tasks/rm_embed_head_swift.safetensors")),
                CheckpointError);
+  // An EmbeddingRWKV checkpoint with a vision tower is refused, saying so.
+  {
+    const io::TensorSet er = io::read_pth(io::MappedFile::open(f.checkpoint));
+    std::vector<io::TensorToWrite> t;
+    for (const io::TensorView& v : er.tensors())
+      t.push_back({v.name, v.dtype, v.shape,
+                   std::string_view(reinterpret_cast<const char*>(v.data), v.nbytes)});
+    const std::vector<float> patch(16, 0.5f);
+    t.push_back({"vit.patch_embed.weight", DType::F32, {4, 4},
+                 std::string_view(reinterpret_cast<const char*>(patch.data()), 64)});
+    const std::string p = (test::scratch_dir() / "vision.safetensors").string();
+    io::write_safetensors(p, t);
+    try {
+      Model::load(p);
+      FAIL() << "expected the vision tower to be refused";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find("vision"), std::string::npos) << e.what();
+    }
+  }
   // A terminator outside the vocabulary.
   EmbedContract bad;
   bad.terminator = 70000;

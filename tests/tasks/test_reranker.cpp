@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 
+#include "io/pth.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
 #include "io/mapped_file.h"
@@ -267,6 +269,32 @@ TEST(Reranker, DocumentIndexOnDiskEqualsInMemoryBitForBit) {
   EXPECT_THROW(DocumentIndex::open(other, dir), InputError);
 }
 
+TEST(Reranker, IndexBuiltFromACacheIntoAFolderOpensAndEditedIndexIsRefused) {
+  const auto& f = fx();
+  const Reranker r = Reranker::load(f.base, f.tok, fixture("tasks/er_reranker.pth"));
+  DocStateCache cache(64ull << 20);
+  const DocumentIndex warm = DocumentIndex::build(r, f.docs, "", &cache);  // cache only
+  const std::string dir = (test::scratch_dir() / "index").string();
+  const DocumentIndex built = DocumentIndex::build(r, f.docs, dir, &cache);
+  EXPECT_EQ(built.folded(), 0u);  // every state came from the cache ...
+  const DocumentIndex opened = DocumentIndex::open(r, dir);  // ... and was still written
+  for (size_t i = 0; i < f.docs.size(); ++i) EXPECT_EQ(opened.state(i), warm.state(i));
+  EXPECT_THROW(opened.state(4), std::out_of_range);
+  // An index.json whose texts were swapped no longer matches its keys.
+  nlohmann::json j = nlohmann::json::parse(test::read_file(std::filesystem::path(dir) / "index.json"));
+  std::swap(j["docs"][0]["text"], j["docs"][1]["text"]);
+  test::write_file(std::filesystem::path(dir) / "index.json", j.dump());
+  EXPECT_THROW(DocumentIndex::open(r, dir), FormatError);
+  j["docs"] = 5;
+  test::write_file(std::filesystem::path(dir) / "index.json", j.dump());
+  EXPECT_THROW(DocumentIndex::open(r, dir), FormatError);
+  j = nlohmann::json::parse(test::read_file(std::filesystem::path(dir) / "index.json"));
+  j["model"] = 7;  // wrong type: a wick error, not a JSON library exception
+  test::write_file(std::filesystem::path(dir) / "index.json", j.dump());
+  EXPECT_THROW(DocumentIndex::open(r, dir), FormatError);
+  EXPECT_THROW(DocumentIndex::build(r, {}, ""), InputError);
+}
+
 TEST(Reranker, CacheEvictsLeastRecentlyUsedByBytes) {
   const State s(2, 8, 2, 4);
   DocStateCache cache(2 * s.bytes());
@@ -326,6 +354,63 @@ TEST(Reranker, RefusesHeadsOfAnotherGeometryAndBadInput) {
   EXPECT_THROW(Reranker::load(f.base, f.tok, unmarked), CheckpointError);
   EXPECT_EQ(Reranker::load(f.base, f.tok, unmarked, /*strict=*/false).source_layers(),
             (std::vector<int>{1, 3}));
+  // r_k stored flat ([D], the Swift spelling) loads and scores as the [H, N] original.
+  {
+    std::vector<io::TensorToWrite> flat = tensors;
+    for (io::TensorToWrite& t : flat)
+      if (t.name.size() > 9 && t.name.substr(t.name.size() - 9) == ".tmix.r_k") t.shape = {64};
+    const std::string flat_path = (test::scratch_dir() / "flat_rk.safetensors").string();
+    io::write_safetensors(flat_path, flat, head_a.metadata());
+    const Reranker flat_r = Reranker::load(f.base, f.tok, flat_path);
+    const Reranker orig = Reranker::load(f.base, f.tok, fixture("tasks/rm_reranker_head_a.safetensors"));
+    EXPECT_EQ(flat_r.score(f.queries[0], f.docs), orig.score(f.queries[0], f.docs));
+  }
+  // Layer lists: one per head block, inside the base, not empty.
+  for (const auto& [value, needle] :
+       {std::pair<std::string, std::string>{"1", "one base layer per head block"},
+        {"1,9", "outside the base"},
+        {"", "at least one layer"},
+        {"1,x", "list of layer indices"}}) {
+    meta = head_a.metadata();
+    meta["layer_idx"] = value;
+    const std::string p = (test::scratch_dir() / "layers.safetensors").string();
+    io::write_safetensors(p, tensors, meta);
+    try {
+      Reranker::load(f.base, f.tok, p);
+      ADD_FAILURE() << "accepted layer_idx '" << value << "'";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  }
+  meta = head_a.metadata();
+  meta["n_probe"] = "3";  // the probe table has 2 rows
+  const std::string probe_path = (test::scratch_dir() / "probe.safetensors").string();
+  io::write_safetensors(probe_path, tensors, meta);
+  EXPECT_THROW(Reranker::load(f.base, f.tok, probe_path), CheckpointError);
+  // An EmbeddingRWKV reranker needs its EmbeddingRWKV base (strict), e.g. not a plain LM.
+  const std::string plain_base = (test::scratch_dir() / "plain.safetensors").string();
+  {
+    const io::TensorSet er = io::read_pth(io::MappedFile::open(fixture("tasks/er_emb_model.pth")));
+    std::vector<io::TensorToWrite> t;
+    for (const io::TensorView& v : er.tensors())
+      if (v.name.rfind("rwkv.", 0) == 0)
+        t.push_back({v.name.substr(5), v.dtype, v.shape,
+                     std::string_view(reinterpret_cast<const char*>(v.data), v.nbytes)});
+    const io::TensorView* emb = er.find("rwkv.emb.weight");
+    t.push_back({"head.weight", emb->dtype, emb->shape,
+                 std::string_view(reinterpret_cast<const char*>(emb->data), emb->nbytes)});
+    io::write_safetensors(plain_base, t);
+  }
+  const Model lm = Model::load(plain_base);
+  EXPECT_TRUE(lm.has_lm_head());
+  EXPECT_THROW(Reranker::load(lm, f.tok, fixture("tasks/er_reranker.pth")), CheckpointError);
+  EXPECT_NO_THROW(Reranker::load(lm, f.tok, fixture("tasks/er_reranker.pth"), /*strict=*/false));
+  // NaN logits sort last.
+  const Reranker a = Reranker::load(f.base, f.tok, fixture("tasks/rm_reranker_head_a.safetensors"));
+  const std::vector<float> with_nan = {NAN, 1.f, 2.f};
+  const std::vector<RerankResult> ranked = a.rank(with_nan);
+  EXPECT_EQ(ranked[0].index, 2);
+  EXPECT_EQ(ranked[2].index, 0);
   // A query-first head: the document is part of the tail, so it cannot be indexed.
   meta = head_a.metadata();
   meta.erase("doc_first");
