@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   wick::cli::register_rerank(app);
   wick::cli::register_ppl(app);
   wick::cli::register_kl(app);
+  wick::cli::register_act_stats(app);
   if (argc == 1) {
     std::cout << app.help();
     return 0;

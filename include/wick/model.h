@@ -70,12 +70,29 @@ struct ModelInfo {
   bool embedding_rwkv = false;
 };
 
-// Hook for inspecting intermediate activations of forward() (tests, debugging). Called
-// synchronously with a name, the layer (-1 outside blocks) and a [rows = T, cols = C] fp32
-// row-major array that is valid only during the call (copy what you keep):
+// Hook for inspecting intermediate activations of forward() (tests, debugging, activation
+// statistics). Called synchronously, on the thread that called forward(), with a name, the layer
+// (-1 outside blocks) and a [rows, cols] fp32 row-major array that is valid only during the call
+// (copy what you keep); rows = T (one row per token) and cols = C unless noted:
 //   "emb_ln0" (layer -1), and per layer "r", "k" (key after the k_a rescale), "v" (after the value
 //   residual), "w_logdecay" (ln(-ln w)), "a" (= -kk), "b" (= kk * a), "wkv_out" (WKV read-out
 //   before GroupNorm), "v_first" (layer 0), "att_out", "ffn_out", "block_out".
+// Matrix-product inputs - exactly the rows the weight matrix named in brackets (world names,
+// docs/naming.md) is applied to (wick/act_stats.h records their E[x^2] per channel):
+//   per layer  "in.att.receptance" [att.receptance.weight]: xr, the ln1 output token-shift-mixed
+//                                  with x_r;
+//              "in.att.key"        [att.key.weight]: xk, the same mix with x_k;
+//              "in.att.value"      [att.value.weight]: xv, the same mix with x_v;
+//              "in.att.output"     [att.output.weight]: (GroupNorm(wkv_out) + bonus) * gate;
+//              "in.ffn.key"        [ffn.key.weight]: the ln2 output token-shift-mixed with
+//                                  ffn.x_k;
+//              "in.ffn.value"      [ffn.value.weight]: relu(ffn.key x)^2, cols = F (ffn_dim);
+//   layer -1   "in.head"           [head.weight]: the ln_out output of the rows whose logits are
+//                                  returned: rows = T with all_positions, else 1 (the last).
+// The LoRA inputs (xw, xa, xg, ...) and the embedding gather are not reported as matrix inputs.
+// Each name is reported once per layer and pass, in the order the pass computes them. Without a
+// trace nothing is copied or computed for it; with one, the model's arithmetic and results are
+// the same (bit for bit).
 using ActivationTrace =
     std::function<void(std::string_view name, int layer, const float* data, int64_t rows,
                        int64_t cols)>;

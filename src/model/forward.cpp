@@ -94,6 +94,9 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
 
   float *r = ws.r.data(), *k = ws.k.data(), *v = ws.v.data(), *w = ws.w.data(), *a = ws.a.data();
   float *gate = ws.g_.data(), *kk = ws.kk.data(), *lora = ws.lora.data(), *tmp = ws.tmpc.data();
+  trace_out(trace, "in.att.receptance", layer, ws.xr.data(), T, C);
+  trace_out(trace, "in.att.key", layer, ws.xk.data(), T, C);
+  trace_out(trace, "in.att.value", layer, ws.xv.data(), T, C);
   L.receptance->apply(ws.xr.data(), T, r);
   L.key->apply(ws.xk.data(), T, k);
   L.value->apply(ws.xv.data(), T, v);
@@ -188,6 +191,7 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
     const float* gt = gate + t * C;
     for (int64_t c = 0; c < C; ++c) yt[c] *= gt[c];
   }
+  trace_out(trace, "in.att.output", layer, y, T, C);
   L.output->apply(y, T, tmp);
   trace_out(trace, "att_out", layer, tmp, T, C);
   for (int64_t i = 0; i < T * C; ++i) x[i] += tmp[i];
@@ -206,11 +210,13 @@ void channel_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
     std::memcpy(shift, xb + (s.row0 + s.T - 1) * C, C * sizeof(float));
   }
   float* h = ws.ffn_h.data();
+  trace_out(trace, "in.ffn.key", layer, ws.xk.data(), T, C);
   L.ffn_key->apply(ws.xk.data(), T, h);
   for (int64_t i = 0; i < T * F; ++i) {
     const float relu = h[i] > 0.f ? h[i] : 0.f;
     h[i] = relu * relu;
   }
+  trace_out(trace, "in.ffn.value", layer, h, T, F);
   float* out = ws.tmpc.data();
   L.ffn_value->apply(h, T, out);
   trace_out(trace, "ffn_out", layer, out, T, C);
@@ -314,6 +320,7 @@ std::vector<float> run(const Model::Impl& m, std::span<const std::span<const int
     layer_norm_rows(ws.x.data() + rows[i] * C, m.weights.ln_out_w, m.weights.ln_out_b,
                     normed.data() + i * C, 1, C);
   if (output == Output::kHidden) return normed;
+  trace_out(trace, "in.head", -1, normed.data(), n, C);
   std::vector<float> logits(static_cast<size_t>(n * g.vocab));
   m.weights.head->apply(normed.data(), n, logits.data());
   return logits;

@@ -1,0 +1,224 @@
+// Activation statistics (include/wick/act_stats.h; docs/rwkvq-format.md §3.6).
+#include "tasks/act_stats.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "io/mapped_file.h"
+#include "io/pth.h"
+#include "io/safetensors.h"
+#include "io/safetensors_writer.h"
+#include "tasks/perplexity.h"
+#include "wick/errors.h"
+
+namespace wick {
+namespace tasks {
+namespace {
+
+// Trace name (wick/model.h) -> the part of the weight key after "blocks.i.".
+struct BlockInput {
+  std::string_view trace, key;
+};
+constexpr BlockInput kBlockInputs[] = {
+    {"in.att.receptance", "att.receptance.weight"},
+    {"in.att.key", "att.key.weight"},
+    {"in.att.value", "att.value.weight"},
+    {"in.att.output", "att.output.weight"},
+    {"in.ffn.key", "ffn.key.weight"},
+    {"in.ffn.value", "ffn.value.weight"},
+};
+constexpr std::string_view kHeadTrace = "in.head";
+constexpr std::string_view kHeadKey = "head.weight";
+
+std::string block_key(int layer, std::string_view key) {
+  return fmt::format("blocks.{}.{}", layer, key);
+}
+
+}  // namespace
+
+std::string act_stats_key(std::string_view trace_name, int layer) {
+  if (trace_name == kHeadTrace) return layer == -1 ? std::string(kHeadKey) : std::string();
+  if (layer < 0) return {};
+  for (const BlockInput& b : kBlockInputs)
+    if (b.trace == trace_name) return block_key(layer, b.key);
+  return {};
+}
+
+ActStatsAccumulator::ActStatsAccumulator(const Model& model) {
+  const Geometry& g = model.geometry();
+  for (const std::string& key : act_stats_keys(model)) {
+    const bool ffn_value = key.ends_with(".ffn.value.weight");
+    sums_[key].sum.assign(static_cast<size_t>(ffn_value ? g.ffn_dim : g.n_embd), 0.0);
+  }
+}
+
+void ActStatsAccumulator::add(std::string_view trace_name, int layer, const float* data,
+                              int64_t rows, int64_t cols) {
+  const std::string key = act_stats_key(trace_name, layer);
+  if (key.empty()) return;
+  auto it = sums_.find(key);
+  if (it == sums_.end()) return;  // e.g. "in.head" of a model whose head is not recorded
+  Sum& s = it->second;
+  if (cols != static_cast<int64_t>(s.sum.size())) {
+    throw Error(fmt::format("activation statistics: the trace of {} has {} columns, expected {} "
+                            "(internal error)",
+                            key, cols, s.sum.size()));
+  }
+  double* sum = s.sum.data();
+  for (int64_t t = 0; t < rows; ++t) {
+    const float* x = data + t * cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      const double v = x[c];
+      sum[c] += v * v;
+    }
+  }
+  s.pass_rows += rows;
+}
+
+void ActStatsAccumulator::end_pass(int64_t rows) {
+  for (auto& [key, s] : sums_) {
+    if (s.pass_rows != rows) {
+      throw Error(fmt::format("activation statistics: {} received {} rows in a pass over {} "
+                              "tokens (internal error)",
+                              key, s.pass_rows, rows));
+    }
+    s.pass_rows = 0;
+  }
+  rows_ += rows;
+}
+
+ActStats ActStatsAccumulator::means() const {
+  ActStats out;
+  for (const auto& [key, s] : sums_) {
+    std::vector<float>& m = out[key];
+    m.resize(s.sum.size());
+    for (size_t c = 0; c < s.sum.size(); ++c)
+      m[c] = rows_ > 0 ? static_cast<float>(s.sum[c] / static_cast<double>(rows_)) : 0.f;
+  }
+  return out;
+}
+
+}  // namespace tasks
+
+std::vector<std::string> act_stats_keys(const Model& model) {
+  std::vector<std::string> keys;
+  for (int i = 0; i < model.geometry().n_layer; ++i)
+    for (const tasks::BlockInput& b : tasks::kBlockInputs) keys.push_back(tasks::block_key(i, b.key));
+  if (model.has_lm_head()) keys.emplace_back(tasks::kHeadKey);
+  return keys;
+}
+
+ActStatsResult collect_act_stats(const Model& model, std::span<const std::vector<int32_t>> windows,
+                                 const WindowProgress& progress) {
+  if (!model.has_lm_head()) {
+    throw InputError("activation statistics: " + model.info().source +
+                     " has no LM head (an embedding backbone); the statistics include the input "
+                     "of head.weight and need a language model");
+  }
+  tasks::check_windows(windows, model.geometry().vocab);
+  tasks::ActStatsAccumulator acc(model);
+  const ActivationTrace trace = [&acc](std::string_view name, int layer, const float* data,
+                                       int64_t rows, int64_t cols) {
+    acc.add(name, layer, data, rows, cols);
+  };
+  ActStatsResult r;
+  r.ctx = static_cast<int64_t>(windows.front().size());
+  for (size_t w = 0; w < windows.size(); ++w) {
+    const std::span<const int32_t> inputs =
+        std::span<const int32_t>(windows[w]).first(windows[w].size() - 1);
+    State state = model.new_state();
+    model.forward(inputs, state, /*all_positions=*/true, &trace);
+    acc.end_pass(static_cast<int64_t>(inputs.size()));
+    if (static_cast<int64_t>(windows[w].size()) != r.ctx) r.ctx = 0;
+    if (progress) progress(static_cast<int64_t>(w) + 1, static_cast<int64_t>(windows.size()));
+  }
+  r.stats = acc.means();
+  r.tokens = acc.rows();
+  r.windows = static_cast<int64_t>(windows.size());
+  r.model_fingerprint = model.info().fingerprint;
+  return r;
+}
+
+ActStatsResult collect_act_stats(const Model& model, const Tokenizer& tokenizer,
+                                 std::string_view text, const WindowOptions& options,
+                                 const WindowProgress& progress) {
+  const std::vector<int32_t> ids = tokenizer.encode(text);
+  const std::vector<std::vector<int32_t>> windows = cut_windows(ids, options);
+  return collect_act_stats(model, windows, progress);
+}
+
+void save_act_stats(const std::string& path, const ActStatsResult& result) {
+  if (result.stats.empty())
+    throw InputError("activation statistics for " + path + ": nothing to write (no key)");
+  std::vector<io::TensorToWrite> tensors;
+  tensors.reserve(result.stats.size());
+  for (const auto& [key, values] : result.stats) {
+    if (values.empty())
+      throw InputError("activation statistics for " + path + ": key " + key +
+                       " has no channel; every vector needs its input width IN >= 1");
+    tensors.push_back({key, DType::F32, {static_cast<int64_t>(values.size())},
+                       std::string_view(reinterpret_cast<const char*>(values.data()),
+                                        values.size() * sizeof(float))});
+  }
+  const std::map<std::string, std::string> metadata = {
+      {"format", kActStatsFormat},
+      {"model_fingerprint", result.model_fingerprint},
+      {"tokens", std::to_string(result.tokens)},
+      {"windows", std::to_string(result.windows)},
+      {"ctx", std::to_string(result.ctx)},
+      {"description",
+       fmt::format("E[x^2] per input channel of each matrix product, mean over {} tokens in {} "
+                   "windows (wick act-stats, fp32 forward)",
+                   result.tokens, result.windows)},
+  };
+  io::write_safetensors(path, tensors, metadata);
+}
+
+ActStats load_act_stats(const std::string& path, std::map<std::string, std::string>* metadata) {
+  std::shared_ptr<io::MappedFile> file = io::MappedFile::open(path);
+  if (io::looks_like_zip(*file)) {
+    throw FormatError(path, "", "a safetensors file of F32 [IN] vectors (activation statistics)",
+                      "a zip archive - a torch.save pickle such as rwkv-quant's act_stats .pt; "
+                      "collect the statistics with `wick act-stats` instead");
+  }
+  const io::TensorSet set = io::read_safetensors(file);
+  const auto& meta = set.metadata();
+  if (auto it = meta.find("format"); it != meta.end()) {
+    const std::string_view prefix = "wick-act-stats-";
+    if (it->second.starts_with(prefix) && it->second != kActStatsFormat) {
+      throw FormatError(path, "", std::string("format '") + kActStatsFormat + "'",
+                        "format '" + it->second +
+                            "' (written by another version of wick; collect the statistics "
+                            "again with this one)");
+    }
+  }
+  if (set.tensors().empty()) {
+    throw FormatError(path, "", "at least one F32 [IN] vector (activation statistics)",
+                      "no tensor");
+  }
+  ActStats out;
+  for (const io::TensorView& t : set.tensors()) {
+    if (t.dtype != DType::F32 || t.shape.size() != 1 || t.shape[0] < 1) {
+      throw FormatError(path, t.name,
+                        "an F32 vector [IN] of E[x^2] per input channel (activation statistics)",
+                        std::string(dtype_name(t.dtype)) + " " + t.shape_string() +
+                            (t.shape.size() >= 2 ? " (a weight matrix: is this a model file?)"
+                                                 : ""));
+    }
+    std::vector<float> v(static_cast<size_t>(t.shape[0]));
+    std::memcpy(v.data(), t.data, v.size() * sizeof(float));
+    for (size_t c = 0; c < v.size(); ++c) {
+      if (!(v[c] >= 0.f) || std::isinf(v[c])) {
+        throw FormatError(path, t.name, "finite values >= 0 (a mean of squares)",
+                          fmt::format("{} at channel {}", v[c], c));
+      }
+    }
+    out.emplace(t.name, std::move(v));
+  }
+  if (metadata) *metadata = meta;
+  return out;
+}
+
+}  // namespace wick
