@@ -14,6 +14,7 @@
 #include "io/safetensors.h"
 #include "kernels/fp16.h"
 #include "quant/dequant.h"
+#include "wick/act_stats.h"
 #include "quant/rwkvq_writer.h"
 #include "wick/errors.h"
 
@@ -426,27 +427,6 @@ EncodedTensor encode_planned(const TensorPlan& plan, const float* w,
   return encode_unchecked(plan, w, shape, act);
 }
 
-ActStats load_act_stats_file(const std::string& path) {
-  const io::TensorSet set = io::read_safetensors(io::MappedFile::open(path));
-  ActStats stats;
-  for (const io::TensorView& t : set.tensors()) {
-    if (t.dtype != DType::F32 || t.shape.size() != 1) {
-      throw FormatError(path, t.name, "an F32 vector [IN] of E[x^2] per input channel",
-                        std::string(dtype_name(t.dtype)) + " " + shape_text(t.shape));
-    }
-    std::vector<float> v(static_cast<size_t>(t.numel()));
-    if (!v.empty()) std::memcpy(v.data(), t.data, v.size() * 4);
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (!(v[i] >= 0.0f) || !std::isfinite(v[i])) {
-        throw FormatError(path, t.name, "finite E[x^2] values >= 0",
-                          std::to_string(v[i]) + " at index " + std::to_string(i));
-      }
-    }
-    stats.emplace(t.name, std::move(v));
-  }
-  return stats;
-}
-
 QuantizeSummary quantize_checkpoint(const std::string& in, const std::string& out,
                                     const FileQuantizeOptions& options) {
   const QuantConfig& config = options.config;
@@ -634,7 +614,7 @@ QuantizeSummary quantize(const std::string& in, const std::string& out,
     o.label = "preset " + (options.preset.empty() ? std::string("reduction") : options.preset);
   }
   if (!options.act_stats_path.empty()) {
-    o.stats = quant::load_act_stats_file(options.act_stats_path);
+    o.stats = load_act_stats(options.act_stats_path);
     o.config.act_stats_path = options.act_stats_path;
   } else {
     o.config.act_stats_path.clear();

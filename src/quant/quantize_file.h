@@ -32,6 +32,7 @@
 
 #include "quant/encode.h"
 #include "quant/quant_config.h"
+#include "wick/act_stats.h"
 #include "quant/rwkvq.h"
 #include "wick/quantize.h"
 
@@ -97,12 +98,9 @@ struct PlainQuantizeOptions {
 QuantizeSummary quantize_plain(const std::string& in, const std::string& out,
                                const PlainQuantizeOptions& options);
 
-// Activation statistics: weight key -> E[x^2] per input channel (docs/rwkvq-format.md §3.6).
-using ActStats = std::map<std::string, std::vector<float>>;
-// Reads a safetensors file of F32 [IN] vectors (the format of fixtures/rwkvq/
-// tiny_act_stats.safetensors and of `wick act-stats`). Throws FileError, FormatError (damaged
-// file, a tensor that is not an F32 vector, a negative or non-finite value).
-ActStats load_act_stats_file(const std::string& path);
+// Activation statistics: weight key -> E[x^2] per input channel (docs/rwkvq-format.md §3.6),
+// read by wick::load_act_stats (include/wick/act_stats.h).
+using ActStats = wick::ActStats;
 
 struct FileQuantizeOptions {
   QuantConfig config;                    // what to do per group (written to the manifest)
