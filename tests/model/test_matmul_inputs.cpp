@@ -143,12 +143,13 @@ TEST(MatmulInputTrace, EveryInputIsWhatItsMatrixReads) {
   // head: every position's logits.
   const Traced& xh = at("in.head", -1, C);
   EXPECT_LE(rel_diff(matmul_t(xh.data, T, C, weight(w, "head.weight"), V), logits), kTol);
-  // Only the last row without all_positions.
+  // Only the last row without all_positions (copied first: `xh` refers into `got`).
+  const std::vector<float> last_row(xh.data.end() - C, xh.data.end());
   std::vector<float> last;
   got = trace_forward(m, tokens, false, &last);
   ASSERT_EQ(got.count("in.head.-1"), 1u);
   EXPECT_EQ(got["in.head.-1"].rows, 1);
-  EXPECT_EQ(std::vector<float>(xh.data.end() - C, xh.data.end()), got["in.head.-1"].data);
+  EXPECT_EQ(last_row, got["in.head.-1"].data);
 }
 
 TEST(MatmulInputTrace, TracingChangesNoResultBitForBit) {
