@@ -356,6 +356,18 @@ void check_indexable(const RerankContract& c) {
   }
 }
 
+// Continues each state with its sequence (one packed pass) and returns the head's logits on the
+// states after it: the common end of the direct path and the indexed path.
+std::vector<float> continue_and_score(const Reranker& r,
+                                      std::span<const std::span<const int32_t>> seqs,
+                                      std::vector<State>& states) {
+  std::vector<State*> ptrs;
+  for (State& s : states) ptrs.push_back(&s);
+  r.model().absorb_batch(seqs, ptrs);
+  const std::vector<const State*> cptrs(ptrs.begin(), ptrs.end());
+  return r.head_logits(cptrs);
+}
+
 }  // namespace
 
 Reranker Reranker::load(Model model, std::shared_ptr<const Tokenizer> tokenizer,
@@ -473,12 +485,8 @@ std::vector<float> Reranker::score(std::string_view query, std::span<const std::
   for (size_t b0 = 0; b0 < docs.size(); b0 += step) {
     const size_t n = std::min(step, docs.size() - b0);
     std::vector<State> states(n, impl_->base.new_state());
-    std::vector<std::span<const int32_t>> seqs(all.begin() + b0, all.begin() + b0 + n);
-    std::vector<State*> ptrs;
-    for (State& s : states) ptrs.push_back(&s);
-    impl_->base.absorb_batch(seqs, ptrs);
-    const std::vector<const State*> cptrs(ptrs.begin(), ptrs.end());
-    const std::vector<float> l = head_logits(cptrs);
+    const std::vector<std::span<const int32_t>> seqs(all.begin() + b0, all.begin() + b0 + n);
+    const std::vector<float> l = continue_and_score(*this, seqs, states);
     out.insert(out.end(), l.begin(), l.end());
     if (progress) progress(static_cast<int64_t>(out.size()), static_cast<int64_t>(docs.size()));
   }
@@ -524,12 +532,8 @@ std::vector<float> Reranker::score_states(std::string_view query,
       if (!doc_states[b0 + i]) throw InputError("null document state " + std::to_string(b0 + i));
       states.push_back(*doc_states[b0 + i]);  // a copy: the index is never modified
     }
-    std::vector<std::span<const int32_t>> seqs(n, std::span<const int32_t>(tail));
-    std::vector<State*> ptrs;
-    for (State& s : states) ptrs.push_back(&s);
-    impl_->base.absorb_batch(seqs, ptrs);
-    const std::vector<const State*> cptrs(ptrs.begin(), ptrs.end());
-    const std::vector<float> l = head_logits(cptrs);
+    const std::vector<std::span<const int32_t>> seqs(n, std::span<const int32_t>(tail));
+    const std::vector<float> l = continue_and_score(*this, seqs, states);
     out.insert(out.end(), l.begin(), l.end());
     if (progress) progress(static_cast<int64_t>(out.size()), static_cast<int64_t>(doc_states.size()));
   }
