@@ -43,7 +43,10 @@ std::string table(const CalibrationResult& r) {
       const CalibrationCandidate& c = g.candidates[i];
       if (!c.measured) continue;
       std::string mark = c.within_budget ? "ok" : "over";
-      if (static_cast<int>(i) == g.final_choice) mark += "  <- chosen";
+      if (c.from_composite) mark += " (measured after a composite upgrade)";
+      if (static_cast<int>(i) == g.final_choice) {
+        mark += g.final_choice == g.isolated_choice ? "  <- chosen" : "  <- chosen by the composite pass";
+      }
       out += fmt::format("{:<8} {:<24} {:>6.3f}  {:>12.6g}  {}\n", first ? g.group : "",
                          c.label(), c.cost_bits, c.metric, mark);
       first = false;
@@ -51,10 +54,11 @@ std::string table(const CalibrationResult& r) {
     if (g.final_choice < 0) {
       out += fmt::format("{:<8} {:<24} {:>6}  {:>12}  {}\n", first ? g.group : "", "bf16",
                          "16", "0", "<- chosen (no candidate within the budget)");
-    } else if (g.final_choice != g.isolated_choice) {
+    } else if (g.final_choice != g.isolated_choice &&
+               !g.candidates[static_cast<size_t>(g.final_choice)].measured) {
       out += fmt::format("{:<8} {:<24} {:>6.3f}  {:>12}  {}\n", "", g.choice_label(),
                          g.candidates[static_cast<size_t>(g.final_choice)].cost_bits, "-",
-                         "<- chosen by the composite pass");
+                         "<- chosen");
     }
   }
   return out;

@@ -23,6 +23,8 @@
 //    with the largest (isolated metric of its choice / added bits) is upgraded to its next
 //    candidate of strictly higher cost (or dense bf16 after the last one); the upgrade is kept
 //    only if the composite metric improves, otherwise it is rolled back and the group frozen.
+//    A kept upgrade to a candidate the isolation pass did not reach is then measured alone too,
+//    so that the group's share of the error (the priority) follows its current scheme.
 //    The composite pass is the only place where interactions between groups are seen: the
 //    isolation pass assumes the groups' errors do not interact, which is only an approximation
 //    (errors of different groups add up, roughly, and can amplify each other through the
@@ -40,7 +42,7 @@
 //   * kPpl: delta ppl = 100 (ppl_candidate - ppl_reference) / ppl_reference, in %; within budget
 //     when <= ppl_threshold_pct (a negative delta is within any budget >= 0).
 // Cost: one file write, one model load and one pass over the windows (two for KL: the reference
-// is run again) per measured configuration; the temporary files go to `work_dir` and are removed
+// is run again) per measured configuration (at most two per composite step); the temporary files go to `work_dir` and are removed
 // after each measurement, so the disk must hold about twice the dense bf16 model.
 //
 // The config. Every group searched gets its chosen scheme (bits, group_scale, group_scale_mode:
@@ -83,7 +85,9 @@ struct CalibrationCandidate {
                            // "rtn" for rtn (no group_scale)
   int group_scale = 0;     // sb6 32, asym 64, rtn 0
   double cost_bits = 0;    // bits per weight of the cost model
-  bool measured = false;   // measured in the isolation pass
+  bool measured = false;   // measured alone (all other groups dense bf16)
+  bool from_composite = false;  // measured alone after the composite pass upgraded to it (not
+                                // by the isolation pass, which stopped before it)
   double metric = 0;       // when measured: KL (nats/token) or delta ppl (%), per the options
   double kl = 0;           // kKl only: mean KL (nats/token) and its 95 % bootstrap interval
   double kl_ci_low = 0, kl_ci_high = 0;

@@ -300,6 +300,20 @@ CalibrationResult calibrate(const std::string& model_path,
   Calibrator cal(model_path, windows, options);
   cal.prepare(result);
 
+  // A candidate measured alone: every other group dense.
+  auto measure_alone = [&](const CalibrationGroup& g, CalibrationCandidate& c) {
+    QuantConfig config = all_dense();
+    apply(config, g.group, &c);
+    const Measurement m = cal.measure(config, result);
+    c.measured = true;
+    c.metric = m.metric;
+    c.kl = m.kl;
+    c.kl_ci_low = m.kl_low;
+    c.kl_ci_high = m.kl_high;
+    c.ppl = m.ppl;
+    c.within_budget = m.metric <= result.budget;
+  };
+
   // 1. Isolation: cheapest candidate within the budget, every other group dense.
   int64_t total = 0, done = 0;
   for (const CalibrationGroup& g : result.groups) total += static_cast<int64_t>(g.candidates.size());
@@ -307,16 +321,7 @@ CalibrationResult calibrate(const std::string& model_path,
   for (CalibrationGroup& g : result.groups) {
     for (size_t i = 0; i < g.candidates.size(); ++i) {
       CalibrationCandidate& c = g.candidates[i];
-      QuantConfig config = all_dense();
-      apply(config, g.group, &c);
-      const Measurement m = cal.measure(config, result);
-      c.measured = true;
-      c.metric = m.metric;
-      c.kl = m.kl;
-      c.kl_ci_low = m.kl_low;
-      c.kl_ci_high = m.kl_high;
-      c.ppl = m.ppl;
-      c.within_budget = m.metric <= result.budget;
+      measure_alone(g, c);
       ++done;
       if (progress) progress("isolation", done, total);
       if (c.within_budget) {
@@ -335,7 +340,7 @@ CalibrationResult calibrate(const std::string& model_path,
   bool any = false;
   for (const CalibrationGroup& g : result.groups) any = any || g.isolated_choice >= 0;
   if (options.composite && any) {
-    const int64_t steps_total = 1 + options.max_composite_steps;
+    const int64_t steps_total = 1 + 2 * static_cast<int64_t>(options.max_composite_steps);
     int64_t steps_done = 0;
     if (progress) progress("composite", 0, steps_total);
     double current = cal.measure(config_of(result.groups, true), result).metric;
@@ -353,10 +358,8 @@ CalibrationResult calibrate(const std::string& model_path,
         const int next = next_candidate(g, g.final_choice);
         const double next_cost = next < 0 ? 16.0 : g.candidates[static_cast<size_t>(next)].cost_bits;
         const double added = std::max(next_cost - cur.cost_bits, 1e-9);
-        // The isolated number of a choice made by an upgrade was not measured alone: use the
-        // isolated choice's number, the best estimate of the group's share.
-        const CalibrationCandidate& iso = g.candidates[static_cast<size_t>(g.isolated_choice)];
-        const double harm = std::max(cur.measured ? cur.metric : iso.metric, 0.0);
+        // Every current choice was measured alone (kept upgrades are measured below).
+        const double harm = std::max(cur.metric, 0.0);
         const double priority = harm / added;
         if (priority > best_priority) {
           best_priority = priority;
@@ -378,6 +381,12 @@ CalibrationResult calibrate(const std::string& model_path,
       s.kept = after < current;
       if (s.kept) {
         current = after;
+        if (best_next >= 0 && !best->candidates[static_cast<size_t>(best_next)].measured) {
+          CalibrationCandidate& c = best->candidates[static_cast<size_t>(best_next)];
+          measure_alone(*best, c);
+          c.from_composite = true;
+          if (progress) progress("composite", ++steps_done, steps_total);
+        }
       } else {
         best->final_choice = previous;
         frozen.insert(best->group);
@@ -424,6 +433,7 @@ std::string CalibrationResult::to_json_text() const {
       cj["scheme"] = c.label();
       cj["cost_bits"] = c.cost_bits;
       cj["measured"] = c.measured;
+      if (c.from_composite) cj["measured_after_composite_upgrade"] = true;
       if (c.measured) {
         cj["metric"] = c.metric;
         if (metric == CalibrationMetric::kKl) {

@@ -57,7 +57,7 @@ void expect_isolation_rule(const CalibrationResult& r) {
         EXPECT_TRUE(c.measured && c.within_budget) << c.label();
         EXPECT_LE(c.metric, r.budget) << c.label();
       } else {
-        EXPECT_FALSE(c.measured) << c.label();
+        EXPECT_EQ(c.measured, c.from_composite) << c.label();
       }
     }
     for (int i = 1; i < n; ++i)
@@ -175,6 +175,13 @@ TEST(Calibrate, CompositePassAndTheConfigRoundTrip) {
     if (s.kept) current = s.after;
   }
   EXPECT_EQ(current, r.composite_final);
+  // Every final choice was measured alone (upgrades after they were kept).
+  for (const CalibrationGroup& g : r.groups) {
+    if (g.final_choice < 0) continue;
+    const CalibrationCandidate& ch = g.candidates[static_cast<size_t>(g.final_choice)];
+    EXPECT_TRUE(ch.measured) << g.group;
+    EXPECT_EQ(ch.from_composite, g.final_choice > g.isolated_choice) << g.group;
+  }
   EXPECT_EQ(r.composite_within_budget, r.composite_final <= budget);
   // Temporary files are gone.
   EXPECT_TRUE(std::filesystem::is_empty(dir));
