@@ -22,5 +22,6 @@ void register_rerank(CLI::App& app);
 void register_ppl(CLI::App& app);
 void register_kl(CLI::App& app);
 void register_act_stats(CLI::App& app);
+void register_calibrate(CLI::App& app);
 
 }  // namespace wick::cli

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   wick::cli::register_ppl(app);
   wick::cli::register_kl(app);
   wick::cli::register_act_stats(app);
+  wick::cli::register_calibrate(app);
   if (argc == 1) {
     std::cout << app.help();
     return 0;
