@@ -7,9 +7,11 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <memory>
 #include <optional>
 
 #include "commands.h"
+#include "progress.h"
 #include "wick/errors.h"
 #include "wick/quantize.h"
 
@@ -30,6 +32,13 @@ void run_quantize(const QuantizeOptions& o) {
   std::optional<std::string> tokenizer;
   if (!o.tokenizer.empty()) tokenizer = o.tokenizer;
   QuantizeSummary s;
+  // One bar over the tensors, drawn on a terminal only (cli/progress.h).
+  std::unique_ptr<ProgressBar> bar;
+  const ProgressFn progress = [&bar](int64_t done, int64_t total) {
+    if (!bar) bar = std::make_unique<ProgressBar>("quantize", total, "tensor");
+    bar->update(done);
+    if (done == total) bar->finish();
+  };
   if (o.plain) {
     if (!o.preset.empty() || !o.config.empty() || !o.act_stats.empty()) {
       throw InputError("wick quantize: --plain writes one plain layout; it cannot be combined "
@@ -38,7 +47,7 @@ void run_quantize(const QuantizeOptions& o) {
     if (o.layout.empty()) {
       throw InputError("wick quantize --plain needs --layout sb6:4|sb6:5|sb6:6|sym:8|sym:6");
     }
-    s = quantize_plain(o.in, o.out, o.layout, tokenizer);
+    s = quantize_plain(o.in, o.out, o.layout, tokenizer, progress);
   } else {
     if (!o.layout.empty()) {
       throw InputError("wick quantize: --layout belongs to --plain; with a preset or --config "
@@ -53,6 +62,7 @@ void run_quantize(const QuantizeOptions& o) {
     q.config_path = o.config;
     q.act_stats_path = o.act_stats;
     q.tokenizer = tokenizer;
+    q.progress = progress;
     s = quantize(o.in, o.out, q);
   }
   for (const std::string& note : s.notes) std::cerr << "note: " << note << "\n";

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "wick/progress.h"
+
 namespace wick {
 
 struct QuantizeSummary {
@@ -50,13 +52,16 @@ struct QuantizeSummary {
 // checkpoint, already an .rwkvq, non-finite weights in a tensor to quantise).
 QuantizeSummary quantize_plain(const std::string& in, const std::string& out,
                                const std::string& layout,
-                               const std::optional<std::string>& tokenizer = std::nullopt);
+                               const std::optional<std::string>& tokenizer = std::nullopt,
+                               const ProgressFn& progress = {});
 
 struct QuantizeOptions {
   std::string preset;          // "reduction" (default when both are empty) or "compression"
   std::string config_path;     // a JSON config (§1.3.2; a whole manifest works too), else ""
   std::string act_stats_path;  // safetensors E[x^2] per input channel (wick act-stats), else ""
   std::optional<std::string> tokenizer;  // free-form reference stored in the manifest
+  // Called after each tensor is encoded with (tensors done, tensors in all); may be empty.
+  ProgressFn progress;
 };
 
 // Quantises `in` into `out` (atomically) with a preset or a config file. Throws InputError

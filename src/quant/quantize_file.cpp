@@ -554,6 +554,8 @@ QuantizeSummary quantize_checkpoint(const std::string& in, const std::string& ou
     }
     summary.tensors += 1;
     summary.tensors_per_layout[layout_label(e)] += 1;
+    if (options.progress)
+      options.progress(static_cast<int64_t>(i) + 1, static_cast<int64_t>(tensors.size()));
     if (plan.group == "proj" || plan.group == "cmix" || plan.group == "head") {
       summary.layout_weights += t.numel();
       summary.layout_bytes += e.stored_bytes();
@@ -571,6 +573,7 @@ QuantizeSummary quantize_plain(const std::string& in, const std::string& out,
   o.config = QuantConfig::plain(layout.layout == Layout::kSb6 ? "sb6" : "sym", layout.bits);
   o.tokenizer = options.tokenizer;
   o.label = layout.label();
+  o.progress = options.progress;
   return quantize_checkpoint(in, out, o);
 }
 
@@ -580,10 +583,12 @@ namespace wick {
 
 QuantizeSummary quantize_plain(const std::string& in, const std::string& out,
                                const std::string& layout,
-                               const std::optional<std::string>& tokenizer) {
+                               const std::optional<std::string>& tokenizer,
+                               const ProgressFn& progress) {
   quant::PlainQuantizeOptions o;
   o.layout = quant::parse_plain_layout(layout);
   o.tokenizer = tokenizer;
+  o.progress = progress;
   return quant::quantize_plain(in, out, o);
 }
 
@@ -620,6 +625,7 @@ QuantizeSummary quantize(const std::string& in, const std::string& out,
     o.config.act_stats_path.clear();
   }
   o.tokenizer = options.tokenizer;
+  o.progress = options.progress;
   return quant::quantize_checkpoint(in, out, o);
 }
 

@@ -87,6 +87,7 @@ std::vector<EncodedBuffer> planned_buffers(const TensorPlan& plan,
 struct PlainQuantizeOptions {
   PlainLayout layout;
   std::optional<std::string> tokenizer;  // free-form reference stored in the manifest
+  ProgressFn progress;                   // (tensors encoded, tensors in all) after each tensor
 };
 
 // Quantises the dense checkpoint at `in` (a .safetensors file, an official .pth, or a folder with
@@ -107,6 +108,7 @@ struct FileQuantizeOptions {
   std::optional<ActStats> stats;         // E[x^2] for the activation-weighted modes
   std::optional<std::string> tokenizer;  // free-form reference stored in the manifest
   std::string label;                     // QuantizeSummary::layout ("preset compression", ...)
+  ProgressFn progress;                   // (tensors encoded, tensors in all) after each tensor
 };
 
 // Quantises the dense checkpoint at `in` into `out` (atomically) by `options.config`. Throws like

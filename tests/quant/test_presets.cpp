@@ -164,8 +164,17 @@ TEST(Presets, WithoutStatisticsTheAwModesRunUnweightedAndSaySo) {
   const std::string out = (scratch_dir() / "noaw.rwkvq").string();
   QuantizeOptions o;
   o.preset = "compression";
+  std::vector<std::pair<int64_t, int64_t>> progress;  // every (done, total) reported
+  o.progress = [&progress](int64_t done, int64_t total) { progress.emplace_back(done, total); };
   const QuantizeSummary s = quantize(fixture("rwkvq/tiny_world_dense.safetensors"), out, o);
   EXPECT_EQ(s.weighted_tensors, 0);
+  // Progress: once per tensor, counting up to the number of tensors written.
+  ASSERT_EQ(static_cast<int64_t>(progress.size()), s.tensors);
+  for (size_t i = 0; i < progress.size(); ++i) {
+    EXPECT_EQ(progress[i].first, static_cast<int64_t>(i) + 1);
+    EXPECT_EQ(progress[i].second, s.tensors);
+  }
+  o.progress = nullptr;
   bool loud = false;
   for (const std::string& w : s.warnings)
     if (w.find("NO ACTIVATION STATISTICS") != std::string::npos &&
