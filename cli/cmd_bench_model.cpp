@@ -27,10 +27,12 @@ namespace wick::cli {
 namespace {
 
 struct BenchModelOptions {
+  AttentionFlags attention;  // RWKV-X only
   std::string model;
   int threads = 0;
   std::vector<int> prompt = {512};
   std::vector<int> gen = {128};
+  std::vector<int> depth = {0};  // decode after this many tokens of context (KV rows for RWKV-X)
   int reps = 5;
   bool json = false;
 };
@@ -126,12 +128,33 @@ std::vector<int32_t> bench_tokens(int n, int vocab, uint32_t seed) {
   return t;
 }
 
+// The state decode starts from at `depth` tokens of context. The recurrent part comes from a real
+// prefill of min(depth, 512) tokens; an RWKV-X KV cache is then tiled with those rows up to
+// `depth` (a step's work depends on the number of cached rows, not on their values, so this times
+// decode at that depth without an O(depth^2) full-attention prefill).
+State state_at_depth(const Model& model, int depth) {
+  State st = model.new_state();
+  if (depth <= 0) return st;
+  const int real = std::min(depth, 512);
+  model.forward(bench_tokens(real, model.geometry().vocab, 3), st);
+  if (model.geometry().n_attn == 0 || depth == real) return st;
+  const int64_t C = model.geometry().n_embd;
+  st.resize_kv(depth);
+  for (int j = 0; j < st.n_attn(); ++j) {
+    for (int64_t p = real; p < depth; ++p) {
+      std::copy_n(st.k_cache(j) + (p % real) * C, C, st.k_cache(j) + p * C);
+      std::copy_n(st.v_cache(j) + (p % real) * C, C, st.v_cache(j) + p * C);
+    }
+  }
+  return st;
+}
+
 void run_bench_model(const BenchModelOptions& o) {
   if (o.threads > 0) set_threads(o.threads);
   const uint64_t rss_before = proc_status_bytes("VmRSS");
   reset_peak_rss();
   const auto t_load = Clock::now();
-  const Model model = load_model_or_default(o.model);
+  const Model model = with_attention_flags(load_model_or_default(o.model), o.attention);
   const double load_s = since(t_load);
   const uint64_t rss_loaded = proc_status_bytes("VmRSS");
   const uint64_t peak_load = proc_status_bytes("VmHWM");
@@ -213,31 +236,44 @@ void run_bench_model(const BenchModelOptions& o) {
     emit("pp" + std::to_string(n), n, 0, stats_of(tps),
          {{"peak_rss_during_prefill_bytes", peak - std::min(peak, rss_before)}});
   }
-  for (int n : o.gen) {
-    if (n <= 0) continue;
-    const std::vector<int32_t> tokens = bench_tokens(n, g.vocab, 2);
-    {
-      State warm = model.new_state();
-      for (int i = 0; i < std::min(n, 4); ++i) model.step(tokens[i], warm);
+  for (int d : o.depth) {
+    const State start = state_at_depth(model, d);
+    for (int n : o.gen) {
+      if (n <= 0) continue;
+      const std::vector<int32_t> tokens = bench_tokens(n, g.vocab, 2);
+      {
+        State warm = start;
+        for (int i = 0; i < std::min(n, 4); ++i) model.step(tokens[i], warm);
+      }
+      std::vector<double> tps;
+      uint64_t rss_decode = 0;
+      for (int r = 0; r < o.reps; ++r) {
+        State st = start;
+        const auto t0 = Clock::now();
+        for (int32_t t : tokens) model.step(t, st);
+        tps.push_back(n / since(t0));
+        rss_decode = std::max(rss_decode, proc_status_bytes("VmRSS"));
+      }
+      const Stats s = stats_of(tps);
+      const double bw = measure_read_bandwidth(nthreads);
+      // Bytes a step reads: the weights, plus (RWKV-X) the K and V rows it attends to at the
+      // middle of the run, for full attention.
+      const uint64_t kv_row_bytes = 2ull * g.n_attn * g.n_embd * sizeof(float);
+      const uint64_t kv_bytes =
+          model.attention().mode == AttentionMode::kFull ? kv_row_bytes * (d + n / 2) : 0;
+      const double roofline_ms =
+          1000.0 * static_cast<double>(info.bytes_per_token + kv_bytes) / bw;
+      nlohmann::json extra = {{"rss_while_decoding_bytes", rss_decode - std::min(rss_decode, rss_before)},
+                              {"bytes_per_token", info.bytes_per_token + kv_bytes},
+                              {"bandwidth_gb_s", bw / 1e9},
+                              {"roofline_ms_per_token", roofline_ms},
+                              {"roofline_fraction", roofline_ms / (1000.0 / s.median)}};
+      if (g.n_attn > 0) {
+        extra["n_depth"] = d;
+        extra["attention"] = describe_attention(model.attention());
+      }
+      emit("tg" + std::to_string(n) + (d > 0 ? "@d" + std::to_string(d) : ""), 0, n, s, extra);
     }
-    std::vector<double> tps;
-    uint64_t rss_decode = 0;
-    for (int r = 0; r < o.reps; ++r) {
-      State st = model.new_state();
-      const auto t0 = Clock::now();
-      for (int32_t t : tokens) model.step(t, st);
-      tps.push_back(n / since(t0));
-      rss_decode = std::max(rss_decode, proc_status_bytes("VmRSS"));
-    }
-    const Stats s = stats_of(tps);
-    const double bw = measure_read_bandwidth(nthreads);
-    const double roofline_ms = 1000.0 * static_cast<double>(info.bytes_per_token) / bw;
-    emit("tg" + std::to_string(n), 0, n, s,
-         {{"rss_while_decoding_bytes", rss_decode - std::min(rss_decode, rss_before)},
-          {"bytes_per_token", info.bytes_per_token},
-          {"bandwidth_gb_s", bw / 1e9},
-          {"roofline_ms_per_token", roofline_ms},
-          {"roofline_fraction", roofline_ms / (1000.0 / s.median)}});
   }
 }
 
@@ -247,6 +283,7 @@ void register_bench_model(CLI::App* bench) {
   auto o = std::make_shared<BenchModelOptions>();
   bench->add_option("-m,--model", o->model,
                     "Checkpoint (.safetensors, .pth, .rwkvq, HF folder); default: embedded tiny model");
+  add_attention_flags(bench, &o->attention);
   bench->add_option("-t,--threads", o->threads, "Threads (default: WICK_THREADS or one per core)")
       ->check(CLI::Range(1, 1024));
   bench->add_option("-p,--prompt", o->prompt, "Prefill lengths in tokens, comma-separated; 0 skips")
@@ -255,6 +292,11 @@ void register_bench_model(CLI::App* bench) {
   bench->add_option("-n,--gen", o->gen, "Decode lengths in tokens, comma-separated; 0 skips")
       ->delimiter(',')
       ->check(CLI::Range(0, 1 << 20));
+  bench->add_option("-d,--depth", o->depth,
+                    "Decode after this many tokens of context, comma-separated (RWKV-X: KV-cache "
+                    "rows; default 0)")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 1 << 24));
   bench->add_option("-r,--reps", o->reps, "Repetitions per test (median reported)")
       ->check(CLI::Range(1, 1000));
   bench->add_flag("--json", o->json, "One JSON object per test and line");

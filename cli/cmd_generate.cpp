@@ -22,6 +22,7 @@ namespace wick::cli {
 namespace {
 
 struct GenerateOptions {
+  AttentionFlags attention;  // RWKV-X only
   std::string model;
   std::string prompt;
   bool prompt_given = false;
@@ -112,7 +113,7 @@ void run_batch(const GenerateOptions& o, const Model& model, const Tokenizer& to
 
 void run_generate(const GenerateOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
-  Model model = load_model_or_default(o.model);
+  Model model = with_attention_flags(load_model_or_default(o.model), o.attention);
   const double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   auto tokenizer = tokenizer_for(model, o.tokenizer);
@@ -164,6 +165,7 @@ void register_generate(CLI::App& app) {
                   "streaming, state files, batches)");
   cmd->add_option("-m,--model", o->model,
                   "Checkpoint (.safetensors, .pth or HF folder); default: the embedded tiny model");
+  add_attention_flags(cmd, &o->attention);
   auto* prompt = cmd->add_option("-p,--prompt", o->prompt, "Prompt text (must not be empty)");
   cmd->add_option("--tokenizer", o->tokenizer,
                   "World vocabulary (.txt) or HuggingFace tokenizer.json (BPE); default: byte-level "

@@ -10,8 +10,8 @@
 namespace wick::cli {
 namespace {
 
-void run_info(const std::string& path, bool json) {
-  Model model = load_model_or_default(path);
+void run_info(const std::string& path, bool json, const AttentionFlags& attention) {
+  Model model = with_attention_flags(load_model_or_default(path), attention);
   const Geometry& g = model.geometry();
   const ModelInfo& i = model.info();
   const uint64_t state_bytes = model.new_state().bytes();
@@ -36,6 +36,19 @@ void run_info(const std::string& path, bool json) {
                      {"head_size", g.head_size}, {"ffn_dim", g.ffn_dim}, {"vocab", g.vocab},
                      {"lora_w", g.lora_w},   {"lora_a", g.lora_a},   {"lora_v", g.lora_v},
                      {"lora_g", g.lora_g}};
+    j["architecture"] = i.architecture;
+    if (g.n_attn > 0) {
+      const AttentionOptions& a = model.attention();
+      j["geometry"]["n_attn"] = g.n_attn;
+      j["geometry"]["attn_ffn_dim"] = g.attn_ffn_dim;
+      j["attention"] = {{"mode", std::string(attention_mode_name(a.mode))},
+                        {"moba_block", a.moba_block},
+                        {"moba_topk", a.moba_topk},
+                        {"moba_scope", std::string(moba_scope_name(a.moba_scope))},
+                        {"moba_past", a.moba_past_k_minus_1 ? "K-1" : "K"},
+                        {"kv_max", a.kv_max}};
+      j["kv_bytes_per_token"] = 2 * g.n_attn * g.n_embd * sizeof(float);
+    }
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -53,11 +66,20 @@ void run_info(const std::string& path, bool json) {
       "dtypes     {}\n"
       "geometry   L={} C={} H={} N={} F={} V={}\n"
       "LoRA ranks decay={} in-context-rate={} value-residual={} gate={}\n"
-      "state      {} bytes per sequence (fp32)\n",
+      "state      {} bytes per sequence (fp32)\n{}",
       i.source, i.container, naming_convention_name(i.convention), i.file_bytes,
       i.file_bytes / 1048576.0, i.parameters, i.parameters / 1e6, i.weight_bytes, dts, g.n_layer,
       g.n_embd, g.n_head, g.head_size, g.ffn_dim, g.vocab, g.lora_w, g.lora_a, g.lora_v, g.lora_g,
-      state_bytes);
+      state_bytes,
+      g.n_attn == 0
+          ? std::string()
+          : fmt::format("RWKV-X     {} attention blocks (C/64 = {} heads of 64, FFN {}) after "
+                        "every {} RWKV blocks\n"
+                        "attention  {}\n"
+                        "KV cache   {} bytes per token (fp32 K and V of every attention block)\n",
+                        g.n_attn, g.n_embd / 64, g.attn_ffn_dim, g.n_layer / g.n_attn,
+                        describe_attention(model.attention()),
+                        2ull * g.n_attn * g.n_embd * sizeof(float)));
 }
 
 }  // namespace
@@ -65,10 +87,12 @@ void run_info(const std::string& path, bool json) {
 void register_info(CLI::App& app) {
   auto path = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
+  auto attention = std::make_shared<AttentionFlags>();
   CLI::App* cmd = app.add_subcommand("info", "Print a checkpoint's geometry, dtypes and size");
   cmd->add_option("-m,--model", *path, "Checkpoint; default: the embedded tiny model");
+  add_attention_flags(cmd, attention.get());
   cmd->add_flag("--json", *json, "Print JSON");
-  cmd->callback([path, json] { run_info(*path, *json); });
+  cmd->callback([path, json, attention] { run_info(*path, *json, *attention); });
 }
 
 }  // namespace wick::cli

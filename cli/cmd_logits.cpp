@@ -14,6 +14,7 @@ namespace wick::cli {
 namespace {
 
 struct LogitsOptions {
+  AttentionFlags attention;  // RWKV-X only
   std::string model;
   std::string tokens_text;
   std::vector<int32_t> tokens;
@@ -65,7 +66,7 @@ std::vector<int32_t> parse_token_list(const std::string& text) {
 
 void run_logits(LogitsOptions& o) {
   o.tokens = parse_token_list(o.tokens_text);
-  Model model = load_model_or_default(o.model);
+  Model model = with_attention_flags(load_model_or_default(o.model), o.attention);
   const int V = model.geometry().vocab;
   State state = model.new_state();
   std::vector<std::vector<float>> rows;
@@ -88,6 +89,7 @@ void register_logits(CLI::App& app) {
   auto o = std::make_shared<LogitsOptions>();
   CLI::App* cmd = app.add_subcommand("logits", "Print the logits for a list of token ids (JSON)");
   cmd->add_option("-m,--model", o->model, "Checkpoint; default: the embedded tiny model");
+  add_attention_flags(cmd, &o->attention);
   cmd->add_option("-t,--tokens", o->tokens_text, "Token ids, comma separated (e.g. 34,105,110)")
       ->required();
   cmd->add_flag("--all-positions", o->all_positions, "One row per position instead of the last");

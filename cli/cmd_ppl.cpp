@@ -21,6 +21,7 @@ namespace wick::cli {
 namespace {
 
 struct PplOptions {
+  AttentionFlags attention;  // RWKV-X only
   std::string model, text, tokenizer;
   int ctx = 512;
   int64_t max_windows = 0;
@@ -30,7 +31,7 @@ struct PplOptions {
 
 void run_ppl(const PplOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
-  Model model = load_model_or_default(o.model);
+  Model model = with_attention_flags(load_model_or_default(o.model), o.attention);
   auto tokenizer = tokenizer_for(model, o.tokenizer);
   const EvaluationText text = load_evaluation_text(o.text, *tokenizer, {o.ctx, o.max_windows});
   const ScoringPass pass = o.recurrent ? ScoringPass::kRecurrent : ScoringPass::kParallel;
@@ -76,6 +77,7 @@ void register_ppl(CLI::App& app) {
   cmd->add_option("-m,--model", o->model,
                   "Checkpoint (.safetensors, .pth, .rwkvq or HF folder); default: the embedded "
                   "tiny model");
+  add_attention_flags(cmd, &o->attention);
   cmd->add_option("--text", o->text, "UTF-8 text file, tokenised whole")->required();
   cmd->add_option("--ctx", o->ctx,
                   "Tokens per window (default 512; each scores ctx - 1 predictions; the partial "

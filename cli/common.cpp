@@ -15,6 +15,63 @@ Model load_model_or_default(const std::string& path) {
   return path.empty() ? Model::load_default() : Model::load(path);
 }
 
+void add_attention_flags(CLI::App* cmd, AttentionFlags* f) {
+  const char* group = "RWKV-X attention";
+  cmd->add_option("--attention", f->mode,
+                  "full (default): every cached key; moba: the current block plus the top-k past "
+                  "blocks (docs/rwkvx.md 6.5)")
+      ->check(CLI::IsMember({"full", "moba"}))
+      ->group(group);
+  cmd->add_option("--moba-block", f->moba_block, "moba block size B (default: the model's, else 2048)")
+      ->check(CLI::PositiveNumber)
+      ->group(group);
+  cmd->add_option("--moba-topk", f->moba_topk, "moba past blocks chosen K (default: the model's, else 3)")
+      ->check(CLI::PositiveNumber)
+      ->group(group);
+  cmd->add_option("--moba-scope", f->scope,
+                  "shared (default: one choice for all heads, as the rwkv-x package) or per_head "
+                  "(as training)")
+      ->check(CLI::IsMember({"shared", "per_head"}))
+      ->group(group);
+  cmd->add_option("--moba-past", f->past,
+                  "K (default: K past blocks + the current one, the package's decode) or K-1 "
+                  "(training)")
+      ->check(CLI::IsMember({"K", "K-1"}))
+      ->group(group);
+  cmd->add_option("--kv-max", f->kv_max,
+                  "most tokens a KV cache may hold; a call that would pass it is refused (default: "
+                  "no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->group(group);
+}
+
+Model with_attention_flags(const Model& model, const AttentionFlags& f) {
+  if (!f.any()) return model;
+  if (model.geometry().n_attn == 0) {
+    throw InputError("--attention / --moba-* / --kv-max apply to RWKV-X models, but " +
+                     model.info().source +
+                     " is a plain RWKV-7 model without attention blocks; drop these flags");
+  }
+  AttentionOptions o = model.attention();
+  if (!f.mode.empty()) o.mode = f.mode == "moba" ? AttentionMode::kMoba : AttentionMode::kFull;
+  if (f.moba_block) o.moba_block = f.moba_block;
+  if (f.moba_topk) o.moba_topk = f.moba_topk;
+  if (!f.scope.empty()) o.moba_scope = f.scope == "per_head" ? MobaScope::kPerHead : MobaScope::kShared;
+  if (!f.past.empty()) o.moba_past_k_minus_1 = f.past == "K-1";
+  if (f.kv_max >= 0) o.kv_max = f.kv_max;
+  return model.with_attention(o);
+}
+
+std::string describe_attention(const AttentionOptions& o) {
+  std::string s = o.mode == AttentionMode::kFull
+                      ? std::string("full")
+                      : fmt::format("moba (B={}, K={}, {}, {} past blocks)", o.moba_block,
+                                    o.moba_topk, moba_scope_name(o.moba_scope),
+                                    o.moba_past_k_minus_1 ? "K-1" : "K");
+  if (o.kv_max > 0) s += fmt::format(", kv-max {}", o.kv_max);
+  return s;
+}
+
 std::unique_ptr<Tokenizer> tokenizer_for(const Model& model, const std::string& path) {
   const int32_t vocab = model.geometry().vocab;
   if (path.empty()) return default_tokenizer_for_vocab(vocab);

@@ -2,6 +2,8 @@
 // tokenizer, printing errors.
 #pragma once
 
+#include <CLI/CLI.hpp>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +15,28 @@ namespace wick::cli {
 
 // Loads `path`, or the embedded default model when it is empty.
 Model load_model_or_default(const std::string& path);
+
+// RWKV-X attention flags (docs/rwkvx.md §6.5) of the commands that run a model:
+// --attention full|moba, --moba-block N, --moba-topk K, --moba-scope shared|per_head,
+// --moba-past K|K-1, --kv-max N. Unset values keep the model's defaults.
+struct AttentionFlags {
+  std::string mode;        // "", "full", "moba"
+  int64_t moba_block = 0;  // 0 = the model's
+  int moba_topk = 0;       // 0 = the model's
+  std::string scope;       // "", "shared", "per_head"
+  std::string past;        // "", "K", "K-1"
+  int64_t kv_max = -1;     // -1 = no limit given
+  bool any() const {
+    return !mode.empty() || moba_block || moba_topk || !scope.empty() || !past.empty() ||
+           kv_max >= 0;
+  }
+};
+void add_attention_flags(CLI::App* cmd, AttentionFlags* flags);
+// `model` running with the flags. Throws InputError when flags are given for a model without
+// attention blocks (a plain RWKV-7 model), or for invalid values.
+Model with_attention_flags(const Model& model, const AttentionFlags& flags);
+// "full", or "moba (B=32, K=2, shared, K past blocks)", plus ", kv-max N" when limited.
+std::string describe_attention(const AttentionOptions& o);
 // The tokenizer for a model: `path` if given (checked against the model's vocabulary), else
 // byte-level for vocabulary 256 and the embedded World vocabulary for 65536.
 std::unique_ptr<Tokenizer> tokenizer_for(const Model& model, const std::string& path = "");

@@ -95,4 +95,11 @@ class InputError : public Error {
   using Error::Error;
 };
 
+// An RWKV-X KV cache would grow past its configured maximum (AttentionOptions::kv_max). Thrown
+// before any state changes: start a new context, or raise the limit.
+class ContextFullError : public InputError {
+ public:
+  using InputError::InputError;
+};
+
 }  // namespace wick

@@ -39,7 +39,41 @@ struct Geometry {
   int vocab = 0;      // V: vocabulary (emb [V, C])
   int lora_w = 0, lora_a = 0, lora_v = 0, lora_g = 0;  // ranks of the decay / in-context-rate /
                                                        // value-residual / gate LoRA branches
+  // RWKV-X (docs/rwkvx.md): attention blocks N_a (0 = plain RWKV-7), each with C/64 heads of 64
+  // and a channel-mix of width attn_ffn_dim. Block order: groups of n_layer / n_attn RWKV blocks,
+  // each followed by one attention block.
+  int n_attn = 0;
+  int attn_ffn_dim = 0;
   bool operator==(const Geometry&) const = default;
+};
+
+// How RWKV-X attention blocks choose the keys a query attends to (docs/rwkvx.md §6.5). Each mode
+// is one function of the token sequence: the parallel pass (in one call or in chunks) and the
+// recurrent step give the same result.
+enum class AttentionMode {
+  kFull,  // causal softmax attention over every cached key plus the new ones up to the query
+  kMoba,  // block-sparse: the query's own block (causal) plus the top-k complete past blocks,
+          // scored by q · mean(keys of the block); one softmax over the union
+};
+enum class MobaScope {
+  kShared,   // one choice for all heads from the C-dimensional q and block-mean keys (package)
+  kPerHead,  // each head chooses with its own 64-dimensional q and keys (training-time MoBA)
+};
+std::string_view attention_mode_name(AttentionMode m);  // "full", "moba"
+std::string_view moba_scope_name(MobaScope s);          // "shared", "per_head"
+
+struct AttentionOptions {
+  AttentionMode mode = AttentionMode::kFull;
+  int64_t moba_block = 2048;  // B: keys per block, counted from position 0
+  int moba_topk = 3;          // K
+  MobaScope moba_scope = MobaScope::kShared;
+  // Past blocks added to the current block: K (false; the package's decode rule) or K - 1
+  // (true; training, where K counts the current block).
+  bool moba_past_k_minus_1 = false;
+  // Most rows a KV cache may hold (0 = no limit). A call that would grow a cache beyond it is
+  // refused with ContextFullError before any state changes; nothing is evicted silently.
+  int64_t kv_max = 0;
+  bool operator==(const AttentionOptions&) const = default;
 };
 
 // Which checkpoint convention a model was loaded from (docs/naming.md).
@@ -65,6 +99,8 @@ struct ModelInfo {
   // "sha256:<64 hex>" identifying the weights (docs/tasks.md §3.5): names, dtypes and shapes of
   // every tensor plus the bytes of the small ones. State files carry it to refuse foreign states.
   std::string fingerprint;
+  // "x070" (RWKV-7) or "rwkv-x" (RWKV-7 blocks + attention blocks, docs/rwkvx.md).
+  std::string architecture = "x070";
   // Loaded from an EmbeddingRWKV checkpoint (docs/tasks.md §6.3): `rwkv.*` backbone without LM
   // head; its task heads (head.{retr,sts,cls}_head.*) are read by the embedder from the same file.
   bool embedding_rwkv = false;
@@ -89,6 +125,11 @@ struct ModelInfo {
 //              "in.ffn.value"      [ffn.value.weight]: relu(ffn.key x)^2, cols = F (ffn_dim);
 //   layer -1   "in.head"           [head.weight]: the ln_out output of the rows whose logits are
 //                                  returned: rows = T with all_positions, else 1 (the last).
+// RWKV-X attention blocks report, with layer = the attention block's index j:
+//   "attn.q" (queries, the ln1 output times att.receptance), "attn.y" (attention output before
+//   att.output, heads concatenated), "attn_out" (after att.output), "attn_block_out" (the residual
+//   stream after the whole block). Their channel mix is not reported. With "block_out" of the
+//   RWKV layers these come in execution order (docs/rwkvx.md §2).
 // The LoRA inputs (xw, xa, xg, ...) and the embedding gather are not reported as matrix inputs.
 // Each name is reported once per layer and pass, in the order the pass computes them. Without a
 // trace nothing is copied or computed for it; with one, the model's arithmetic and results are
@@ -114,13 +155,22 @@ class Model {
   const Geometry& geometry() const;
   const ModelInfo& info() const;
 
-  // A zero state of this model's geometry.
+  // RWKV-X attention settings this Model runs with. Defaults: `full`; B and K from the checkpoint's
+  // metadata (`moba_chunk_size`, `moba_topk`) when it states them, else 2048 and 3 (docs/rwkvx.md
+  // §6.5). Ignored by plain RWKV-7 models.
+  const AttentionOptions& attention() const { return attention_; }
+  // A Model sharing these weights that runs with other attention settings. Throws InputError for
+  // a block size or top-k below 1 (or K - 1 past blocks with K < 1), or a negative kv_max.
+  Model with_attention(const AttentionOptions& options) const;
+
+  // A zero state of this model's geometry (with empty KV caches for RWKV-X).
   State new_state() const;
 
   // Parallel pass over tokens[0..T) continuing from `state` (updated to the state after the last
   // token). Returns logits [V] of the last position, or [T, V] row-major with all_positions.
   // Throws InputError for an empty sequence, a token id outside [0, V) or a state of another
-  // geometry (the state is then left unchanged).
+  // geometry, and ContextFullError when an RWKV-X KV cache would pass attention().kv_max (the
+  // state is then left unchanged).
   std::vector<float> forward(std::span<const int32_t> tokens, State& state,
                              bool all_positions = false,
                              const ActivationTrace* trace = nullptr) const;
@@ -171,11 +221,12 @@ class Model {
 
   struct Impl;
   // Internal (libwick): wraps loaded weights (model/model_impl.h).
-  static Model from_impl(std::shared_ptr<const Impl> impl) { return Model(std::move(impl)); }
+  static Model from_impl(std::shared_ptr<const Impl> impl);
 
  private:
-  explicit Model(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  explicit Model(std::shared_ptr<const Impl> impl);
   std::shared_ptr<const Impl> impl_;
+  AttentionOptions attention_;
 };
 
 // Same as Model::load.

@@ -5,6 +5,11 @@
 //   wkv         F32 [L, 1, H, N, N]  WKV matrices (row = value channel, column = key channel)
 //   tmix_shift  F32 [L, 1, 1, C]     time-mix token shift (ln1 output of the last token)
 //   cmix_shift  F32 [L, 1, 1, C]     channel-mix token shift (ln2 output of the last token)
+// RWKV-X models (docs/rwkvx.md) add, for N_a attention blocks and T cached tokens:
+//   attn_cmix_shift F32 [N_a, 1, 1, C]  each attention block's channel-mix token shift
+//   attn_k_cache    F32 [N_a, T, C]     K rows of every attention block, in position order
+//   attn_v_cache    F32 [N_a, T, C]     V rows, likewise
+// and the metadata `n_attn` (N_a) and `kv_length` (T); a file without `n_attn` has none.
 // (B = 1 keeps the layout of the batched document-index files.) String metadata: `wick.state` =
 // "1" (format id and version), `kind` = "snapshot", `n_layer`, `n_embd`, `n_head`, `head_size`,
 // `base_fingerprint` (ModelInfo::fingerprint of the model that produced the state), `contract`

@@ -57,13 +57,18 @@ struct SynthGeometry {
 // in-context-rate branches, (1.3, 0.5) for the value residual, (0.6, 0.8) for the gate.
 int synth_lora_rank(int n_embd, double k, double e);
 
-// The geometry of L layers of width C (a positive multiple of 64) and vocabulary V.
+// The geometry of L layers of width C (a positive multiple of 64) and vocabulary V; with n_attn
+// > 0 an RWKV-X hybrid (docs/rwkvx.md): n_attn attention blocks with FFN width 4C, the x070 part
+// named `rwkv.*`, the attention blocks `moba.{j}.*` (ln1/ln2 weight and bias, att.receptance/key/
+// value/output.weight [C, C], ffn.x_k, ffn.key/value.weight), label "L:C:V+Na".
 // Throws InputError when L is outside [1, kSynthMaxLayers], C outside [64, kSynthMaxEmbd] or not a
-// multiple of 64, or V outside [1, kSynthMaxVocab].
-SynthGeometry make_synth_geometry(int n_layer, int n_embd, int vocab = kSynthDefaultVocab);
+// multiple of 64, V outside [1, kSynthMaxVocab], or L is not a multiple of n_attn.
+SynthGeometry make_synth_geometry(int n_layer, int n_embd, int vocab = kSynthDefaultVocab,
+                                  int n_attn = 0);
 
 // Parses a geometry: a released size, "0.1b" (L 12, C 768), "0.4b" (L 24, C 1024), "1.5b"
-// (L 24, C 2048) or "2.9b" (L 32, C 2560), all with vocabulary 65536 (case-insensitive); or a
+// (L 24, C 2048) or "2.9b" (L 32, C 2560), or an RWKV-X size "rwkvx-0.2b" (L 12, C 768, 4
+// attention blocks) or "rwkvx-3.6b" (L 32, C 2560, 8), all with vocabulary 65536 (case-insensitive); or a
 // custom "L:C" / "L:C:V" (decimal integers, V defaults to 65536). Throws InputError naming the
 // expected forms and what was found, or the limit broken (as make_synth_geometry).
 SynthGeometry parse_synth_geometry(std::string_view spec);

@@ -8,12 +8,14 @@
 #include "kernels/dot.h"
 #include "kernels/norm.h"
 #include "kernels/wkv7.h"
+#include "model/attention.h"
 #include "model/model_impl.h"
 #include "wick/errors.h"
 
 namespace wick {
 namespace {
 
+using model::AttentionBlockWeights;
 using model::LayerWeights;
 using model::ModelWeights;
 
@@ -31,6 +33,7 @@ struct Segment {
   int64_t row0 = 0;
   int64_t T = 0;
   State* state = nullptr;
+  int64_t pos0 = 0;  // RWKV-X: KV-cache rows before this call (position of the first row)
 };
 
 // Scratch buffers for one pass, sized for T rows.
@@ -43,7 +46,7 @@ struct Workspace {
                     &v_first, &xb})
       mk(*v, C);
     mk(lora, D);
-    mk(ffn_h, g.ffn_dim);
+    mk(ffn_h, std::max(g.ffn_dim, g.attn_ffn_dim));
   }
   std::vector<float> x, xa, xr, xw, xk, xv, xaa, xg, r, k, v, w, a, g_, kk, y, tmpc, v_first, xb;
   std::vector<float> lora, ffn_h;
@@ -197,30 +200,79 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
   for (int64_t i = 0; i < T * C; ++i) x[i] += tmp[i];
 }
 
-void channel_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
-                 std::span<const Segment> segs, Workspace& ws, const ActivationTrace* trace) {
-  const int64_t C = g.n_embd, F = g.ffn_dim;
+// The x070 channel mix (token shift + squared-ReLU FFN) of an RWKV layer or of an RWKV-X
+// attention block, over the rows of every segment; `shift_of` gives a segment state's shift [C].
+struct ChannelMixRef {
+  const std::vector<float>& ln_w;
+  const std::vector<float>& ln_b;
+  const std::vector<float>& x_k;
+  const model::Linear& key;
+  const model::Linear& value;
+};
+
+template <typename ShiftOf>
+void channel_mix(const ChannelMixRef& L, const Geometry& g, int layer, int64_t T,
+                 std::span<const Segment> segs, Workspace& ws, const ActivationTrace* trace,
+                 ShiftOf shift_of) {
+  const int64_t C = g.n_embd, F = L.key.out_features();
   float* x = ws.x.data();
   float* xb = ws.xb.data();
-  layer_norm_rows(x, L.ln2_w, L.ln2_b, xb, T, C);
+  layer_norm_rows(x, L.ln_w, L.ln_b, xb, T, C);
   for (const Segment& s : segs) {
-    float* shift = s.state->ffn_shift(layer);
+    float* shift = shift_of(*s.state);
     const int64_t o = s.row0 * C;
-    token_shift_mix(xb + o, shift, L.ffn_x_k.data(), ws.xk.data() + o, s.T, C);
+    token_shift_mix(xb + o, shift, L.x_k.data(), ws.xk.data() + o, s.T, C);
     std::memcpy(shift, xb + (s.row0 + s.T - 1) * C, C * sizeof(float));
   }
   float* h = ws.ffn_h.data();
   trace_out(trace, "in.ffn.key", layer, ws.xk.data(), T, C);
-  L.ffn_key->apply(ws.xk.data(), T, h);
+  L.key.apply(ws.xk.data(), T, h);
   for (int64_t i = 0; i < T * F; ++i) {
     const float relu = h[i] > 0.f ? h[i] : 0.f;
     h[i] = relu * relu;
   }
   trace_out(trace, "in.ffn.value", layer, h, T, F);
   float* out = ws.tmpc.data();
-  L.ffn_value->apply(h, T, out);
+  L.value.apply(h, T, out);
   trace_out(trace, "ffn_out", layer, out, T, C);
   for (int64_t i = 0; i < T * C; ++i) x[i] += out[i];
+}
+
+void channel_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
+                 std::span<const Segment> segs, Workspace& ws, const ActivationTrace* trace) {
+  channel_mix(ChannelMixRef{L.ln2_w, L.ln2_b, L.ffn_x_k, *L.ffn_key, *L.ffn_value}, g, layer, T,
+              segs, ws, trace, [layer](State& s) { return s.ffn_shift(layer); });
+}
+
+// RWKV-X attention block j (docs/rwkvx.md §4.2): x += W_o · attention(LN1(x)) over the block's KV
+// cache, then its own channel mix. The segments' caches were already extended to pos0 + T rows;
+// this block fills its rows [pos0, pos0 + T) before attending (a token sees its own key).
+void attention_block(const AttentionBlockWeights& A, const Geometry& g, int j, int64_t T,
+                     std::span<const Segment> segs, Workspace& ws,
+                     const AttentionOptions& options, const ActivationTrace* trace) {
+  const int64_t C = g.n_embd;
+  float* x = ws.x.data();
+  float* xa = ws.xa.data();
+  layer_norm_rows(x, A.ln1_w, A.ln1_b, xa, T, C);
+  float *q = ws.r.data(), *k = ws.k.data(), *v = ws.v.data(), *y = ws.y.data();
+  A.query->apply(xa, T, q);
+  A.key->apply(xa, T, k);
+  A.value->apply(xa, T, v);
+  for (const Segment& s : segs) {
+    const size_t o = static_cast<size_t>(s.row0 * C), n = static_cast<size_t>(s.T * C);
+    std::memcpy(s.state->k_cache(j) + s.pos0 * C, k + o, n * sizeof(float));
+    std::memcpy(s.state->v_cache(j) + s.pos0 * C, v + o, n * sizeof(float));
+    model::attend_rows(*s.state, j, options, q + o, s.T, s.pos0, C, y + o);
+  }
+  trace_out(trace, "attn.q", j, q, T, C);
+  trace_out(trace, "attn.y", j, y, T, C);
+  float* out = ws.tmpc.data();
+  A.output->apply(y, T, out);
+  for (int64_t i = 0; i < T * C; ++i) x[i] += out[i];
+  trace_out(trace, "attn_out", j, out, T, C);
+  // The attention block's channel mix is not reported under the RWKV layers' matrix-input names.
+  channel_mix(ChannelMixRef{A.ln2_w, A.ln2_b, A.ffn_x_k, *A.ffn_key, *A.ffn_value}, g, j, T, segs,
+              ws, nullptr, [j](State& s) { return s.attn_ffn_shift(j); });
 }
 
 void embed(const ModelWeights& w, const Geometry& g, const int32_t* tokens, int64_t T, float* x) {
@@ -254,12 +306,26 @@ void check_tokens(const Geometry& g, std::span<const int32_t> tokens, const std:
 void check_state(const Geometry& g, const State* st, const std::string& where) {
   if (st == nullptr) throw InputError("null state" + where + ": pass a State from Model::new_state()");
   if (st->n_layer() != g.n_layer || st->n_embd() != g.n_embd || st->n_head() != g.n_head ||
-      st->head_size() != g.head_size) {
+      st->head_size() != g.head_size || st->n_attn() != g.n_attn) {
+    auto attn = [](int n) { return n ? ", attention blocks=" + std::to_string(n) : std::string(); };
     throw InputError("state geometry (" +
                      geometry_string(st->n_layer(), st->n_embd(), st->n_head(), st->head_size()) +
-                     ")" + where + " does not match the model (" +
+                     attn(st->n_attn()) + ")" + where + " does not match the model (" +
                      geometry_string(g.n_layer, g.n_embd, g.n_head, g.head_size) +
-                     "); create it with Model::new_state()");
+                     attn(g.n_attn) + "); create it with Model::new_state()");
+  }
+}
+
+// A KV cache may not grow past options.kv_max rows (RWKV-X).
+void check_kv_room(const Geometry& g, const AttentionOptions& options, const State& st, int64_t T,
+                   const std::string& where) {
+  if (g.n_attn == 0 || options.kv_max <= 0) return;
+  if (st.kv_length() + T > options.kv_max) {
+    throw ContextFullError("the KV cache" + where + " holds " + std::to_string(st.kv_length()) +
+                           " tokens and this call adds " + std::to_string(T) +
+                           ", which passes its limit of " + std::to_string(options.kv_max) +
+                           " (kv_max); nothing was changed. Start a new context (a fresh state) "
+                           "or raise the limit (--kv-max)");
   }
 }
 
@@ -270,7 +336,8 @@ enum class Output { kLogits, kHidden };
 
 // The pass over all sequences at once. Every input is validated before any state changes, so a
 // throw leaves every state as it was.
-std::vector<float> run(const Model::Impl& m, std::span<const std::span<const int32_t>> seqs,
+std::vector<float> run(const Model::Impl& m, const AttentionOptions& attention,
+                       std::span<const std::span<const int32_t>> seqs,
                        std::span<State* const> states, Rows out_rows, Output output,
                        const ActivationTrace* trace) {
   const Geometry& g = m.geometry;
@@ -293,15 +360,25 @@ std::vector<float> run(const Model::Impl& m, std::span<const std::span<const int
       if (states[e] == states[b])
         throw InputError("sequences " + std::to_string(e) + " and " + std::to_string(b) +
                          " share one State object: each sequence needs its own state");
-    segs[b] = Segment{total, static_cast<int64_t>(seqs[b].size()), states[b]};
+    check_kv_room(g, attention, *states[b], static_cast<int64_t>(seqs[b].size()), where);
+    segs[b] = Segment{total, static_cast<int64_t>(seqs[b].size()), states[b], states[b]->kv_length()};
     total += segs[b].T;
   }
+  // RWKV-X: every attention block appends one K and V row per token (filled block by block).
+  if (g.n_attn > 0)
+    for (const Segment& s : segs) s.state->resize_kv(s.pos0 + s.T);
   const int64_t C = g.n_embd;
   Workspace ws(g, total);
   for (size_t b = 0; b < segs.size(); ++b)
     embed(m.weights, g, seqs[b].data(), segs[b].T, ws.x.data() + segs[b].row0 * C);
   trace_out(trace, "emb_ln0", -1, ws.x.data(), total, C);
-  for (int i = 0; i < g.n_layer; ++i) {
+  for (const model::BlockRef& blk : m.weights.order) {
+    const int i = blk.index;
+    if (blk.attention) {
+      attention_block(m.weights.attention[i], g, i, total, segs, ws, attention, trace);
+      trace_out(trace, "attn_block_out", i, ws.x.data(), total, C);
+      continue;
+    }
     time_mix(m.weights.layers[i], g, i, total, segs, ws, trace);
     channel_mix(m.weights.layers[i], g, i, total, segs, ws, trace);
     trace_out(trace, "block_out", i, ws.x.data(), total, C);
@@ -331,7 +408,7 @@ std::vector<float> run(const Model::Impl& m, std::span<const std::span<const int
 std::vector<float> Model::forward(std::span<const int32_t> tokens, State& state,
                                   bool all_positions, const ActivationTrace* trace) const {
   State* st = &state;
-  return run(*impl_, std::span<const std::span<const int32_t>>(&tokens, 1),
+  return run(*impl_, attention_, std::span<const std::span<const int32_t>>(&tokens, 1),
              std::span<State* const>(&st, 1),
              all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kLogits, trace);
 }
@@ -342,7 +419,7 @@ std::vector<float> Model::step(int32_t token, State& state) const {
 
 std::vector<float> Model::forward_batch(std::span<const std::span<const int32_t>> sequences,
                                         std::span<State* const> states) const {
-  return run(*impl_, sequences, states, Rows::kLastOfEach, Output::kLogits, nullptr);
+  return run(*impl_, attention_, sequences, states, Rows::kLastOfEach, Output::kLogits, nullptr);
 }
 
 std::vector<float> Model::step_batch(std::span<const int32_t> tokens,
@@ -350,7 +427,7 @@ std::vector<float> Model::step_batch(std::span<const int32_t> tokens,
   std::vector<std::span<const int32_t>> seqs;
   seqs.reserve(tokens.size());
   for (const int32_t& t : tokens) seqs.emplace_back(&t, 1);
-  return run(*impl_, seqs, states, Rows::kLastOfEach, Output::kLogits, nullptr);
+  return run(*impl_, attention_, seqs, states, Rows::kLastOfEach, Output::kLogits, nullptr);
 }
 
 bool Model::has_lm_head() const { return impl_->weights.head != nullptr; }
@@ -358,20 +435,20 @@ bool Model::has_lm_head() const { return impl_->weights.head != nullptr; }
 std::vector<float> Model::hidden(std::span<const int32_t> tokens, State& state,
                                  bool all_positions) const {
   State* st = &state;
-  return run(*impl_, std::span<const std::span<const int32_t>>(&tokens, 1),
+  return run(*impl_, attention_, std::span<const std::span<const int32_t>>(&tokens, 1),
              std::span<State* const>(&st, 1), all_positions ? Rows::kAll : Rows::kLastOfEach,
              Output::kHidden, nullptr);
 }
 
 std::vector<float> Model::hidden_batch(std::span<const std::span<const int32_t>> sequences,
                                        std::span<State* const> states, bool all_positions) const {
-  return run(*impl_, sequences, states, all_positions ? Rows::kAll : Rows::kLastOfEach,
+  return run(*impl_, attention_, sequences, states, all_positions ? Rows::kAll : Rows::kLastOfEach,
              Output::kHidden, nullptr);
 }
 
 void Model::absorb_batch(std::span<const std::span<const int32_t>> sequences,
                          std::span<State* const> states) const {
-  run(*impl_, sequences, states, Rows::kNone, Output::kHidden, nullptr);
+  run(*impl_, attention_, sequences, states, Rows::kNone, Output::kHidden, nullptr);
 }
 
 }  // namespace wick

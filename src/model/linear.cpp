@@ -1,5 +1,7 @@
 #include "model/linear.h"
 
+#include <cstring>
+
 namespace wick::model {
 
 std::unique_ptr<DenseLinear> DenseLinear::owned_f32(std::vector<float> values, int64_t out,
@@ -7,6 +9,16 @@ std::unique_ptr<DenseLinear> DenseLinear::owned_f32(std::vector<float> values, i
   auto storage = std::make_shared<std::vector<float>>(std::move(values));
   kernels::MatrixRef ref{storage->data(), DType::F32, out, in};
   return std::make_unique<DenseLinear>(ref, std::shared_ptr<const void>(storage, storage->data()));
+}
+
+std::unique_ptr<Linear> borrow_dense(const void* data, DType dtype, size_t nbytes, int64_t out,
+                                     int64_t in) {
+  if (reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) == 0)
+    return std::make_unique<DenseLinear>(kernels::MatrixRef{data, dtype, out, in});
+  auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[nbytes]);
+  std::memcpy(buf.get(), data, nbytes);
+  return std::make_unique<DenseLinear>(kernels::MatrixRef{buf.get(), dtype, out, in},
+                                       std::shared_ptr<const void>(buf, buf.get()));
 }
 
 }  // namespace wick::model

@@ -47,4 +47,10 @@ class DenseLinear final : public Linear {
   std::shared_ptr<const void> storage_;
 };
 
+// A Linear over a dense [out, in] tensor of a mapped file: borrowed in place when its data is
+// aligned to its element size, else copied once into aligned storage (e.g. an unpadded header).
+// The caller keeps the file mapped for the Linear's lifetime.
+std::unique_ptr<Linear> borrow_dense(const void* data, DType dtype, size_t nbytes, int64_t out,
+                                     int64_t in);
+
 }  // namespace wick::model

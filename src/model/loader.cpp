@@ -153,15 +153,7 @@ class TensorReader {
   }
 
   std::unique_ptr<Linear> borrow(const io::TensorView& v, int64_t out, int64_t in) {
-    const size_t es = dtype_size(v.dtype);
-    if (reinterpret_cast<uintptr_t>(v.data) % es == 0) {
-      return std::make_unique<DenseLinear>(kernels::MatrixRef{v.data, v.dtype, out, in});
-    }
-    // Unaligned data (e.g. an unpadded MLX header): copy once into aligned storage.
-    auto buf = std::shared_ptr<uint8_t[]>(new uint8_t[v.nbytes]);
-    std::memcpy(buf.get(), v.data, v.nbytes);
-    return std::make_unique<DenseLinear>(kernels::MatrixRef{buf.get(), v.dtype, out, in},
-                                         std::shared_ptr<const void>(buf, buf.get()));
+    return borrow_dense(v.data, v.dtype, v.nbytes, out, in);
   }
 
   // Stored names nobody consumed (layer-0 v0/v1/v2 are allowed and ignored).
@@ -506,6 +498,14 @@ io::TensorSet read_shards(const std::string& index_path) {
   return merged;
 }
 
+constexpr int64_t kHashedElements = 65536;
+
+std::string shape_csv(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s;
+}
+
 // The base fingerprint of docs/tasks.md §3.5: SHA-256 over every tensor in lexicographic order of
 // its official name - name, 0x00, dtype tag, 0x00, shape "d0,d1,...", 0x00, and the stored bytes
 // of tensors of at most 65536 elements (norms, mixes, biases, LoRA vectors). Cheap (no hashing of
@@ -513,35 +513,35 @@ io::TensorSet read_shards(const std::string& index_path) {
 // A packed .rwkvq tensor is tagged "rwkvq:<layout>@<bits>" instead of a dtype, and its small
 // tensors contribute their dequantised fp32 bytes.
 std::string weights_fingerprint(const TensorReader& r) {
-  constexpr int64_t kHashedElements = 65536;
   io::Sha256 h;
   const char zero = 0;
   for (const auto& [name, t] : r.names().tensors) {
     const quant::QuantTensor* q = r.packed(t);
-    h.update(name).update(&zero, 1);
-    if (q) {
-      h.update("rwkvq:" + q->describe());
-    } else {
-      h.update(dtype_name(t.view.dtype));
+    if (!q) {
+      hash_tensor_record(h, name, t.view);
+      continue;
     }
+    h.update(name).update(&zero, 1);
+    h.update("rwkvq:" + q->describe());
     h.update(&zero, 1);
-    std::string shape;
-    for (size_t i = 0; i < t.view.shape.size(); ++i)
-      shape += (i ? "," : "") + std::to_string(t.view.shape[i]);
-    h.update(shape).update(&zero, 1);
+    h.update(shape_csv(t.view.shape)).update(&zero, 1);
     if (t.view.numel() <= kHashedElements) {
-      if (q) {
-        const std::vector<float> v = quant::dequantize(*q);
-        h.update(v.data(), v.size() * sizeof(float));
-      } else {
-        h.update(t.view.data, t.view.nbytes);
-      }
+      const std::vector<float> v = quant::dequantize(*q);
+      h.update(v.data(), v.size() * sizeof(float));
     }
   }
   return "sha256:" + h.hex_digest();
 }
 
 }  // namespace
+
+void hash_tensor_record(io::Sha256& h, const std::string& name, const io::TensorView& t) {
+  const char zero = 0;
+  h.update(name).update(&zero, 1);
+  h.update(dtype_name(t.dtype)).update(&zero, 1);
+  h.update(shape_csv(t.shape)).update(&zero, 1);
+  if (t.numel() <= kHashedElements) h.update(t.data, t.nbytes);
+}
 
 std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::string& hf_config,
                                          const std::string& config_path,
@@ -570,7 +570,10 @@ std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::strin
     if (flags.norm_bias || r.has("blocks.0.ln0.bias")) w.ln0_b = r.vector("blocks.0.ln0.bias", g.n_embd);
   }
   w.layers.resize(g.n_layer);
-  for (int i = 0; i < g.n_layer; ++i) load_layer(r, g, i, flags.norm_bias, w.layers[i]);
+  for (int i = 0; i < g.n_layer; ++i) {
+    load_layer(r, g, i, flags.norm_bias, w.layers[i]);
+    w.order.push_back(BlockRef{false, i});
+  }
   w.ln_out_w = r.vector("ln_out.weight", g.n_embd);
   if (flags.norm_bias || r.has("ln_out.bias")) w.ln_out_b = r.vector("ln_out.bias", g.n_embd);
   if (!r.has("head.weight") && flags.tie_embeddings) {
@@ -712,6 +715,12 @@ Model Model::load(const std::string& path) {
     impl->info.source = path;
     return Model(std::move(impl));
   }
+  if (model::is_rwkvx(set)) {
+    auto impl = model::build_rwkvx(std::move(set));
+    impl->info.container = container;
+    impl->info.source = path;
+    return Model(std::move(impl));
+  }
   if (model::is_embedding_rwkv(set)) {
     model::BuildOptions options;
     options.require_head = false;
@@ -750,11 +759,35 @@ Model Model::load_default() {
   return Model(std::move(impl));
 }
 
+Model::Model(std::shared_ptr<const Impl> impl)
+    : impl_(std::move(impl)), attention_(impl_->default_attention) {}
+
+Model Model::from_impl(std::shared_ptr<const Impl> impl) { return Model(std::move(impl)); }
+
+Model Model::with_attention(const AttentionOptions& o) const {
+  if (o.moba_block < 1 || o.moba_topk < 1 || o.kv_max < 0) {
+    throw InputError("invalid attention options: moba block " + std::to_string(o.moba_block) +
+                     ", top-k " + std::to_string(o.moba_topk) + ", kv_max " +
+                     std::to_string(o.kv_max) +
+                     "; expected a block size >= 1, a top-k >= 1 and a kv_max >= 0 (0 = no limit)");
+  }
+  Model m = *this;
+  m.attention_ = o;
+  return m;
+}
+
+std::string_view attention_mode_name(AttentionMode m) {
+  return m == AttentionMode::kMoba ? "moba" : "full";
+}
+std::string_view moba_scope_name(MobaScope s) {
+  return s == MobaScope::kPerHead ? "per_head" : "shared";
+}
+
 const Geometry& Model::geometry() const { return impl_->geometry; }
 const ModelInfo& Model::info() const { return impl_->info; }
 State Model::new_state() const {
   const Geometry& g = impl_->geometry;
-  return State(g.n_layer, g.n_embd, g.n_head, g.head_size);
+  return State(g.n_layer, g.n_embd, g.n_head, g.head_size, g.n_attn);
 }
 
 }  // namespace wick

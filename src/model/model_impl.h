@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "io/sha256.h"
 #include "io/tensor_set.h"
 #include "model/weights.h"
 #include "quant/rwkvq.h"
@@ -15,6 +16,8 @@ struct Model::Impl {
   Geometry geometry;
   ModelInfo info;
   model::ModelWeights weights;
+  // Attention settings a Model starts with (RWKV-X: B and K from the checkpoint's metadata).
+  AttentionOptions default_attention;
   std::vector<io::TensorSet> sources;  // keeps the mapped files alive
 };
 
@@ -40,6 +43,17 @@ Model model_from_tensors(io::TensorSet tensors, const BuildOptions& options);
 // The tensors of `set` whose names start with `prefix`, renamed without it; the views share the
 // bytes and the mapped files are kept alive. Metadata is copied.
 io::TensorSet strip_prefix(const io::TensorSet& set, const std::string& prefix);
+
+// Adds one dense tensor to a weights fingerprint (docs/tasks.md §3.5): name, dtype tag, shape
+// "d0,d1,...", each followed by 0x00, and the stored bytes of tensors of at most 65536 elements.
+void hash_tensor_record(io::Sha256& h, const std::string& name, const io::TensorView& t);
+
+// RWKV-X (docs/rwkvx.md §3): a checkpoint with `moba.{j}.*` attention blocks beside `rwkv.*`.
+bool is_rwkvx(const io::TensorSet& set);
+// Builds the hybrid: the `rwkv.*` part through build_model (x070 blocks, unchanged), then the
+// attention blocks and the block order. Throws CheckpointError (unknown or missing tensors,
+// inconsistent shapes, N_r not a multiple of N_a).
+std::shared_ptr<Model::Impl> build_rwkvx(io::TensorSet set);
 
 }  // namespace model
 }  // namespace wick

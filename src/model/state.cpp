@@ -7,20 +7,56 @@
 
 namespace wick {
 
-State::State(int n_layer, int n_embd, int n_head, int head_size)
-    : n_layer_(n_layer), n_embd_(n_embd), n_head_(n_head), head_size_(head_size) {
-  if (n_layer <= 0 || n_embd <= 0 || n_head <= 0 || head_size <= 0 ||
+State::State(int n_layer, int n_embd, int n_head, int head_size, int n_attn)
+    : n_layer_(n_layer), n_embd_(n_embd), n_head_(n_head), head_size_(head_size), n_attn_(n_attn) {
+  if (n_layer <= 0 || n_embd <= 0 || n_head <= 0 || head_size <= 0 || n_attn < 0 ||
       static_cast<int64_t>(n_head) * head_size != n_embd ||
-      static_cast<double>(n_layer) * (2.0 * n_embd + static_cast<double>(n_embd) * head_size) >
+      static_cast<double>(n_layer) * (2.0 * n_embd + static_cast<double>(n_embd) * head_size) +
+              static_cast<double>(n_attn) * n_embd >
           static_cast<double>(1ull << 40)) {
     throw InputError("invalid state geometry L=" + std::to_string(n_layer) + " C=" +
                      std::to_string(n_embd) + " H=" + std::to_string(n_head) + " N=" +
-                     std::to_string(head_size) +
+                     std::to_string(head_size) + " attention blocks=" + std::to_string(n_attn) +
                      ": expected positive sizes with H*N == C (use Model::new_state())");
   }
-  data_.assign(static_cast<size_t>(n_layer) * layer_stride(), 0.f);
+  data_.assign(static_cast<size_t>(n_layer) * layer_stride() + static_cast<size_t>(n_attn) * n_embd,
+               0.f);
+  k_.resize(n_attn);
+  v_.resize(n_attn);
+  block_means_.resize(n_attn);
 }
 
-void State::reset() { std::fill(data_.begin(), data_.end(), 0.f); }
+void State::resize_kv(int64_t length) {
+  if (length < 0 || (n_attn_ == 0 && length > 0)) {
+    throw InputError("cannot give a KV cache of " + std::to_string(length) + " rows to a state with " +
+                     std::to_string(n_attn_) +
+                     " attention blocks: expected a length >= 0, and 0 without attention blocks");
+  }
+  const size_t n = static_cast<size_t>(length) * n_embd_;
+  for (int j = 0; j < n_attn_; ++j) {
+    k_[j].resize(n, 0.f);
+    v_[j].resize(n, 0.f);
+  }
+  if (length < kv_length_) {  // summaries of dropped rows are stale
+    for (auto& m : block_means_) m.clear();
+  }
+  kv_length_ = length;
+}
+
+void State::reset() {
+  std::fill(data_.begin(), data_.end(), 0.f);
+  for (int j = 0; j < n_attn_; ++j) {
+    k_[j].clear();
+    v_[j].clear();
+    block_means_[j].clear();
+  }
+  kv_length_ = 0;
+}
+
+bool State::operator==(const State& o) const {
+  return n_layer_ == o.n_layer_ && n_embd_ == o.n_embd_ && n_head_ == o.n_head_ &&
+         head_size_ == o.head_size_ && n_attn_ == o.n_attn_ && kv_length_ == o.kv_length_ &&
+         data_ == o.data_ && k_ == o.k_ && v_ == o.v_;
+}
 
 }  // namespace wick

@@ -25,14 +25,37 @@ std::string geometry_text(int L, int C, int H, int N) {
          ", N=" + std::to_string(N);
 }
 
+std::string attention_text(int n_attn) {
+  return n_attn ? ", attention blocks=" + std::to_string(n_attn) : std::string();
+}
+
 void check_state_geometry(const State& s, const Geometry& g) {
   if (s.n_layer() != g.n_layer || s.n_embd() != g.n_embd || s.n_head() != g.n_head ||
-      s.head_size() != g.head_size) {
+      s.head_size() != g.head_size || s.n_attn() != g.n_attn) {
     throw InputError("cannot save a state of geometry (" +
                      geometry_text(s.n_layer(), s.n_embd(), s.n_head(), s.head_size()) +
-                     ") for a model of geometry (" +
-                     geometry_text(g.n_layer, g.n_embd, g.n_head, g.head_size) + ")");
+                     attention_text(s.n_attn()) + ") for a model of geometry (" +
+                     geometry_text(g.n_layer, g.n_embd, g.n_head, g.head_size) +
+                     attention_text(g.n_attn) + ")");
   }
+}
+
+// A non-negative integer metadata value, or `fallback` when the key is absent.
+int64_t parse_count(const std::map<std::string, std::string>& meta, const char* key,
+                    const std::string& path, int64_t fallback) {
+  auto it = meta.find(key);
+  if (it == meta.end()) return fallback;
+  const std::string& v = it->second;
+  size_t used = 0;
+  long long n = -1;
+  try {
+    n = std::stoll(v, &used);
+  } catch (const std::exception&) {
+  }
+  if (used != v.size() || n < 0)
+    throw StateFileError(path, std::string("metadata '") + key +
+                                   "' should be a non-negative integer, found '" + v + "'");
+  return n;
 }
 
 std::string_view as_bytes(const std::vector<float>& v) {
@@ -83,7 +106,7 @@ void save_state(const std::string& path, const State& state, const Model& model,
   contract["tokenizer"] = info.tokenizer;
   contract["n_tokens"] = info.n_tokens;
   if (!info.prompt_sha256.empty()) contract["prompt_sha256"] = info.prompt_sha256;
-  const std::map<std::string, std::string> meta = {
+  std::map<std::string, std::string> meta = {
       {kFormatKey, kFormatVersion},
       {"kind", kKindSnapshot},
       {"n_layer", std::to_string(L)},
@@ -95,12 +118,34 @@ void save_state(const std::string& path, const State& state, const Model& model,
       {"note", info.note},
       {"engine_version", kEngineVersion},
   };
-  io::write_safetensors(
-      path,
-      {{"wkv", DType::F32, {L, 1, H, N, N}, as_bytes(wkv_all)},
-       {"tmix_shift", DType::F32, {L, 1, 1, C}, as_bytes(tmix)},
-       {"cmix_shift", DType::F32, {L, 1, 1, C}, as_bytes(cmix)}},
-      meta);
+  std::vector<io::TensorToWrite> tensors = {
+      {"wkv", DType::F32, {L, 1, H, N, N}, as_bytes(wkv_all)},
+      {"tmix_shift", DType::F32, {L, 1, 1, C}, as_bytes(tmix)},
+      {"cmix_shift", DType::F32, {L, 1, 1, C}, as_bytes(cmix)}};
+  // RWKV-X: the attention blocks' channel-mix shifts and KV caches.
+  const int A = g.n_attn;
+  const int64_t T = state.kv_length();
+  std::vector<float> attn_cmix, k_all, v_all;
+  if (A > 0) {
+    attn_cmix.resize(static_cast<size_t>(A) * C);
+    k_all.resize(static_cast<size_t>(A * T * C));
+    v_all.resize(k_all.size());
+    const size_t rows = static_cast<size_t>(T * C);
+    for (int j = 0; j < A; ++j) {
+      std::memcpy(attn_cmix.data() + static_cast<size_t>(j) * C, state.attn_ffn_shift(j),
+                  C * sizeof(float));
+      if (rows) {
+        std::memcpy(k_all.data() + j * rows, state.k_cache(j), rows * sizeof(float));
+        std::memcpy(v_all.data() + j * rows, state.v_cache(j), rows * sizeof(float));
+      }
+    }
+    meta["n_attn"] = std::to_string(A);
+    meta["kv_length"] = std::to_string(T);
+    tensors.push_back({"attn_cmix_shift", DType::F32, {A, 1, 1, C}, as_bytes(attn_cmix)});
+    tensors.push_back({"attn_k_cache", DType::F32, {A, T, C}, as_bytes(k_all)});
+    tensors.push_back({"attn_v_cache", DType::F32, {A, T, C}, as_bytes(v_all)});
+  }
+  io::write_safetensors(path, tensors, meta);
 }
 
 LoadedState load_state(const std::string& path, const Model& model, bool allow_other_base) {
@@ -122,11 +167,16 @@ LoadedState load_state(const std::string& path, const Model& model, bool allow_o
   const Geometry& g = model.geometry();
   const int L = parse_dim(meta, "n_layer", path), C = parse_dim(meta, "n_embd", path),
             H = parse_dim(meta, "n_head", path), N = parse_dim(meta, "head_size", path);
-  if (L != g.n_layer || C != g.n_embd || H != g.n_head || N != g.head_size)
+  const int64_t A = parse_count(meta, "n_attn", path, 0);
+  if (L != g.n_layer || C != g.n_embd || H != g.n_head || N != g.head_size || A != g.n_attn)
     throw StateFileError(path, "the state was saved by a model of geometry (" +
-                                   geometry_text(L, C, H, N) + ") but this model has (" +
+                                   geometry_text(L, C, H, N) + attention_text(static_cast<int>(A)) +
+                                   ") but this model has (" +
                                    geometry_text(g.n_layer, g.n_embd, g.n_head, g.head_size) +
+                                   attention_text(g.n_attn) +
                                    "); a state only continues the model that produced it");
+  const int64_t T = A > 0 ? parse_count(meta, "kv_length", path, -1) : 0;
+  if (T < 0) throw StateFileError(path, "metadata key 'kv_length' is missing; the file is damaged");
 
   LoadedState out;
   auto fp = meta.find("base_fingerprint");
@@ -143,13 +193,20 @@ LoadedState load_state(const std::string& path, const Model& model, bool allow_o
     out.warnings.push_back("state file " + path + " " + what + "; loaded anyway as requested");
   }
 
-  // Exactly the three tensors, F32, with the geometry's shapes.
-  const std::map<std::string, std::vector<int64_t>> expected = {
+  // Exactly these tensors, F32, with the geometry's shapes.
+  std::map<std::string, std::vector<int64_t>> expected = {
       {"wkv", {L, 1, H, N, N}}, {"tmix_shift", {L, 1, 1, C}}, {"cmix_shift", {L, 1, 1, C}}};
+  if (A > 0) {
+    expected["attn_cmix_shift"] = {A, 1, 1, C};
+    expected["attn_k_cache"] = {A, T, C};
+    expected["attn_v_cache"] = {A, T, C};
+  }
   for (const io::TensorView& t : set.tensors())
     if (!expected.count(t.name))
       throw StateFileError(path, "unexpected tensor '" + t.name +
-                                     "'; a snapshot holds only wkv, tmix_shift and cmix_shift");
+                                     "'; a snapshot holds only wkv, tmix_shift and cmix_shift" +
+                                     (A > 0 ? ", attn_cmix_shift, attn_k_cache and attn_v_cache"
+                                            : ""));
   for (const auto& [name, shape] : expected) {
     const io::TensorView* t = set.find(name);
     if (!t) throw StateFileError(path, "tensor '" + name + "' is missing");
@@ -170,6 +227,20 @@ LoadedState load_state(const std::string& path, const Model& model, bool allow_o
     std::memcpy(st.wkv(l), wkv + l * wkv_bytes, wkv_bytes);
     std::memcpy(st.att_shift(l), tmix + l * shift_bytes, shift_bytes);
     std::memcpy(st.ffn_shift(l), cmix + l * shift_bytes, shift_bytes);
+  }
+  if (A > 0) {
+    const uint8_t* attn_cmix = set.find("attn_cmix_shift")->data;
+    const uint8_t* k = set.find("attn_k_cache")->data;
+    const uint8_t* v = set.find("attn_v_cache")->data;
+    st.resize_kv(T);
+    const size_t rows_bytes = static_cast<size_t>(T) * C * sizeof(float);
+    for (int j = 0; j < A; ++j) {
+      std::memcpy(st.attn_ffn_shift(j), attn_cmix + j * shift_bytes, shift_bytes);
+      if (rows_bytes) {
+        std::memcpy(st.k_cache(j), k + j * rows_bytes, rows_bytes);
+        std::memcpy(st.v_cache(j), v + j * rows_bytes, rows_bytes);
+      }
+    }
   }
   out.state = std::move(st);
 

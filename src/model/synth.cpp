@@ -46,6 +46,7 @@
 #include "wick/synth.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -254,6 +255,26 @@ std::vector<Recipe> make_recipes(const SynthGeometry& sg, DType dtype, uint64_t 
   normal("ln_out.weight", c1, 1.0f, 0.0f);
   normal("ln_out.bias", c1, 0.0f, 0.0f);
   normal("head.weight", {V, C}, 0.0f, 2.0f * isC);
+  if (g.n_attn == 0) return out;
+  // RWKV-X: the x070 part under `rwkv.`, then the attention blocks `moba.{j}.*` (docs/rwkvx.md
+  // §3). Queries and keys have unit variance per channel after ln1, so q·k/8 spreads about 1:
+  // attention is selective without saturating.
+  for (Recipe& r : out) r.spec.name = "rwkv." + r.spec.name;
+  const int64_t Fa = g.attn_ffn_dim;
+  for (int j = 0; j < g.n_attn; ++j) {
+    const std::string p = "moba." + std::to_string(j) + ".";
+    normal(p + "ln1.weight", c1, 1.0f, 0.0f);
+    normal(p + "ln1.bias", c1, 0.0f, 0.0f);
+    normal(p + "ln2.weight", c1, 1.0f, 0.0f);
+    normal(p + "ln2.bias", c1, 0.0f, 0.0f);
+    normal(p + "att.receptance.weight", {C, C}, 0.0f, isC);
+    normal(p + "att.key.weight", {C, C}, 0.0f, isC);
+    normal(p + "att.value.weight", {C, C}, 0.0f, isC);
+    normal(p + "att.output.weight", {C, C}, 0.0f, 0.5f * isC);
+    vec(p + "ffn.x_k", c3, [clamp_mix](int64_t, float z) { return clamp_mix(0.5 + 0.02 * z); });
+    normal(p + "ffn.key.weight", {Fa, C}, 0.0f, isC);
+    normal(p + "ffn.value.weight", {C, Fa}, 0.0f, 0.5f * inv_sqrt(Fa));
+  }
   return out;
 }
 
@@ -264,8 +285,8 @@ std::string lower(std::string_view s) {
 }
 
 const char* kGeometryForms =
-    "expected 0.1b, 0.4b, 1.5b, 2.9b or L:C[:vocab] with decimal integers (e.g. 12:768 or "
-    "2:128:512)";
+    "expected 0.1b, 0.4b, 1.5b, 2.9b, rwkvx-0.2b, rwkvx-3.6b or L:C[:vocab] with decimal integers "
+    "(e.g. 12:768 or 2:128:512; add --attention-blocks for an RWKV-X hybrid)";
 
 }  // namespace
 
@@ -275,7 +296,7 @@ int synth_lora_rank(int n_embd, double k, double e) {
   return std::max(32, static_cast<int>(r));
 }
 
-SynthGeometry make_synth_geometry(int n_layer, int n_embd, int vocab) {
+SynthGeometry make_synth_geometry(int n_layer, int n_embd, int vocab, int n_attn) {
   if (n_layer < 1 || n_layer > kSynthMaxLayers) {
     throw InputError("synthetic geometry: the number of layers L must be in [1, " +
                      std::to_string(kSynthMaxLayers) + "], found " + std::to_string(n_layer));
@@ -289,8 +310,15 @@ SynthGeometry make_synth_geometry(int n_layer, int n_embd, int vocab) {
     throw InputError("synthetic geometry: the vocabulary V must be in [1, " +
                      std::to_string(kSynthMaxVocab) + "], found " + std::to_string(vocab));
   }
+  if (n_attn < 0 || (n_attn > 0 && n_layer % n_attn != 0)) {
+    throw InputError("synthetic geometry: " + std::to_string(n_attn) +
+                     " attention blocks for " + std::to_string(n_layer) +
+                     " layers; RWKV-X needs the layer count to be a multiple of the attention "
+                     "blocks (each follows a group of L / N_a RWKV blocks)");
+  }
   SynthGeometry s;
   s.label = std::to_string(n_layer) + ":" + std::to_string(n_embd) + ":" + std::to_string(vocab);
+  if (n_attn > 0) s.label += "+" + std::to_string(n_attn) + "a";
   Geometry& g = s.geometry;
   g.n_layer = n_layer;
   g.n_embd = n_embd;
@@ -302,6 +330,8 @@ SynthGeometry make_synth_geometry(int n_layer, int n_embd, int vocab) {
   g.lora_a = synth_lora_rank(n_embd, 1.8, 0.5);
   g.lora_v = n_layer > 1 ? synth_lora_rank(n_embd, 1.3, 0.5) : 0;
   g.lora_g = synth_lora_rank(n_embd, 0.6, 0.8);
+  g.n_attn = n_attn;
+  g.attn_ffn_dim = n_attn > 0 ? 4 * n_embd : 0;
   return s;
 }
 
@@ -311,6 +341,16 @@ SynthGeometry parse_synth_geometry(std::string_view spec) {
       {"0.1b", {12, 768}}, {"0.4b", {24, 1024}}, {"1.5b", {24, 2048}}, {"2.9b", {32, 2560}}};
   if (auto it = kNamed.find(s); it != kNamed.end()) {
     SynthGeometry g = make_synth_geometry(it->second.first, it->second.second, kSynthDefaultVocab);
+    g.label = it->first;
+    return g;
+  }
+  // The released RWKV-X sizes (docs/rwkvx.md §5): 0.2B = 12 RWKV + 4 attention blocks at C 768,
+  // 3.6B = 32 + 8 at C 2560.
+  static const std::map<std::string, std::array<int, 3>> kNamedX = {
+      {"rwkvx-0.2b", {12, 768, 4}}, {"rwkvx-3.6b", {32, 2560, 8}}};
+  if (auto it = kNamedX.find(s); it != kNamedX.end()) {
+    SynthGeometry g = make_synth_geometry(it->second[0], it->second[1], kSynthDefaultVocab,
+                                          it->second[2]);
     g.label = it->first;
     return g;
   }
@@ -375,7 +415,7 @@ SynthSummary write_synthetic_checkpoint(const std::string& path, const SynthGeom
                      std::string(dtype_name(dtype)));
   }
   const Geometry& g = geometry.geometry;
-  const SynthGeometry expect = make_synth_geometry(g.n_layer, g.n_embd, g.vocab);
+  const SynthGeometry expect = make_synth_geometry(g.n_layer, g.n_embd, g.vocab, g.n_attn);
   if (!(expect.geometry == g)) {
     throw InputError("synthetic checkpoint: geometry '" + geometry.label +
                      "' is not one make_synth_geometry() derives (head size 64, F = 4C, LoRA "
@@ -403,6 +443,7 @@ SynthSummary write_synthetic_checkpoint(const std::string& path, const SynthGeom
            " lora_v=" + std::to_string(synth_lora_rank(g.n_embd, 1.3, 0.5)) +
            " lora_g=" + std::to_string(g.lora_g)},
       {"wick.synth.dtype", std::string(synth_dtype_name(dtype))},
+      {"wick.synth.attention_blocks", std::to_string(g.n_attn)},
       {"wick.synth.seed", std::to_string(seed)},
       {"wick.synth.note",
        "random weights made by `wick synth` (not a trained model): right sizes and sane numerics "

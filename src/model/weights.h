@@ -28,6 +28,23 @@ struct LayerWeights {
   std::unique_ptr<Linear> ffn_value;  // [C, F]
 };
 
+// An RWKV-X attention block (docs/rwkvx.md §4.2): pre-LayerNorm multi-head softmax attention
+// (C/64 heads of 64, no positional encoding, no biases), then pre-LayerNorm x070 channel mixing
+// with its own token shift.
+struct AttentionBlockWeights {
+  std::vector<float> ln1_w, ln1_b, ln2_w, ln2_b;           // LayerNorm eps 1e-5
+  std::unique_ptr<Linear> query, key, value, output;      // [C, C]; query = att.receptance
+  std::vector<float> ffn_x_k;
+  std::unique_ptr<Linear> ffn_key;    // [F_a, C]
+  std::unique_ptr<Linear> ffn_value;  // [C, F_a]
+};
+
+// One entry of the execution order: RWKV layer `index` or attention block `index`.
+struct BlockRef {
+  bool attention = false;
+  int index = 0;
+};
+
 struct ModelWeights {
   // Embedding table [V, C], read one row per token in its stored form (model/embedding.h).
   std::unique_ptr<Embedding> emb;
@@ -35,6 +52,11 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   std::vector<float> ln_out_w, ln_out_b;
   std::unique_ptr<Linear> head;  // [V, C]
+  // RWKV-X only (empty otherwise).
+  std::vector<AttentionBlockWeights> attention;
+  // Execution order of all blocks: RWKV layers 0..L-1 in order, each attention block after its
+  // group (docs/rwkvx.md §2). Filled for every model.
+  std::vector<BlockRef> order;
 };
 
 }  // namespace wick::model

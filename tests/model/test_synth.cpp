@@ -116,7 +116,7 @@ TEST(SynthGeometry, CustomForms) {
 }
 
 TEST(SynthGeometry, MalformedInputsAreRejectedWithClearMessages) {
-  const std::string forms = "expected 0.1b, 0.4b, 1.5b, 2.9b or L:C[:vocab]";
+  const std::string forms = "expected 0.1b, 0.4b, 1.5b, 2.9b, rwkvx-0.2b, rwkvx-3.6b or L:C[:vocab]";
   for (const char* bad : {"", "0.2b", "12", "12:768:1:2", "a:768", "-1:768", "+2:128", "2: 128",
                           "2:128:", ":128", "2::128", "2:1e3", "9999999999:64"}) {
     SCOPED_TRACE(bad);
@@ -301,6 +301,45 @@ TEST(SynthStability, FiniteLogitsStateAndSaneDecaysOver4096Tokens) {
     EXPECT_TRUE(decays_in_range);
     EXPECT_LT(wmin, 0.7f);    // channels that forget within a few tokens
     EXPECT_GT(wmax, 0.999f);  // channels that remember for thousands
+  }
+}
+
+// RWKV-X hybrids: the released geometries, the loader's view of the file, determinism, and sane
+// numerics over 2048 tokens with the KV caches growing (full and moba attention).
+TEST(SynthRwkvX, GeometriesLoadAndStayFinite) {
+  const SynthGeometry x02 = parse_synth_geometry("rwkvx-0.2b");
+  EXPECT_EQ(x02.geometry.n_layer, 12);
+  EXPECT_EQ(x02.geometry.n_embd, 768);
+  EXPECT_EQ(x02.geometry.n_attn, 4);
+  EXPECT_EQ(x02.geometry.attn_ffn_dim, 4 * 768);
+  EXPECT_EQ(parse_synth_geometry("RWKVX-3.6B").geometry.n_attn, 8);
+  expect_input_error([] { make_synth_geometry(5, 128, 256, 2); }, {"multiple of the attention blocks"});
+
+  const fs::path dir = scratch_dir();
+  const SynthGeometry sg = make_synth_geometry(4, 128, 512, 2);
+  const std::string a = (dir / "a.safetensors").string(), b = (dir / "b.safetensors").string();
+  write_synthetic_checkpoint(a, sg, DType::BF16, 5);
+  write_synthetic_checkpoint(b, sg, DType::BF16, 5);
+  EXPECT_EQ(read_file(a), read_file(b));
+  const Model m = Model::load(a);
+  EXPECT_EQ(m.geometry(), sg.geometry);
+  EXPECT_EQ(m.info().architecture, "rwkv-x");
+  AttentionOptions moba;
+  moba.mode = AttentionMode::kMoba;
+  moba.moba_block = 64;
+  moba.moba_topk = 2;
+  for (const Model& run : {m, m.with_attention(moba)}) {
+    State st = run.new_state();
+    SplitMix64 rng(7);
+    for (int chunk = 0; chunk < 4; ++chunk) {
+      std::vector<int32_t> toks(512);
+      for (int32_t& t : toks) t = static_cast<int32_t>(rng.next() % 512);
+      const std::vector<float> logits = run.forward(toks, st);
+      ASSERT_TRUE(all_finite(logits.data(), logits.size())) << "chunk " << chunk;
+      ASSERT_TRUE(all_finite(st.data(), st.size()));
+      ASSERT_TRUE(all_finite(st.k_cache(1), static_cast<size_t>(st.kv_length()) * 128));
+    }
+    EXPECT_EQ(st.kv_length(), 2048);
   }
 }
 

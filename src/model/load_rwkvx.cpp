@@ -1,0 +1,233 @@
+// RWKV-X checkpoints (docs/rwkvx.md §2-3): `rwkv.*` is a complete x070 state dict, loaded by the
+// x070 loader unchanged; `moba.{j}.*` are the attention blocks, read and checked here; the block
+// order follows from the counts.
+#include <charconv>
+#include <map>
+#include <set>
+
+#include "model/attention.h"
+#include "model/model_impl.h"
+#include "wick/errors.h"
+
+namespace wick::model {
+namespace {
+
+constexpr const char* kAttentionPrefix = "moba.";
+constexpr int64_t kMaxAttentionBlocks = 1 << 12;
+
+// The tensors of one attention block, by their name inside the block ("ln1.weight", ...).
+using BlockTensors = std::map<std::string, const io::TensorView*>;
+
+class AttentionReader {
+ public:
+  AttentionReader(std::string path, int j, const BlockTensors& tensors)
+      : path_(std::move(path)), prefix_(kAttentionPrefix + std::to_string(j) + "."), t_(tensors) {}
+
+  const io::TensorView& get(const std::string& name) {
+    auto it = t_.find(name);
+    if (it == t_.end()) {
+      throw CheckpointError(path_, "missing tensor '" + prefix_ + name +
+                                       "'; expected a complete RWKV-X attention block (ln1, att."
+                                       "receptance/key/value/output, ln2, ffn.x_k/key/value)");
+    }
+    const io::TensorView& t = *it->second;
+    if (!is_float_dtype(t.dtype)) {
+      throw CheckpointError(path_, "tensor '" + prefix_ + name + "': expected dtype F32, F16 or "
+                                   "BF16, found " + std::string(dtype_name(t.dtype)));
+    }
+    consumed_.insert(name);
+    return t;
+  }
+  std::vector<float> vector(const std::string& name, int64_t n) {
+    const io::TensorView& t = get(name);
+    if (t.numel() != n) {
+      throw CheckpointError(path_, "tensor '" + prefix_ + name + "': expected " + std::to_string(n) +
+                                       " elements (C), found shape " + t.shape_string());
+    }
+    return io::to_f32(t);
+  }
+  std::unique_ptr<Linear> linear(const std::string& name, int64_t out, int64_t in,
+                                 const char* what) {
+    const io::TensorView& t = get(name);
+    if (t.shape.size() != 2 || t.shape[0] != out || t.shape[1] != in) {
+      throw CheckpointError(path_, "tensor '" + prefix_ + name + "': expected shape [" +
+                                       std::to_string(out) + ", " + std::to_string(in) + "] (" +
+                                       what + "), found " + t.shape_string());
+    }
+    return borrow_dense(t.data, t.dtype, t.nbytes, out, in);
+  }
+  void refuse_leftovers() const {
+    for (const auto& [name, t] : t_) {
+      if (!consumed_.count(name)) {
+        throw CheckpointError(path_, "unknown tensor '" + prefix_ + name +
+                                         "': an RWKV-X attention block has ln1, ln2, att.receptance/"
+                                         "key/value/output and ffn.x_k/key/value only (no biases, "
+                                         "no ln_x, no position tables)");
+      }
+    }
+  }
+
+ private:
+  std::string path_, prefix_;
+  const BlockTensors& t_;
+  std::set<std::string> consumed_;
+};
+
+// Reads "moba.{j}.<rest>" into (j, rest); false when the index does not parse.
+bool split_attention_name(const std::string& name, int64_t* j, std::string* rest) {
+  const size_t start = std::char_traits<char>::length(kAttentionPrefix);
+  const size_t dot = name.find('.', start);
+  if (dot == std::string::npos || dot == start || dot > start + 9) return false;
+  if (name[start] < '0' || name[start] > '9') return false;
+  auto res = std::from_chars(name.data() + start, name.data() + dot, *j);
+  if (res.ec != std::errc() || res.ptr != name.data() + dot) return false;
+  *rest = name.substr(dot + 1);
+  return true;
+}
+
+// A positive integer from the checkpoint's metadata, or `fallback`.
+int64_t metadata_int(const io::TensorSet& set, const std::string& key, int64_t fallback) {
+  auto it = set.metadata().find(key);
+  if (it == set.metadata().end()) return fallback;
+  int64_t v = 0;
+  auto res = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+  if (res.ec != std::errc() || res.ptr != it->second.data() + it->second.size() || v < 1) {
+    throw CheckpointError(set.source(), "metadata '" + key + "' is '" + it->second +
+                                            "'; expected a positive integer");
+  }
+  return v;
+}
+
+}  // namespace
+
+bool is_rwkvx(const io::TensorSet& set) {
+  for (const io::TensorView& t : set.tensors())
+    if (t.name.rfind(kAttentionPrefix, 0) == 0) return true;
+  return false;
+}
+
+std::shared_ptr<Model::Impl> build_rwkvx(io::TensorSet set) {
+  const std::string path = set.source();
+  // Group the attention tensors by block; anything outside rwkv.* and moba.* is refused.
+  std::map<int64_t, BlockTensors> blocks;
+  for (const io::TensorView& t : set.tensors()) {
+    if (t.name.rfind("rwkv.", 0) == 0) continue;
+    int64_t j = 0;
+    std::string rest;
+    if (t.name.rfind(kAttentionPrefix, 0) != 0 || !split_attention_name(t.name, &j, &rest)) {
+      throw CheckpointError(path, "unknown tensor '" + t.name +
+                                      "': an RWKV-X checkpoint holds rwkv.* (the RWKV-7 blocks, "
+                                      "embedding, ln_out, head) and moba.{j}.* (attention blocks) "
+                                      "only");
+    }
+    if (j >= kMaxAttentionBlocks) {
+      throw CheckpointError(path, "tensor '" + t.name + "': expected an attention block index below " +
+                                      std::to_string(kMaxAttentionBlocks));
+    }
+    blocks[j][rest] = &t;
+  }
+  const int n_attn = static_cast<int>(blocks.size());
+  if (blocks.rbegin()->first != n_attn - 1) {
+    int64_t expect = 0;
+    for (auto& [j, b] : blocks) {
+      if (j != expect) break;
+      ++expect;
+    }
+    throw CheckpointError(path, "attention block moba." + std::to_string(expect) +
+                                    " is missing (blocks up to moba." +
+                                    std::to_string(blocks.rbegin()->first) +
+                                    " exist); expected moba.0 .. moba.{N_a-1} without gaps");
+  }
+
+  std::shared_ptr<Model::Impl> impl;
+  try {
+    impl = build_model(strip_prefix(set, "rwkv."), "", "");
+  } catch (const CheckpointError& e) {
+    throw CheckpointError(path, std::string("in the RWKV-7 part (rwkv.*, names below without the "
+                                            "prefix): ") + e.what());
+  }
+  Geometry& g = impl->geometry;
+  const int64_t C = g.n_embd;
+  if (C % kAttentionHeadSize != 0) {
+    throw CheckpointError(path, "width C = " + std::to_string(C) +
+                                    " is not a multiple of the attention head size 64");
+  }
+  if (g.n_layer % n_attn != 0) {
+    throw CheckpointError(path, std::to_string(g.n_layer) + " RWKV blocks and " +
+                                    std::to_string(n_attn) +
+                                    " attention blocks: expected N_r to be a multiple of N_a (the "
+                                    "reference silently drops the trailing RWKV blocks of such a "
+                                    "file; wick refuses it)");
+  }
+  g.n_attn = n_attn;
+
+  ModelWeights& w = impl->weights;
+  w.attention.resize(n_attn);
+  for (int j = 0; j < n_attn; ++j) {
+    AttentionReader r(path, j, blocks[j]);
+    AttentionBlockWeights& A = w.attention[j];
+    A.ln1_w = r.vector("ln1.weight", C);
+    A.ln1_b = r.vector("ln1.bias", C);
+    A.ln2_w = r.vector("ln2.weight", C);
+    A.ln2_b = r.vector("ln2.bias", C);
+    A.query = r.linear("att.receptance.weight", C, C, "C x C, the query projection");
+    A.key = r.linear("att.key.weight", C, C, "C x C");
+    A.value = r.linear("att.value.weight", C, C, "C x C");
+    A.output = r.linear("att.output.weight", C, C, "C x C");
+    A.ffn_x_k = r.vector("ffn.x_k", C);
+    const io::TensorView& fk = r.get("ffn.key.weight");
+    if (fk.shape.size() != 2 || fk.shape[0] <= 0 || fk.shape[1] != C) {
+      throw CheckpointError(path, "tensor 'moba." + std::to_string(j) +
+                                      ".ffn.key.weight': expected shape [F, C] with C = " +
+                                      std::to_string(C) + ", found " + fk.shape_string());
+    }
+    const int64_t F = fk.shape[0];
+    if (j == 0) g.attn_ffn_dim = static_cast<int>(F);
+    if (F != g.attn_ffn_dim) {
+      throw CheckpointError(path, "attention block " + std::to_string(j) + " has FFN width " +
+                                      std::to_string(F) + " but block 0 has " +
+                                      std::to_string(g.attn_ffn_dim) +
+                                      "; expected one width for all attention blocks");
+    }
+    A.ffn_key = r.linear("ffn.key.weight", F, C, "F x C");
+    A.ffn_value = r.linear("ffn.value.weight", C, F, "C x F");
+    r.refuse_leftovers();
+  }
+
+  // Execution order: groups of N_r / N_a RWKV blocks, each followed by one attention block.
+  const int interval = g.n_layer / n_attn;
+  w.order.clear();
+  for (int j = 0; j < n_attn; ++j) {
+    for (int i = j * interval; i < (j + 1) * interval; ++i) w.order.push_back(BlockRef{false, i});
+    w.order.push_back(BlockRef{true, j});
+  }
+
+  // What `wick info` reports and what identifies the weights.
+  ModelInfo& info = impl->info;
+  info.architecture = "rwkv-x";
+  std::map<DType, uint64_t> per_dtype(info.dtype_parameters.begin(), info.dtype_parameters.end());
+  io::Sha256 h;
+  h.update("rwkv-x\n" + info.fingerprint + "\n");
+  for (auto& [j, tensors] : blocks) {
+    for (auto& [rest, t] : tensors) {
+      info.parameters += static_cast<uint64_t>(t->numel());
+      info.weight_bytes += t->nbytes;
+      per_dtype[t->dtype] += static_cast<uint64_t>(t->numel());
+      hash_tensor_record(h, t->name, *t);
+    }
+  }
+  info.dtype_parameters.assign(per_dtype.begin(), per_dtype.end());
+  info.fingerprint = "sha256:" + h.hex_digest();
+  for (const AttentionBlockWeights& A : w.attention)
+    for (const auto* lin : {&A.query, &A.key, &A.value, &A.output, &A.ffn_key, &A.ffn_value})
+      info.bytes_per_token += (*lin)->stored_bytes();
+  info.file_bytes = 0;
+  for (const auto& f : set.files()) info.file_bytes += f->size();
+
+  impl->default_attention.moba_block = metadata_int(set, "moba_chunk_size", 2048);
+  impl->default_attention.moba_topk = static_cast<int>(metadata_int(set, "moba_topk", 3));
+  impl->sources.push_back(std::move(set));
+  return impl;
+}
+
+}  // namespace wick::model

@@ -1,0 +1,82 @@
+// RWKV-X on the command line: info, logits in both attention modes against the rwkv-x package's
+// fixtures, generation from a synthetic hybrid, the KV limit, and flags refused on plain models.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace wick::test {
+namespace {
+
+std::string tiny_x() { return shell_quote(fixture("rwkvx/rwkvx-tiny.safetensors")); }
+
+// The first n fixture tokens as "a,b,c".
+std::string token_list(const std::vector<int32_t>& t, size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s += (i ? "," : "") + std::to_string(t[i]);
+  return s;
+}
+
+TEST(CliRwkvX, InfoReportsTheHybrid) {
+  CliRun r = run_wick("info --model " + tiny_x() + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["architecture"], "rwkv-x");
+  EXPECT_EQ(j["geometry"]["n_attn"], 2);
+  EXPECT_EQ(j["geometry"]["n_layer"], 4);
+  EXPECT_EQ(j["attention"]["mode"], "full");
+  EXPECT_EQ(j["kv_bytes_per_token"], 2 * 2 * 128 * 4);
+  CliRun text = run_wick("info --model " + tiny_x() + " --attention moba --moba-block 32 --moba-topk 2");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("moba (B=32, K=2, shared, K past blocks)"), std::string::npos) << text.out;
+}
+
+TEST(CliRwkvX, LogitsMatchThePackageInBothModes) {
+  struct Case {
+    const char* file;
+    std::string flags;
+    size_t n;
+  };
+  for (const Case& c : {Case{"rwkvx/full-seq96.safetensors", "", 96},
+                        Case{"rwkvx/sparse-b32k2-seq300.safetensors",
+                             " --attention moba --moba-block 32 --moba-topk 2", 160}}) {
+    io::TensorSet f = load_fixture_tensors(c.file);
+    const std::vector<int32_t> tokens = ints(f, "tokens");
+    const std::vector<float> ref = floats(f, "logits");
+    for (const char* pass : {"", " --recurrent"}) {
+      CliRun r = run_wick("logits --model " + tiny_x() + c.flags + pass + " --tokens " +
+                          token_list(tokens, c.n));
+      ASSERT_EQ(r.status, 0) << r.err;
+      const std::vector<float> last = nlohmann::json::parse(r.out)["logits"][0].get<std::vector<float>>();
+      ASSERT_EQ(last.size(), 256u);
+      EXPECT_LT(max_abs_diff(last.data(), ref.data() + (c.n - 1) * 256, 256), 1e-4) << c.file << pass;
+    }
+  }
+}
+
+TEST(CliRwkvX, SynthesisedHybridGeneratesAndTheKvLimitIsEnforced) {
+  const std::string path = (scratch_dir() / "x.safetensors").string();
+  CliRun s = run_wick("synth --geometry 4:128:256 --attention-blocks 2 --dtype fp32 --seed 3 --out " +
+                      shell_quote(path) + " --json");
+  ASSERT_EQ(s.status, 0) << s.err;
+  EXPECT_EQ(nlohmann::json::parse(s.out)["dims"]["n_attn"], 2);
+  CliRun g = run_wick("generate --model " + shell_quote(path) +
+                      " --prompt hello --max-tokens 8 --json --attention moba --moba-block 4 --moba-topk 1");
+  ASSERT_EQ(g.status, 0) << g.err;
+  EXPECT_EQ(nlohmann::json::parse(g.out)["tokens"].size(), 8u);
+  // 5 prompt bytes + 8 tokens do not fit in 10 rows.
+  CliRun full = run_wick("generate --model " + shell_quote(path) +
+                         " --prompt hello --max-tokens 8 --kv-max 10");
+  EXPECT_NE(full.status, 0);
+  EXPECT_NE(full.err.find("kv_max"), std::string::npos) << full.err;
+}
+
+TEST(CliRwkvX, AttentionFlagsOnAPlainModelAreRefused) {
+  CliRun r = run_wick("logits --tokens 1,2 --attention moba");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("plain RWKV-7 model without attention blocks"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace wick::test
