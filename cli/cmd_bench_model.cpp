@@ -1,4 +1,5 @@
-// wick bench --model F [--threads N] [--prompt 64,512] [--gen 128] [--reps 5] [--json]
+// wick bench --model F [--threads N] [--prompt 64,512] [--gen 128] [--depth 0,8192] [--reps 5]
+//            [--json] [RWKV-X attention flags]
 // Model speed in the manner of llama-bench: per prompt length a prefill test "ppN" (one parallel
 // pass over N tokens from a zero state) and a decode test "tgN" (N recurrent steps from a zero
 // state), each repeated --reps times; the median tokens/s with its standard deviation, ms/token,
@@ -292,7 +293,7 @@ void register_bench_model(CLI::App* bench) {
   bench->add_option("-n,--gen", o->gen, "Decode lengths in tokens, comma-separated; 0 skips")
       ->delimiter(',')
       ->check(CLI::Range(0, 1 << 20));
-  bench->add_option("-d,--depth", o->depth,
+  bench->add_option("--depth", o->depth,
                     "Decode after this many tokens of context, comma-separated (RWKV-X: KV-cache "
                     "rows; default 0)")
       ->delimiter(',')

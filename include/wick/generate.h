@@ -53,7 +53,9 @@ struct GenerationResult {
                                 // string and anything after it
   std::vector<int32_t> tokens;  // every generated id, including a stop token and the tokens that
                                 // formed a stop string
-  std::string stop_reason;      // "max_tokens" | "stop_token" | "stop_string" | "cancelled"
+  std::string stop_reason;      // "max_tokens" | "stop_token" | "stop_string" | "cancelled" |
+                                // "kv_cache_full" (RWKV-X: the KV cache reached
+                                // AttentionOptions::kv_max; every generated token is absorbed)
   int32_t stop_token = -1;      // the stop token, with stop_reason "stop_token"
   std::string stop_string;      // the stop string found, with stop_reason "stop_string"
   int prompt_tokens = 0;

@@ -2,6 +2,7 @@
 // run the same per-row loop (RowDecoder); they differ only in how the model steps are issued.
 #include "wick/generate.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 
@@ -51,6 +52,12 @@ int32_t argmax(std::span<const float> logits) {
   return best;
 }
 
+// An RWKV-X KV cache at its limit cannot absorb another token (every chosen token is absorbed).
+bool kv_cache_full(const Model& model, const State& state) {
+  const int64_t limit = model.attention().kv_max;
+  return model.geometry().n_attn > 0 && limit > 0 && state.kv_length() >= limit;
+}
+
 GenerationResult generate_tokens(const Model& model, const Tokenizer& tokenizer,
                                  std::span<const int32_t> prompt, const GenerationConfig& config,
                                  State& state, const ChunkCallback& on_chunk) {
@@ -66,6 +73,10 @@ GenerationResult generate_tokens(const Model& model, const Tokenizer& tokenizer,
   t0 = Clock::now();
   int steps = 0;
   while (!row.finished()) {
+    if (kv_cache_full(model, state)) {
+      row.stop_kv_cache_full();
+      break;
+    }
     const int32_t id = row.next(logits, on_chunk);
     // Every returned token is absorbed, including one that stopped the row (the catch-up step).
     logits = model.step(id, state);
@@ -148,6 +159,24 @@ std::vector<GenerationResult> generate_batch(const Model& model, const Tokenizer
   std::vector<int> steps(R, 0);
   t0 = Clock::now();
   while (!active.empty()) {
+    // Rows whose KV cache cannot take another token stop here, before choosing one.
+    if (std::any_of(active.begin(), active.end(),
+                    [&](size_t r) { return kv_cache_full(model, states[r]); })) {
+      std::vector<size_t> room;
+      std::vector<float> room_logits;
+      for (size_t i = 0; i < active.size(); ++i) {
+        if (kv_cache_full(model, states[active[i]])) {
+          rows[active[i]]->stop_kv_cache_full();
+          continue;
+        }
+        room.push_back(active[i]);
+        room_logits.insert(room_logits.end(), logits.begin() + i * vocab,
+                           logits.begin() + (i + 1) * vocab);
+      }
+      active = std::move(room);
+      logits = std::move(room_logits);
+      if (active.empty()) break;
+    }
     std::vector<int32_t> ids(active.size());
     std::vector<State*> step_states(active.size());
     for (size_t i = 0; i < active.size(); ++i) {

@@ -28,6 +28,13 @@ class RowDecoder {
   // is stepped, including the one that stopped the row).
   int32_t next(std::span<const float> logits, const ChunkCallback& on_chunk);
 
+  // Ends the row before its next token because the model cannot absorb one more (an RWKV-X KV
+  // cache at AttentionOptions::kv_max): stop reason "kv_cache_full".
+  void stop_kv_cache_full() {
+    finished_ = true;
+    result_.stop_reason = "kv_cache_full";
+  }
+
   // Final flush to the callback and the result (text, tokens, stop reason; timings left to the
   // driver except sample_ms).
   GenerationResult finish(const ChunkCallback& on_chunk);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/attention_kernels.h"
 #include "kernels/dot.h"
 #include "kernels/thread_pool.h"
 
@@ -14,20 +15,19 @@ namespace {
 // in position order. `k`, `v` point at the head's first channel of cache row 0; rows are C apart.
 void attend_head(const float* q, const float* k, const float* v, int64_t C,
                  const std::vector<KeyRange>& ranges, std::vector<float>& scores, float* out) {
-  const kernels::DotKernels& dk = kernels::dot_kernels();
+  const kernels::AttentionKernels& ak = kernels::attention_kernels();
   constexpr int N = kAttentionHeadSize;
+  static_assert(N == kernels::kAttentionHead);
   const float scale = 1.f / std::sqrt(static_cast<float>(N));
   int64_t n_keys = 0;
   for (const KeyRange& r : ranges) n_keys += r.end - r.begin;
   scores.resize(static_cast<size_t>(n_keys));
-  float max_score = -INFINITY;
   int64_t i = 0;
   for (const KeyRange& r : ranges) {
-    for (int64_t p = r.begin; p < r.end; ++p, ++i) {
-      scores[i] = dk.f32(k + p * C, q, N) * scale;
-      max_score = std::max(max_score, scores[i]);
-    }
+    ak.scores(q, k, static_cast<size_t>(C), r.begin, r.end, scale, scores.data() + i);
+    i += r.end - r.begin;
   }
+  const float max_score = *std::max_element(scores.begin(), scores.end());
   float sum = 0.f;
   for (int64_t s = 0; s < n_keys; ++s) {
     scores[s] = std::exp(scores[s] - max_score);
@@ -36,11 +36,8 @@ void attend_head(const float* q, const float* k, const float* v, int64_t C,
   float acc[N] = {};
   i = 0;
   for (const KeyRange& r : ranges) {
-    for (int64_t p = r.begin; p < r.end; ++p, ++i) {
-      const float* vp = v + p * C;
-      const float wgt = scores[i];
-      for (int n = 0; n < N; ++n) acc[n] += wgt * vp[n];
-    }
+    ak.accumulate(scores.data() + i, v, static_cast<size_t>(C), r.begin, r.end, acc);
+    i += r.end - r.begin;
   }
   const float inv = 1.f / sum;
   for (int n = 0; n < N; ++n) out[n] = acc[n] * inv;
@@ -137,7 +134,7 @@ void attend_rows(State& state, int j, const AttentionOptions& options, const flo
       own = attention_key_ranges(options, q + t * C, means, pos0 + t, C, h);
       keys = &own;
     }
-    std::vector<float> scores;
+    thread_local std::vector<float> scores;
     attend_head(qh, k + h * kAttentionHeadSize, v + h * kAttentionHeadSize, C, *keys, scores,
                 y + t * C + h * kAttentionHeadSize);
   });

@@ -65,11 +65,19 @@ TEST(CliRwkvX, SynthesisedHybridGeneratesAndTheKvLimitIsEnforced) {
                       " --prompt hello --max-tokens 8 --json --attention moba --moba-block 4 --moba-topk 1");
   ASSERT_EQ(g.status, 0) << g.err;
   EXPECT_EQ(nlohmann::json::parse(g.out)["tokens"].size(), 8u);
-  // 5 prompt bytes + 8 tokens do not fit in 10 rows.
+  // 5 prompt bytes + 8 tokens do not fit in 10 rows: generation stops after 5 tokens, each
+  // absorbed into the state.
   CliRun full = run_wick("generate --model " + shell_quote(path) +
-                         " --prompt hello --max-tokens 8 --kv-max 10");
-  EXPECT_NE(full.status, 0);
-  EXPECT_NE(full.err.find("kv_max"), std::string::npos) << full.err;
+                         " --prompt hello --max-tokens 8 --kv-max 10 --json");
+  ASSERT_EQ(full.status, 0) << full.err;
+  const nlohmann::json fj = nlohmann::json::parse(full.out);
+  EXPECT_EQ(fj["stop_reason"], "kv_cache_full");
+  EXPECT_EQ(fj["tokens"].size(), 5u);
+  // A prompt longer than the limit is refused before anything runs.
+  CliRun refused = run_wick("generate --model " + shell_quote(path) +
+                            " --prompt 'hello world' --max-tokens 8 --kv-max 10");
+  EXPECT_NE(refused.status, 0);
+  EXPECT_NE(refused.err.find("kv_max"), std::string::npos) << refused.err;
 }
 
 TEST(CliRwkvX, AttentionFlagsOnAPlainModelAreRefused) {
