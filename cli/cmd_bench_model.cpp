@@ -136,6 +136,11 @@ std::vector<int32_t> bench_tokens(int n, int vocab, uint32_t seed) {
 State state_at_depth(const Model& model, int depth) {
   State st = model.new_state();
   if (depth <= 0) return st;
+  const int64_t kv_max = model.attention().kv_max;
+  if (model.geometry().n_attn > 0 && kv_max > 0 && depth >= kv_max) {
+    throw InputError("--depth " + std::to_string(depth) + " leaves no room in a KV cache of --kv-max " +
+                     std::to_string(kv_max) + "; raise --kv-max or lower --depth");
+  }
   const int real = std::min(depth, 512);
   model.forward(bench_tokens(real, model.geometry().vocab, 3), st);
   if (model.geometry().n_attn == 0 || depth == real) return st;
@@ -259,9 +264,18 @@ void run_bench_model(const BenchModelOptions& o) {
       const double bw = measure_read_bandwidth(nthreads);
       // Bytes a step reads: the weights, plus (RWKV-X) the K and V rows it attends to at the
       // middle of the run, for full attention.
+      // moba reads about n_past + 1/2 blocks of rows (the chosen ones and the current partial one)
+      // plus one mean key per complete block; an estimate, as the partial block varies.
       const uint64_t kv_row_bytes = 2ull * g.n_attn * g.n_embd * sizeof(float);
-      const uint64_t kv_bytes =
-          model.attention().mode == AttentionMode::kFull ? kv_row_bytes * (d + n / 2) : 0;
+      const AttentionOptions& a = model.attention();
+      const double mid = d + n / 2.0;
+      double rows = mid;
+      if (a.mode == AttentionMode::kMoba) {
+        const double n_past = a.moba_past_k_minus_1 ? a.moba_topk - 1 : a.moba_topk;
+        rows = std::min(mid, (n_past + 0.5) * static_cast<double>(a.moba_block)) +
+               0.5 * mid / static_cast<double>(a.moba_block);
+      }
+      const uint64_t kv_bytes = g.n_attn > 0 ? static_cast<uint64_t>(rows * kv_row_bytes) : 0;
       const double roofline_ms =
           1000.0 * static_cast<double>(info.bytes_per_token + kv_bytes) / bw;
       nlohmann::json extra = {{"rss_while_decoding_bytes", rss_decode - std::min(rss_decode, rss_before)},

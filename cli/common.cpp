@@ -39,8 +39,8 @@ void add_attention_flags(CLI::App* cmd, AttentionFlags* f) {
       ->check(CLI::IsMember({"K", "K-1"}))
       ->group(group);
   cmd->add_option("--kv-max", f->kv_max,
-                  "most tokens a KV cache may hold; a call that would pass it is refused (default: "
-                  "no limit)")
+                  "most tokens a KV cache may hold: a pass beyond it is refused, generation stops "
+                  "with stop_reason kv_cache_full (default 0 = no limit)")
       ->check(CLI::NonNegativeNumber)
       ->group(group);
 }

@@ -60,14 +60,24 @@ class State {
   const float* k_cache(int j) const { return k_[j].data(); }
   const float* v_cache(int j) const { return v_[j].data(); }
   // Sets every cache to `length` rows: new rows are zero, a shorter length drops the last rows.
-  // Throws InputError for a negative length or one on a state without attention blocks (> 0).
+  // All-or-nothing: on a throw the state is unchanged. Throws InputError for a negative length,
+  // one above 2^40 / C rows, or one > 0 on a state without attention blocks; std::bad_alloc when
+  // memory runs out.
   void resize_kv(int64_t length);
+  // Makes room for `length` rows without changing the state (so a later resize_kv up to it cannot
+  // fail). Throws like resize_kv.
+  void reserve_kv(int64_t length);
 
   // Derived data kept by the `moba` attention (not part of ==, not saved in state files): the mean
   // key [C] of each complete block of `kv_block_size()` cached rows, per attention block, for the
-  // blocks summarised so far. The model rebuilds it when it is stale (another block size).
+  // blocks summarised so far. The model extends it as blocks complete and rebuilds it for another
+  // block size; resize_kv() to a shorter length and reset() drop it. Code that writes cached K
+  // rows in place must call invalidate_block_means().
   std::vector<float>& kv_block_means(int j) { return block_means_[j]; }
   int64_t& kv_block_size() { return block_size_; }
+  void invalidate_block_means() {
+    for (auto& m : block_means_) m.clear();
+  }
 
   // Floats in one layer's WKV matrix set (H*N*N), in one layer, and in the recurrent part.
   size_t wkv_size() const { return static_cast<size_t>(n_head_) * head_size_ * head_size_; }

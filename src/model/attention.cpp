@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
+#include <mutex>
 #include <numeric>
 
 #include "kernels/attention_kernels.h"
@@ -117,27 +119,38 @@ void attend_rows(State& state, int j, const AttentionOptions& options, const flo
   const float* means = state.kv_block_means(j).data();
   const bool per_head = options.mode == AttentionMode::kMoba && options.moba_scope == MobaScope::kPerHead;
   // One key set per row (shared scope, full) or per row and head (per-head scope).
-  std::vector<std::vector<KeyRange>> ranges(static_cast<size_t>(per_head ? 1 : T));
+  std::vector<std::vector<KeyRange>> ranges(static_cast<size_t>(per_head ? 0 : T));
   if (!per_head) {
     for (int64_t t = 0; t < T; ++t)
       ranges[t] = attention_key_ranges(options, q + t * C, means, pos0 + t, C, 0);
   }
   const float* k = state.k_cache(j);
   const float* v = state.v_cache(j);
+  // Per-head scope: every (row, head) key set is chosen here, so the jobs below allocate nothing
+  // but their scratch, and an exception (out of memory) cannot escape a pool job.
+  std::vector<std::vector<KeyRange>> head_ranges;
+  if (per_head) {
+    head_ranges.resize(static_cast<size_t>(T * H));
+    for (int64_t t = 0; t < T; ++t)
+      for (int h = 0; h < H; ++h)
+        head_ranges[t * H + h] = attention_key_ranges(options, q + t * C, means, pos0 + t, C, h);
+  }
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
   kernels::ThreadPool::global().run(T * H, [&](int64_t job) {
     const int64_t t = job / H;
     const int h = static_cast<int>(job % H);
-    const float* qh = q + t * C + h * kAttentionHeadSize;
-    std::vector<KeyRange> own;
-    const std::vector<KeyRange>* keys = &ranges[per_head ? 0 : t];
-    if (per_head) {
-      own = attention_key_ranges(options, q + t * C, means, pos0 + t, C, h);
-      keys = &own;
+    try {
+      thread_local std::vector<float> scores;
+      attend_head(q + t * C + h * kAttentionHeadSize, k + h * kAttentionHeadSize,
+                  v + h * kAttentionHeadSize, C, per_head ? head_ranges[job] : ranges[t], scores,
+                  y + t * C + h * kAttentionHeadSize);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
     }
-    thread_local std::vector<float> scores;
-    attend_head(qh, k + h * kAttentionHeadSize, v + h * kAttentionHeadSize, C, *keys, scores,
-                y + t * C + h * kAttentionHeadSize);
   });
+  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace wick::model

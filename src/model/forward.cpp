@@ -364,11 +364,14 @@ std::vector<float> run(const Model::Impl& m, const AttentionOptions& attention,
     segs[b] = Segment{total, static_cast<int64_t>(seqs[b].size()), states[b], states[b]->kv_length()};
     total += segs[b].T;
   }
-  // RWKV-X: every attention block appends one K and V row per token (filled block by block).
-  if (g.n_attn > 0)
-    for (const Segment& s : segs) s.state->resize_kv(s.pos0 + s.T);
   const int64_t C = g.n_embd;
   Workspace ws(g, total);
+  // RWKV-X: every attention block appends one K and V row per token (filled block by block). Room
+  // is reserved for every state first, so the resize cannot fail half-way.
+  if (g.n_attn > 0) {
+    for (const Segment& s : segs) s.state->reserve_kv(s.pos0 + s.T);
+    for (const Segment& s : segs) s.state->resize_kv(s.pos0 + s.T);
+  }
   for (size_t b = 0; b < segs.size(); ++b)
     embed(m.weights, g, seqs[b].data(), segs[b].T, ws.x.data() + segs[b].row0 * C);
   trace_out(trace, "emb_ln0", -1, ws.x.data(), total, C);

@@ -79,21 +79,23 @@ bool split_attention_name(const std::string& name, int64_t* j, std::string* rest
   const size_t dot = name.find('.', start);
   if (dot == std::string::npos || dot == start || dot > start + 9) return false;
   if (name[start] < '0' || name[start] > '9') return false;
+  if (name[start] == '0' && dot != start + 1) return false;  // "moba.01." is not block 1
   auto res = std::from_chars(name.data() + start, name.data() + dot, *j);
   if (res.ec != std::errc() || res.ptr != name.data() + dot) return false;
   *rest = name.substr(dot + 1);
   return true;
 }
 
-// A positive integer from the checkpoint's metadata, or `fallback`.
+// A positive integer (at most 2^30) from the checkpoint's metadata, or `fallback`.
 int64_t metadata_int(const io::TensorSet& set, const std::string& key, int64_t fallback) {
   auto it = set.metadata().find(key);
   if (it == set.metadata().end()) return fallback;
   int64_t v = 0;
   auto res = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
-  if (res.ec != std::errc() || res.ptr != it->second.data() + it->second.size() || v < 1) {
+  if (res.ec != std::errc() || res.ptr != it->second.data() + it->second.size() || v < 1 ||
+      v > (int64_t{1} << 30)) {
     throw CheckpointError(set.source(), "metadata '" + key + "' is '" + it->second +
-                                            "'; expected a positive integer");
+                                            "'; expected a positive integer up to 2^30");
   }
   return v;
 }
@@ -124,7 +126,9 @@ std::shared_ptr<Model::Impl> build_rwkvx(io::TensorSet set) {
       throw CheckpointError(path, "tensor '" + t.name + "': expected an attention block index below " +
                                       std::to_string(kMaxAttentionBlocks));
     }
-    blocks[j][rest] = &t;
+    if (!blocks[j].emplace(rest, &t).second) {
+      throw CheckpointError(path, "tensor '" + t.name + "' appears twice; the file is damaged");
+    }
   }
   const int n_attn = static_cast<int>(blocks.size());
   if (blocks.rbegin()->first != n_attn - 1) {

@@ -649,7 +649,11 @@ io::TensorSet strip_prefix(const io::TensorSet& set, const std::string& prefix) 
 
 // An EmbeddingRWKV checkpoint (docs/tasks.md §6.3): `rwkv.` + an x070 state dict without LM head,
 // plus task heads `head.{cls,sts,retr}_head.*` (read by the embedder, not part of the backbone).
-bool is_embedding_rwkv(const io::TensorSet& set) { return set.find("rwkv.emb.weight") != nullptr; }
+// An `rwkv.*` file with an LM head is not one (an RWKV-X file without attention blocks, say): it
+// goes to the ordinary loader, which names the prefixed tensors it does not know.
+bool is_embedding_rwkv(const io::TensorSet& set) {
+  return set.find("rwkv.emb.weight") != nullptr && set.find("rwkv.head.weight") == nullptr;
+}
 
 io::TensorSet embedding_rwkv_backbone(const io::TensorSet& set) {
   io::TensorSet out = strip_prefix(set, "rwkv.");

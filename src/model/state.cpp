@@ -26,20 +26,37 @@ State::State(int n_layer, int n_embd, int n_head, int head_size, int n_attn)
   block_means_.resize(n_attn);
 }
 
-void State::resize_kv(int64_t length) {
-  if (length < 0 || (n_attn_ == 0 && length > 0)) {
+namespace {
+
+void check_kv_length(int64_t length, int n_attn, int n_embd) {
+  const int64_t max_rows = n_embd > 0 ? (int64_t{1} << 40) / n_embd : 0;
+  if (length < 0 || (n_attn == 0 && length > 0) || length > max_rows) {
     throw InputError("cannot give a KV cache of " + std::to_string(length) + " rows to a state with " +
-                     std::to_string(n_attn_) +
-                     " attention blocks: expected a length >= 0, and 0 without attention blocks");
+                     std::to_string(n_attn) + " attention blocks of width " +
+                     std::to_string(n_embd) + ": expected a length in [0, " +
+                     std::to_string(max_rows) + "], and 0 without attention blocks");
   }
+}
+
+}  // namespace
+
+void State::reserve_kv(int64_t length) {
+  check_kv_length(length, n_attn_, n_embd_);
   const size_t n = static_cast<size_t>(length) * n_embd_;
   for (int j = 0; j < n_attn_; ++j) {
+    k_[j].reserve(n);
+    v_[j].reserve(n);
+  }
+}
+
+void State::resize_kv(int64_t length) {
+  reserve_kv(length);  // may throw; nothing has changed yet
+  const size_t n = static_cast<size_t>(length) * n_embd_;
+  for (int j = 0; j < n_attn_; ++j) {  // cannot throw: the capacity is there
     k_[j].resize(n, 0.f);
     v_[j].resize(n, 0.f);
   }
-  if (length < kv_length_) {  // summaries of dropped rows are stale
-    for (auto& m : block_means_) m.clear();
-  }
+  if (length < kv_length_) invalidate_block_means();  // summaries of dropped rows are stale
   kv_length_ = length;
 }
 

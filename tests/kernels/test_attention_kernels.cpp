@@ -50,5 +50,20 @@ TEST(AttentionKernels, EveryIsaMatchesFloat64) {
   }
 }
 
+// The instruction sets agree with each other (to rounding: their summation orders differ).
+TEST(AttentionKernels, ActiveIsaAgreesWithTheScalarReference) {
+  const size_t stride = 2 * kAttentionHead;
+  const int64_t rows = 97;
+  const std::vector<float> q = random_floats(kAttentionHead, 11), k = random_floats(rows * stride, 12),
+                           v = random_floats(rows * stride, 13), w = random_floats(rows, 14);
+  std::vector<float> s0(rows), s1(rows), a0(kAttentionHead, 0.f), a1(kAttentionHead, 0.f);
+  attention_kernels_scalar().scores(q.data(), k.data(), stride, 0, rows, 0.125f, s0.data());
+  attention_kernels().scores(q.data(), k.data(), stride, 0, rows, 0.125f, s1.data());
+  attention_kernels_scalar().accumulate(w.data(), v.data(), stride, 0, rows, a0.data());
+  attention_kernels().accumulate(w.data(), v.data(), stride, 0, rows, a1.data());
+  for (int64_t i = 0; i < rows; ++i) EXPECT_NEAR(s0[i], s1[i], 1e-6);
+  for (int n = 0; n < kAttentionHead; ++n) EXPECT_NEAR(a0[n], a1[n], 1e-5);
+}
+
 }  // namespace
 }  // namespace wick::kernels

@@ -13,6 +13,7 @@
 #include "io/mapped_file.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
+#include "model/attention.h"
 #include "test_util.h"
 #include "wick/errors.h"
 #include "wick/model.h"
@@ -202,6 +203,7 @@ void check_block_choices(const Model& m, const std::vector<int32_t>& tokens, con
     if (name == "attn.q") q[layer].assign(d, d + rows * cols);
   };
   m.forward(tokens, s, true, &trace);
+  for (int j = 0; j < 2; ++j) model::update_block_means(s, j, B);
   const std::vector<int32_t> sel = ints(f, prefix + "sparse.sel");
   const std::vector<float> scores = floats(f, prefix + "sparse.scores");
   const int64_t T = static_cast<int64_t>(tokens.size());
@@ -234,6 +236,12 @@ void check_block_choices(const Model& m, const std::vector<int32_t>& tokens, con
       std::set<int64_t> mine, theirs(pkg_sel, pkg_sel + K);
       for (int i = 0; i < K; ++i) mine.insert(ours[i].second);
       EXPECT_EQ(mine, theirs) << "block choice at position " << pos << ", attention block " << j;
+      // The engine's own choice: the complete past blocks its key ranges cover.
+      std::set<int64_t> engine;
+      for (const model::KeyRange& r : model::attention_key_ranges(
+               m.attention(), q[j].data() + t * kC, s.kv_block_means(j).data(), pos, kC, 0))
+        for (int64_t b = r.begin / B; b < std::min(r.end, complete * B) / B; ++b) engine.insert(b);
+      EXPECT_EQ(engine, theirs) << "engine block choice at position " << pos << ", block " << j;
       ++*compared;
     }
   }
@@ -507,10 +515,51 @@ TEST(RwkvX, BatchedRowsEqualSingleSequences) {
   EXPECT_NE(row(stepped, 0, kV), row(stepped, 1, kV));
 }
 
+// The block means the moba attention keeps are rebuilt for another block size and dropped with
+// the rows they summarise: a state that carries them gives what a state without them gives.
+TEST(RwkvX, StaleBlockMeansAreNeverUsed) {
+  const io::TensorSet f = load_fixture_tensors("rwkvx/full-seq96.safetensors");
+  const std::vector<int32_t> tokens = ints(f, "tokens");
+  const std::span<const int32_t> head = std::span<const int32_t>(tokens).first(60),
+                                 tail = std::span<const int32_t>(tokens).subspan(60);
+  const Model b8 = tiny().with_attention(moba(8, 2)), b16 = tiny().with_attention(moba(16, 2));
+  State s = b8.new_state();
+  b8.forward(head, s);
+  State bare = s;
+  bare.invalidate_block_means();
+  EXPECT_EQ(b16.forward(tail, s, true), b16.forward(tail, bare, true));
+  // Dropping rows: back to 40 cached rows (a shorter history for the attention blocks).
+  State t = b8.new_state();
+  b8.forward(head, t);
+  State u = t;
+  u.invalidate_block_means();
+  t.resize_kv(40);
+  u.resize_kv(40);
+  EXPECT_EQ(b8.forward(tail, t, true), b8.forward(tail, u, true));
+}
+
+TEST(RwkvX, ABatchWithOneSequencePastTheKvLimitChangesNoState) {
+  const io::TensorSet f = load_fixture_tensors("rwkvx/full-seq96.safetensors");
+  const std::vector<int32_t> tokens = ints(f, "tokens");
+  AttentionOptions o;
+  o.kv_max = 50;
+  const Model m = tiny().with_attention(o);
+  State a = m.new_state(), b = m.new_state();
+  m.forward(std::span<const int32_t>(tokens).first(10), a);
+  const State a0 = a, b0 = b;
+  const std::span<const int32_t> seqs[] = {std::span<const int32_t>(tokens).first(20),
+                                           std::span<const int32_t>(tokens).first(51)};
+  State* states[] = {&a, &b};
+  EXPECT_THROW(m.forward_batch(seqs, states), ContextFullError);
+  EXPECT_EQ(a, a0);
+  EXPECT_EQ(b, b0);
+}
+
 // Files built from the fixture's tensors with one thing wrong.
 class RwkvXLoaderErrors : public ::testing::Test {
  protected:
-  std::string write(const std::function<void(std::vector<io::TensorToWrite>&)>& edit) {
+  std::string write(const std::function<void(std::vector<io::TensorToWrite>&)>& edit,
+                    const std::map<std::string, std::string>& metadata = {}) {
     set_ = io::read_safetensors(io::MappedFile::open(fixture("rwkvx/rwkvx-tiny.safetensors")));
     std::vector<io::TensorToWrite> t;
     for (const io::TensorView& v : set_.tensors())
@@ -518,7 +567,7 @@ class RwkvXLoaderErrors : public ::testing::Test {
                    std::string_view(reinterpret_cast<const char*>(v.data), v.nbytes)});
     edit(t);
     const std::string path = (test::scratch_dir() / "bad.safetensors").string();
-    io::write_safetensors(path, t, {});
+    io::write_safetensors(path, t, metadata);
     return path;
   }
   std::string load_error(const std::string& path) {
@@ -553,6 +602,24 @@ TEST_F(RwkvXLoaderErrors, RefusesWhatItCannotRunCorrectly) {
               for (auto x : std::vector<io::TensorToWrite>(t))
                 if (x.name == "moba.0.ln1.bias") t.push_back({"extra.scale", x.dtype, x.shape, x.bytes});
             })).find("unknown tensor 'extra.scale'"),
+            std::string::npos);
+  // A block index with a leading zero is not block 1 (and would shadow it).
+  EXPECT_NE(load_error(write([&](auto& t) {
+              for (auto x : std::vector<io::TensorToWrite>(t))
+                if (x.name == "moba.1.ln1.bias") t.push_back({"moba.01.ln1.bias", x.dtype, x.shape, x.bytes});
+            })).find("unknown tensor 'moba.01.ln1.bias'"),
+            std::string::npos);
+  // An rwkv.* file without attention blocks is neither RWKV-X nor an EmbeddingRWKV backbone.
+  EXPECT_NE(load_error(write([&](auto& t) {
+              std::erase_if(t, [](const auto& x) { return x.name.rfind("moba.", 0) == 0; });
+            })).find("not an RWKV-7 x070 checkpoint in a known naming convention"),
+            std::string::npos);
+  // Metadata that states the moba block size and top-k sets the defaults; nonsense is refused.
+  const Model with_meta = Model::load(
+      write([](auto&) {}, {{"moba_chunk_size", "32"}, {"moba_topk", "2"}}));
+  EXPECT_EQ(with_meta.attention().moba_block, 32);
+  EXPECT_EQ(with_meta.attention().moba_topk, 2);
+  EXPECT_NE(load_error(write([](auto&) {}, {{"moba_topk", "3000000000"}})).find("moba_topk"),
             std::string::npos);
   // A missing tensor.
   EXPECT_NE(load_error(write([&](auto& t) {
