@@ -151,25 +151,37 @@ void int8_matmul_isa(Isa isa, const Int8Matrix& w, const float* x, int64_t T, fl
 }  // namespace int8
 
 float quantize_row_int8(const float* v, int64_t n, int8_t* codes) {
-  float amax = 0.0f;
-  bool finite = true;
+  // Written so that GCC vectorises both passes at the baseline instruction set (the row
+  // quantisation of a 0.1B model at load is ~135 M elements): integer max / OR reductions over the
+  // bit patterns, and rounding by the 1.5 * 2^23 addition below instead of a call.
+  uint32_t amax_bits = 0, nonfinite = 0;
   for (int64_t i = 0; i < n; ++i) {
-    finite = finite && std::isfinite(v[i]);
-    amax = std::max(amax, std::fabs(v[i]));
+    uint32_t u;
+    std::memcpy(&u, v + i, 4);
+    u &= 0x7fffffffu;  // |v|: for non-negative floats the bit patterns order like the values
+    nonfinite |= static_cast<uint32_t>(u >= 0x7f800000u);
+    amax_bits = std::max(amax_bits, u);
   }
-  if (!finite) {
+  if (nonfinite != 0) {
     std::memset(codes, 0, static_cast<size_t>(n));
     return std::numeric_limits<float>::quiet_NaN();
   }
+  float amax;
+  std::memcpy(&amax, &amax_bits, 4);
   const float scale = amax / 127.0f;
   if (scale == 0.0f) {
     std::memset(codes, 0, static_cast<size_t>(n));
     return 0.0f;
   }
+  // |v / scale| <= 254: scale is amax / 127 rounded, and only a subnormal scale (at least one
+  // ulp, else it is 0) can be far below it, by at most half an ulp. Below 2^22, adding 1.5 * 2^23
+  // rounds to an integer, half to even (the ulp there is 1, the sum's parity is that of the
+  // integer part; the default rounding mode, which wick never changes), and subtracting it again
+  // is exact; the compiler may not fold the pair (no -ffast-math). Then the clamp, on integers.
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
   for (int64_t i = 0; i < n; ++i) {
-    // nearbyint rounds half to even in the default rounding mode, which wick never changes.
-    const float q = std::nearbyint(v[i] / scale);
-    codes[i] = static_cast<int8_t>(std::clamp(q, -127.0f, 127.0f));
+    const int32_t q = static_cast<int32_t>((v[i] / scale + kRound) - kRound);
+    codes[i] = static_cast<int8_t>(q < -127 ? -127 : q > 127 ? 127 : q);
   }
   return scale;
 }
