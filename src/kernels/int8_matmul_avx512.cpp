@@ -10,7 +10,7 @@
 // (|S| <= cols * 127 * 127 < 2^31 by kInt8MaxCols), so the wrapped result is the exact sum, equal
 // to the scalar reference. (Intermediate values may wrap; the end result cannot.)
 //
-// Register blocking: one input x 4 rows (GEMV), 4 inputs x 4 rows in batches: 16 accumulators,
+// Register blocking (results do not depend on it): one input x 4 rows (GEMV), 4 inputs x 4 rows in batches: 16 accumulators,
 // 4 offset sums, 4 weight vectors and the input in the 32 zmm registers.
 #include <immintrin.h>
 
@@ -33,12 +33,21 @@ inline void tile(const Int8Matrix& w, int64_t r, const int8_t* xq, int64_t xs, i
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));  // as u8: 128
   const int8_t* row[NR];
   for (int k = 0; k < NR; ++k) row[k] = w.codes + (r + k) * w.stride;
+  // GEMV: prefetch the rows two tiles ahead (the hardware prefetcher alone left the 65536-row
+  // head at ~80 % of the bandwidth bf16 reaches; with this it reads at or above it). Rows past
+  // the end are not addressed: a row prefetches itself then.
+  const int8_t* ahead[NR];
+  for (int k = 0; k < NR; ++k)
+    ahead[k] = r + k + 2 * NR < w.rows ? row[k] + 2 * NR * w.stride : row[k];
   __m512i acc[NR][NT], off[NT];
   for (int t = 0; t < NT; ++t) {
     off[t] = _mm512_setzero_si512();
     for (int k = 0; k < NR; ++k) acc[k][t] = _mm512_setzero_si512();
   }
   for (int64_t i = 0; i < w.stride; i += 64) {
+    if (NT == 1)
+      for (int k = 0; k < NR; ++k)
+        _mm_prefetch(reinterpret_cast<const char*>(ahead[k] + i), _MM_HINT_T0);
     __m512i u[NR];
     for (int k = 0; k < NR; ++k)
       u[k] = _mm512_xor_si512(_mm512_loadu_si512(row[k] + i), bias);
