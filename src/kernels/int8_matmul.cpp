@@ -188,9 +188,9 @@ float quantize_row_int8(const float* v, int64_t n, int8_t* codes) {
 
 Int8Weights quantize_matrix_int8(const MatrixRef& w) {
   if (w.cols < 1 || w.cols > kInt8MaxCols || w.rows < 0) {
-    throw std::invalid_argument("quantize_matrix_int8: expected 1 <= cols <= " +
-                                std::to_string(kInt8MaxCols) + " and rows >= 0, found [" +
-                                std::to_string(w.rows) + ", " + std::to_string(w.cols) + "]");
+    throw std::invalid_argument(
+        "quantize_matrix_int8: expected 1 <= cols <= " + std::to_string(kInt8MaxCols) +
+        " and rows >= 0, found [" + std::to_string(w.rows) + ", " + std::to_string(w.cols) + "]");
   }
   if (w.dtype != DType::F32 && w.dtype != DType::F16 && w.dtype != DType::BF16)
     throw std::invalid_argument("quantize_matrix_int8: expected an F32, F16 or BF16 matrix");

@@ -9,8 +9,9 @@
 // per lane per 32 columns) and they are added up exactly in int32 (|total| < 2^31 by
 // kInt8MaxCols). Integer addition is associative, so the result equals the scalar reference.
 //
-// Register blocking (results do not depend on it): one input x 4 rows (GEMV: the input's |x| and sign are used by four rows),
-// 4 inputs x 2 rows in batches (a row's 32 codes are loaded once for four inputs).
+// Register blocking (results do not depend on it): one input x 4 rows (GEMV: the input's |x|
+// and sign are used by four rows), 4 inputs x 2 rows in batches (a row's 32 codes are loaded once
+// for four inputs).
 #include <immintrin.h>
 
 #include <algorithm>

@@ -10,8 +10,9 @@
 // (|S| <= cols * 127 * 127 < 2^31 by kInt8MaxCols), so the wrapped result is the exact sum, equal
 // to the scalar reference. (Intermediate values may wrap; the end result cannot.)
 //
-// Register blocking (results do not depend on it): one input x 4 rows (GEMV), 4 inputs x 4 rows in batches: 16 accumulators,
-// 4 offset sums, 4 weight vectors and the input in the 32 zmm registers.
+// Register blocking (results do not depend on it): one input x 4 rows (GEMV), 4 inputs x 4 rows
+// in batches: 16 accumulators, 4 offset sums, 4 weight vectors and the input in the 32 zmm
+// registers.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -49,8 +50,7 @@ inline void tile(const Int8Matrix& w, int64_t r, const int8_t* xq, int64_t xs, i
       for (int k = 0; k < NR; ++k)
         _mm_prefetch(reinterpret_cast<const char*>(ahead[k] + i), _MM_HINT_T0);
     __m512i u[NR];
-    for (int k = 0; k < NR; ++k)
-      u[k] = _mm512_xor_si512(_mm512_loadu_si512(row[k] + i), bias);
+    for (int k = 0; k < NR; ++k) u[k] = _mm512_xor_si512(_mm512_loadu_si512(row[k] + i), bias);
     for (int t = 0; t < NT; ++t) {
       const __m512i x = _mm512_loadu_si512(xq + t * xs + i);
       off[t] = _mm512_dpbusd_epi32(off[t], bias, x);

@@ -39,7 +39,7 @@ Int8Conversion quantize_weights_int8(ModelWeights& w, const std::string& source)
       throw CheckpointError(
           source, "cannot quantise '" + t.name + "' to int8: it is stored " +
                       (dynamic_cast<const Int8Linear*>(t.slot->get()) ? "as int8 already"
-                                                                       : "packed (.rwkvq)") +
+                                                                      : "packed (.rwkvq)") +
                       ", not as dense fp32/fp16/bf16 weights. A .rwkvq model is already "
                       "quantised: load it without --quantize int8 (LoadOptions::quantize = kNone)");
     }
@@ -105,8 +105,10 @@ namespace wick {
 
 std::string_view weight_quantization_name(WeightQuantization q) {
   switch (q) {
-    case WeightQuantization::kNone: return "none";
-    case WeightQuantization::kInt8: return "int8";
+    case WeightQuantization::kNone:
+      return "none";
+    case WeightQuantization::kInt8:
+      return "int8";
   }
   return "?";
 }

@@ -71,8 +71,8 @@ TEST(CliInt8, GeneratePplAndKlAcceptTheFlag) {
   write_file(text, std::string(400, 'a') + "The quick brown fox jumps over the lazy dog. " +
                        "Pack my box with five dozen liquor jugs.");
   const std::string m = shell_quote(fixture(kModel));
-  const CliRun ppl = run_wick("ppl --quantize int8 --ctx 64 --json --model " + m + " --text " +
-                              shell_quote(text));
+  const CliRun ppl =
+      run_wick("ppl --quantize int8 --ctx 64 --json --model " + m + " --text " + shell_quote(text));
   ASSERT_EQ(ppl.status, 0) << ppl.err;
   EXPECT_GT(nlohmann::json::parse(ppl.out)["ppl"].get<double>(), 1.0);
   // kl: --quantize applies to --model (Q), not to --reference (P).

@@ -73,10 +73,9 @@ std::vector<int8_t> quantize(const std::vector<float>& v, float* scale) {
 TEST(Int8Quantizer, RoundsHalfToEvenAtExactHalves) {
   // max 127 -> scale exactly 1: v / scale = v, so every .5 is an exact tie.
   float s = 0;
-  const std::vector<int8_t> c =
-      quantize({127.0f, 0.5f, 1.5f, 2.5f, 3.5f, -0.5f, -1.5f, -2.5f, 126.5f, -125.5f, 2.4999998f,
-                2.5000002f, -127.0f},
-               &s);
+  const std::vector<int8_t> c = quantize({127.0f, 0.5f, 1.5f, 2.5f, 3.5f, -0.5f, -1.5f, -2.5f,
+                                          126.5f, -125.5f, 2.4999998f, 2.5000002f, -127.0f},
+                                         &s);
   EXPECT_EQ(s, 1.0f);
   EXPECT_EQ(c, (std::vector<int8_t>{127, 0, 2, 2, 4, 0, -2, -2, 126, -126, 2, 3, -127}));
   // max 254 -> scale exactly 2: ties at odd values of v.
@@ -157,7 +156,7 @@ TEST(Int8Quantizer, MatrixQuantiserWidensRowsAndPadsWithZeros) {
     hf[i] = f32_to_f16(f32[i]);
   }
   for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
-    const void* data = dt == DType::F32 ? static_cast<const void*>(f32.data())
+    const void* data = dt == DType::F32    ? static_cast<const void*>(f32.data())
                        : dt == DType::BF16 ? static_cast<const void*>(bf.data())
                                            : static_cast<const void*>(hf.data());
     const Int8Weights q = quantize_matrix_int8({data, dt, rows, cols});
@@ -217,7 +216,8 @@ TEST(Int8Kernels, EveryKernelEqualsTheScalarReferenceExactly) {
   const auto kernels = runnable_kernels();
   std::cout << "[int8] kernels run on this CPU:";
   for (const auto* k : kernels) std::cout << " " << k->name;
-  std::cout << (int8::cpu_has_avx512_vnni() ? "" : " (no AVX-512 VNNI here: that kernel is not run)")
+  std::cout << (int8::cpu_has_avx512_vnni() ? ""
+                                            : " (no AVX-512 VNNI here: that kernel is not run)")
             << "\n";
   int checked = 0;
   uint32_t seed = 1;
@@ -288,7 +288,7 @@ TEST(Int8Kernels, ExtremeCodesAtTheColumnLimitAreExact) {
   std::vector<float> scales(4, 1.0f);
   const Int8Matrix m{w.data(), scales.data(), 4, cols, stride};
   const int32_t full = static_cast<int32_t>(cols * 127 * 127);  // 2,114,060,288
-  const int64_t thirds = (cols + 2) / 3;                          // columns with i % 3 == 0
+  const int64_t thirds = (cols + 2) / 3;                        // columns with i % 3 == 0
   const int32_t mixed = static_cast<int32_t>((2 * thirds - cols) * 127 * 127);
   const std::vector<int32_t> want = {full, -full, 0, mixed, -full, full, 0, -mixed};
   for (const auto* k : runnable_kernels()) {

@@ -32,7 +32,9 @@ LoadOptions int8_options() {
   return o;
 }
 
-bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+bool contains(const std::string& s, const std::string& sub) {
+  return s.find(sub) != std::string::npos;
+}
 
 TEST(Int8Model, ConvertsExactlyTheListedMatrices) {
   auto mapped = io::MappedFile::open(test::fixture(kModel));

@@ -9,8 +9,8 @@
 
 #include "kernels/int8_matmul_impl.h"
 
-using wick::kernels::Int8Matrix;
 using wick::kernels::int8_padded_cols;
+using wick::kernels::Int8Matrix;
 
 int main() {
   const auto& k = wick::kernels::int8::kernels_avx512_vnni();
@@ -34,7 +34,8 @@ int main() {
           for (int64_t t = 0; t < nt; ++t)
             for (int64_t r = r0; r < rows; ++r) {
               int64_t want = 0;
-              for (int64_t i = 0; i < cols; ++i) want += int64_t{w[r * stride + i]} * x[t * stride + i];
+              for (int64_t i = 0; i < cols; ++i)
+                want += int64_t{w[r * stride + i]} * x[t * stride + i];
               if (s[t * rows + (r - r0)] != want) ++bad;
             }
           ++cases;
