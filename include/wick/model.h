@@ -192,6 +192,7 @@ class Model {
   // The tiny trained model embedded in the binary (models/tiny-rwkv7-834K.safetensors, byte-level
   // vocabulary of 256).
   static Model load_default();
+  // The embedded model with `options` applied (as load(path, options)).
   static Model load_default(const LoadOptions& options);
 
   const Geometry& geometry() const;
