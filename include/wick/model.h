@@ -85,14 +85,15 @@ std::string_view naming_convention_name(NamingConvention c);
 //          packed codes of a .rwkvq file).
 //   kInt8: per-row symmetric INT8 at load: for each row of a covered matrix, scale = max|row| / 127
 //          and code = round-half-to-even(w / scale) clamped to [-127, 127] (an all-zero row: scale
-//          0, codes 0). Covered: per block the r/k/v/o projections and the FFN key / value, and
-//          the head; the embedding, the LoRA branches and every vector stay as stored. Each matrix
-//          product quantises its input row the same way (max|x| / 127, one scale per row) and
-//          sums code_w * code_x exactly in int32: y[o] = scale_w[o] * scale_x * sum (AVX-512 VNNI,
-//          AVX2 or scalar kernels, identical results). Rows of forward() stay bit-identical to
-//          step(). The codes + scales live in memory (about one byte per weight), the dense
-//          matrices are no longer read. Logits differ from the dense model's (KL on the tiny
-//          fixture model: README, "INT8 weights").
+//          0, codes 0). Covered: per block the r/k/v/o projections and the FFN key / value (the
+//          RWKV-X attention blocks' q/k/v/o and FFN too), and the head; the embedding, the LoRA
+//          branches and every vector stay as stored. Each matrix product quantises its input row
+//          the same way (max|x| / 127, one scale per row) and sums code_w * code_x exactly in
+//          int32: y[o] = scale_w[o] * scale_x * sum (AVX-512 VNNI, AVX2 or scalar kernels,
+//          identical results). Rows of forward() stay bit-identical to step(). The codes + scales
+//          live in memory (about one byte per weight), the dense matrices are no longer read.
+//          Logits differ from the dense model's (KL on the tiny fixture model: README, "INT8
+//          weights at load").
 enum class WeightQuantization { kNone, kInt8 };
 
 // The ModelInfo::packed_parameters entry of weights quantised with WeightQuantization::kInt8.

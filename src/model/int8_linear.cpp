@@ -20,6 +20,17 @@ std::vector<Int8Target> int8_targets(ModelWeights& w) {
     out.push_back({b + "ffn.key.weight", &L.ffn_key});
     out.push_back({b + "ffn.value.weight", &L.ffn_value});
   }
+  // RWKV-X attention blocks (docs/rwkvx.md): q/k/v/o projections and their channel mix.
+  for (size_t j = 0; j < w.attention.size(); ++j) {
+    AttentionBlockWeights& A = w.attention[j];
+    const std::string b = "moba." + std::to_string(j) + ".";
+    out.push_back({b + "att.receptance.weight", &A.query});
+    out.push_back({b + "att.key.weight", &A.key});
+    out.push_back({b + "att.value.weight", &A.value});
+    out.push_back({b + "att.output.weight", &A.output});
+    out.push_back({b + "ffn.key.weight", &A.ffn_key});
+    out.push_back({b + "ffn.value.weight", &A.ffn_value});
+  }
   if (w.head) out.push_back({"head.weight", &w.head});
   return out;
 }

@@ -2,8 +2,10 @@
 // Linear holding per-row symmetric int8 codes and fp32 scales (kernels/int8_matmul.h has the
 // rule and the product), and the conversion of a loaded model's eligible matrices to it.
 //
-// Which matrices are converted is decided in one place, int8_targets(): per block the time-mix
-// projections (receptance, key, value, output) and the channel-mix key and value, and the head.
+// Which matrices are converted is decided in one place, int8_targets(): per RWKV block the
+// time-mix projections (receptance, key, value, output) and the channel-mix key and value, per
+// RWKV-X attention block its query/key/value/output projections and channel-mix key and value,
+// and the head.
 // The embedding (a gather, not a product), the LoRA branches and every vector stay as stored.
 #pragma once
 
@@ -50,9 +52,10 @@ struct Int8Target {
   std::unique_ptr<Linear>* slot;
 };
 
-// The covered matrices of `w`, in model order: blocks.N.att.{receptance,key,value,output}.weight,
-// blocks.N.ffn.{key,value}.weight for every block, then head.weight (absent without LM head).
-// Extend this list (only) to cover more matrices.
+// The covered matrices of `w`: blocks.N.att.{receptance,key,value,output}.weight and
+// blocks.N.ffn.{key,value}.weight for every RWKV block, then for every RWKV-X attention block
+// moba.J.att.{receptance (the query),key,value,output}.weight and moba.J.ffn.{key,value}.weight,
+// then head.weight (absent without LM head). Extend this list (only) to cover more matrices.
 std::vector<Int8Target> int8_targets(ModelWeights& w);
 
 // What quantize_weights_int8 changed, for ModelInfo.

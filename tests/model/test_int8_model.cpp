@@ -181,6 +181,40 @@ TEST(Int8Model, KlToTheDenseModelOnTheFixtureSequencesIsSmall) {
   }
 }
 
+// RWKV-X (../shared/fixtures/rwkvx): the attention blocks' projections and channel mix are
+// covered too; the parallel pass still equals the recurrent step bit for bit (full attention), and
+// the KL to the dense model over the fixture sequence is reported.
+TEST(Int8Model, RwkvxAttentionBlocksAreCoveredAndPassesAgree) {
+  const std::string path = test::fixture("rwkvx/rwkvx-tiny.safetensors");
+  const Model dense = Model::load(path);
+  const Model q = Model::load(path, int8_options());
+  const Geometry& g = q.geometry();
+  ASSERT_GT(g.n_attn, 0);
+  const uint64_t C = g.n_embd, F = g.ffn_dim, Fa = g.attn_ffn_dim;
+  const uint64_t params = g.n_layer * (4 * C * C + 2 * F * C) + g.n_attn * (4 * C * C + 2 * Fa * C) +
+                          static_cast<uint64_t>(g.vocab) * C;
+  ASSERT_EQ(q.info().packed_parameters.size(), 1u);
+  EXPECT_EQ(q.info().packed_parameters[0].second, params);
+  const io::TensorSet f = test::load_fixture_tensors("rwkvx/full-seq96.safetensors");
+  const std::vector<int32_t> tokens = test::ints(f, "tokens");
+  const int64_t V = g.vocab;
+  State par = q.new_state(), rec = q.new_state();
+  const std::vector<float> all = q.forward(tokens, par, true);
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const std::vector<float> step = q.step(tokens[t], rec);
+    ASSERT_EQ(std::memcmp(step.data(), all.data() + t * V, V * sizeof(float)), 0) << "t=" << t;
+  }
+  State sd = dense.new_state();
+  const std::vector<float> ld = dense.forward(tokens, sd, true);
+  double top1 = 0;
+  const double kl = mean_kl(ld, all, V, &top1);
+  std::cout << "[int8] int8 KL(dense || int8) on rwkvx-tiny full-seq96 (" << tokens.size()
+            << " positions, full attention): mean " << kl << " nats/token, top-1 agreement " << top1
+            << "\n";
+  EXPECT_LT(kl, 1e-2);
+  EXPECT_GT(kl, 0.0);
+}
+
 TEST(Int8Model, StatesOfTheDenseModelNeedAllowOtherBase) {
   const Model dense = Model::load(test::fixture(kModel));
   const Model q = Model::load(test::fixture(kModel), int8_options());
