@@ -1,7 +1,9 @@
 // Kernel benchmarks (performance only; correctness lives in tests/kernels). GEMV at the shapes of
 // the 0.1B geometry (C = 768, F = 3072, V = 65536) in each weight dtype, reported as weight bytes
 // read per second so they can be judged against measured memory bandwidth; the GEMM of the
-// parallel pass; the WKV-7 recurrence.
+// parallel pass; the WKV-7 recurrence. The INT8 GEMV of `--quantize int8` (kernels/int8_matmul.h)
+// at the same shapes, per kernel (scalar reference, AVX2, AVX-512 VNNI - skipped where the CPU
+// lacks it), bytes = codes + scales read.
 //   build/bench/bench_kernels --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
@@ -9,6 +11,9 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu_features.h"
+#include "kernels/int8_matmul.h"
+#include "kernels/int8_matmul_impl.h"
 #include "kernels/matmul.h"
 #include "kernels/wkv7.h"
 
@@ -70,6 +75,35 @@ void BM_Gemm(benchmark::State& state, DType dt) {
                                                  benchmark::Counter::kIs1000);
 }
 
+// The INT8 product with one instruction set: `isa` kAvx512 runs the VNNI kernel.
+void BM_Int8(benchmark::State& state, wick::kernels::Isa isa, int64_t T) {
+  using namespace wick::kernels;
+  const bool runs = isa == Isa::kAvx512 ? int8::cpu_has_avx512_vnni()
+                                         : static_cast<int>(isa) <= static_cast<int>(best_supported_isa());
+  if (!runs) {
+    state.SkipWithError("this CPU lacks the instruction set");
+    return;
+  }
+  const int64_t rows = state.range(0), cols = state.range(1);
+  Matrix m = make_matrix(DType::F32, rows, cols);
+  const Int8Weights q = quantize_matrix_int8(m.ref);
+  std::vector<float> x(T * cols), y(T * rows);
+  for (int64_t i = 0; i < T * cols; ++i) x[i] = 0.01f * static_cast<float>(i % 97) - 0.48f;
+  for (auto _ : state) {
+    int8::int8_matmul_isa(isa, q.view(), x.data(), T, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(q.bytes()));
+  if (T > 1)
+    state.counters["GOP/s"] = benchmark::Counter(2.0 * rows * cols * T * state.iterations(),
+                                                 benchmark::Counter::kIsRate,
+                                                 benchmark::Counter::kIs1000);
+}
+void BM_GemvInt8(benchmark::State& state, wick::kernels::Isa isa) { BM_Int8(state, isa, 1); }
+void BM_GemmInt8(benchmark::State& state, wick::kernels::Isa isa) {
+  BM_Int8(state, isa, state.range(2));
+}
+
 void BM_Wkv7Sequence(benchmark::State& state) {
   const int H = static_cast<int>(state.range(0)), N = 64;
   const int64_t T = state.range(1), C = H * N;
@@ -88,8 +122,13 @@ void BM_Wkv7Sequence(benchmark::State& state) {
 BENCHMARK_CAPTURE(BM_Gemv, f32, DType::F32)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
 BENCHMARK_CAPTURE(BM_Gemv, bf16, DType::BF16)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
 BENCHMARK_CAPTURE(BM_Gemv, f16, DType::F16)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
+BENCHMARK_CAPTURE(BM_GemvInt8, int8_scalar, wick::kernels::Isa::kScalar)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
+BENCHMARK_CAPTURE(BM_GemvInt8, int8_avx2, wick::kernels::Isa::kAvx2)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
+BENCHMARK_CAPTURE(BM_GemvInt8, int8_avx512_vnni, wick::kernels::Isa::kAvx512)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
 BENCHMARK_CAPTURE(BM_Gemm, f32, DType::F32)->Args({768, 768, 64})->Args({3072, 768, 64});
 BENCHMARK_CAPTURE(BM_Gemm, bf16, DType::BF16)->Args({768, 768, 64})->Args({3072, 768, 64});
+BENCHMARK_CAPTURE(BM_GemmInt8, int8_avx2, wick::kernels::Isa::kAvx2)->Args({768, 768, 64})->Args({3072, 768, 64});
+BENCHMARK_CAPTURE(BM_GemmInt8, int8_avx512_vnni, wick::kernels::Isa::kAvx512)->Args({768, 768, 64})->Args({3072, 768, 64});
 BENCHMARK(BM_Wkv7Sequence)->Args({12, 1})->Args({12, 64});
 
 BENCHMARK_MAIN();

@@ -1,8 +1,9 @@
 #!/bin/sh
 # The quantisation quality table of README.md: size, ppl and KL vs dense for dense / reduction /
-# compression / plain sym:8 / plain sb6:4, on the trained tiny model (byte-level) and on a
-# synthetic 0.1B model (KL only: its weights are random). Texts: tests/tasks/eval_texts.h
-# (evaluation) and a different calibration text for the activation statistics.
+# compression / plain sym:8 / plain sb6:4 / --quantize int8, on the trained tiny model
+# (byte-level) and on a synthetic 0.1B model (KL only: its weights are random). Texts:
+# tests/tasks/eval_texts.h (evaluation) and a different calibration text for the activation
+# statistics.
 set -e
 W=${W:-build/wick}
 DIR=${DIR:-/tmp/wick-quality}
@@ -32,6 +33,10 @@ table() {  # name dense ctx
     $W ppl --model $DIR/$name-$q.rwkvq --text $DIR/eval.txt --ctx 128 --json
     $W kl --reference $M --model $DIR/$name-$q.rwkvq --text $DIR/eval.txt --ctx 128 --json
   done
+  # INT8 at load (--quantize int8): no file, weight bytes as held in memory.
+  echo "== $name int8 (--quantize int8) $($W info --model $M --quantize int8 --json | grep '"weight_bytes"') "
+  $W ppl --model $M --quantize int8 --text $DIR/eval.txt --ctx 128 --json
+  $W kl --reference $M --model $M --quantize int8 --text $DIR/eval.txt --ctx 128 --json
 }
 table tiny models/tiny-rwkv7-834K.safetensors 128
 [ -f $DIR/synth-0.1b.safetensors ] || $W synth --geometry 0.1b --dtype bf16 --out $DIR/synth-0.1b.safetensors >&2

@@ -20,6 +20,7 @@ namespace {
 
 struct BenchGenerateOptions {
   AttentionFlags attention;  // RWKV-X only
+  LoadOptions load;  // --quantize
   std::string model, tokenizer;
   int prompt_tokens = 64;
   int gen = 64;
@@ -50,7 +51,7 @@ std::vector<int32_t> make_prompt(const Tokenizer& tok, int n, int salt) {
 }
 
 void run_bench_generate(const BenchGenerateOptions& o) {
-  const Model model = with_attention_flags(load_model_or_default(o.model), o.attention);
+  const Model model = with_attention_flags(load_model_or_default(o.model, o.load), o.attention);
   const auto tok = tokenizer_for(model, o.tokenizer);
   GenerationConfig greedy;
   greedy.max_tokens = o.gen;
@@ -128,6 +129,7 @@ void register_bench_generate(CLI::App* bench) {
   cmd->add_option("-m,--model", o->model,
                   "Checkpoint; default: the embedded tiny model (try `wick synth --geometry 0.1b`)");
   add_attention_flags(cmd, &o->attention);
+  add_quantize_option(cmd, o->load);
   cmd->add_option("--tokenizer", o->tokenizer, "Tokenizer file; default as for generate");
   cmd->add_option("--prompt-tokens", o->prompt_tokens, "Prompt length in tokens (default 64)")
       ->check(CLI::Range(1, 1 << 20));

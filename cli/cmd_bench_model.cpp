@@ -6,7 +6,8 @@
 // the model's load time and memory (resident after load, while decoding, peak during prefill).
 // The decode test also measures the memory read bandwidth in the same run and reports the
 // roofline: bytes one step reads (ModelInfo::bytes_per_token) / bandwidth, and the fraction of
-// it reached. Same output for every weight format (dense or .rwkvq).
+// it reached. Same output for every weight format (dense, .rwkvq, or --quantize int8, reported as
+// weight_format "int8").
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -29,6 +30,7 @@ namespace {
 
 struct BenchModelOptions {
   AttentionFlags attention;  // RWKV-X only
+  LoadOptions load;  // --quantize
   std::string model;
   int threads = 0;
   std::vector<int> prompt = {512};
@@ -104,6 +106,8 @@ double measure_read_bandwidth(int threads) {
 }
 
 std::string weight_format(const ModelInfo& i) {
+  // Quantised at load (--quantize): the projections, FFN and head are int8 codes.
+  if (i.quantization == WeightQuantization::kInt8) return "int8";
   if (i.container.rfind("rwkvq", 0) == 0) {
     // The layout holding most parameters names the file, e.g. "rwkvq sb6@4".
     std::string best;
@@ -160,7 +164,7 @@ void run_bench_model(const BenchModelOptions& o) {
   const uint64_t rss_before = proc_status_bytes("VmRSS");
   reset_peak_rss();
   const auto t_load = Clock::now();
-  const Model model = with_attention_flags(load_model_or_default(o.model), o.attention);
+  const Model model = with_attention_flags(load_model_or_default(o.model, o.load), o.attention);
   const double load_s = since(t_load);
   const uint64_t rss_loaded = proc_status_bytes("VmRSS");
   const uint64_t peak_load = proc_status_bytes("VmHWM");
@@ -299,6 +303,7 @@ void register_bench_model(CLI::App* bench) {
   bench->add_option("-m,--model", o->model,
                     "Checkpoint (.safetensors, .pth, .rwkvq, HF folder); default: embedded tiny model");
   add_attention_flags(bench, &o->attention);
+  add_quantize_option(bench, o->load);
   bench->add_option("-t,--threads", o->threads, "Threads (default: WICK_THREADS or one per core)")
       ->check(CLI::Range(1, 1024));
   bench->add_option("-p,--prompt", o->prompt, "Prefill lengths in tokens, comma-separated; 0 skips")

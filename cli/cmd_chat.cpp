@@ -44,6 +44,7 @@ class InterruptScope {
 
 struct ChatOptions {
   AttentionFlags attention;  // RWKV-X only
+  LoadOptions load;  // --quantize
   std::string model;
   std::string tokenizer;
   int max_tokens = 1000;
@@ -56,7 +57,7 @@ class ChatSession {
   ChatSession(const ChatOptions& o, bool interactive)
       : o_(o),
         interactive_(interactive),
-        model_(with_attention_flags(load_model_or_default(o.model), o.attention)),
+        model_(with_attention_flags(load_model_or_default(o.model, o.load), o.attention)),
         tokenizer_(tokenizer_for(model_, o.tokenizer)) {
     GenerationConfig base;
     base.max_tokens = o.max_tokens;
@@ -199,6 +200,7 @@ void register_chat(CLI::App& app) {
   cmd->add_option("-m,--model", o->model,
                   "Checkpoint (.safetensors, .pth or HF folder); default: the embedded tiny model");
   add_attention_flags(cmd, &o->attention);
+  add_quantize_option(cmd, o->load);
   cmd->add_option("--tokenizer", o->tokenizer,
                   "World vocabulary (.txt) or tokenizer.json; default as for generate");
   cmd->add_option("-n,--max-tokens", o->max_tokens, "Tokens per reply at most (default 1000)")

@@ -20,6 +20,7 @@ namespace wick::cli {
 namespace {
 
 struct EmbedOptions {
+  LoadOptions load;  // --quantize
   std::string model, tokenizer, head, task = "retr", file, out, pooling;
   bool json = false;
   bool non_strict = false;
@@ -69,7 +70,7 @@ Embedder make_embedder(const EmbedOptions& o, const Model& model,
 void run_embed(const EmbedOptions& o) {
   if (o.model.empty()) throw InputError("--model is required");
   const std::vector<std::string> texts = read_jsonl_texts(o.file);
-  Model model = Model::load(o.model);
+  Model model = Model::load(o.model, o.load);
   std::shared_ptr<const Tokenizer> tok = tokenizer_for(model, o.tokenizer);
   const Embedder embedder = make_embedder(o, model, tok);
   const auto t0 = std::chrono::steady_clock::now();
@@ -113,6 +114,7 @@ void register_embed(CLI::App& app) {
   cmd->add_option("-m,--model", o->model,
                   "Base checkpoint (an EmbeddingRWKV .pth carries its task heads)")
       ->required();
+  add_quantize_option(cmd, o->load);
   cmd->add_option("--head", o->head, "Embedding head file (SwiftRWKV / rwkv-metal safetensors)");
   CLI::Option* task =
       cmd->add_option("--task", o->task, "EmbeddingRWKV task head: retr, sts or cls (default retr)");

@@ -23,6 +23,7 @@ namespace {
 
 struct GenerateOptions {
   AttentionFlags attention;  // RWKV-X only
+  LoadOptions load;  // --quantize
   std::string model;
   std::string prompt;
   bool prompt_given = false;
@@ -113,7 +114,7 @@ void run_batch(const GenerateOptions& o, const Model& model, const Tokenizer& to
 
 void run_generate(const GenerateOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
-  Model model = with_attention_flags(load_model_or_default(o.model), o.attention);
+  Model model = with_attention_flags(load_model_or_default(o.model, o.load), o.attention);
   const double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   auto tokenizer = tokenizer_for(model, o.tokenizer);
@@ -166,6 +167,7 @@ void register_generate(CLI::App& app) {
   cmd->add_option("-m,--model", o->model,
                   "Checkpoint (.safetensors, .pth or HF folder); default: the embedded tiny model");
   add_attention_flags(cmd, &o->attention);
+  add_quantize_option(cmd, o->load);
   auto* prompt = cmd->add_option("-p,--prompt", o->prompt, "Prompt text (must not be empty)");
   cmd->add_option("--tokenizer", o->tokenizer,
                   "World vocabulary (.txt) or HuggingFace tokenizer.json (BPE); default: byte-level "

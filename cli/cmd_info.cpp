@@ -10,8 +10,9 @@
 namespace wick::cli {
 namespace {
 
-void run_info(const std::string& path, bool json, const AttentionFlags& attention) {
-  Model model = with_attention_flags(load_model_or_default(path), attention);
+void run_info(const std::string& path, const LoadOptions& load, bool json,
+              const AttentionFlags& attention) {
+  Model model = with_attention_flags(load_model_or_default(path, load), attention);
   const Geometry& g = model.geometry();
   const ModelInfo& i = model.info();
   const uint64_t state_bytes = model.new_state().bytes();
@@ -23,6 +24,7 @@ void run_info(const std::string& path, bool json, const AttentionFlags& attentio
     j["file_bytes"] = i.file_bytes;
     j["parameters"] = i.parameters;
     j["weight_bytes"] = i.weight_bytes;
+    j["quantization"] = std::string(weight_quantization_name(i.quantization));
     j["state_bytes"] = state_bytes;
     nlohmann::json dt = nlohmann::json::object();
     for (auto& [d, n] : i.dtype_parameters) dt[std::string(dtype_name(d))] = n;
@@ -88,11 +90,13 @@ void register_info(CLI::App& app) {
   auto path = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
   auto attention = std::make_shared<AttentionFlags>();
+  auto load = std::make_shared<LoadOptions>();
   CLI::App* cmd = app.add_subcommand("info", "Print a checkpoint's geometry, dtypes and size");
   cmd->add_option("-m,--model", *path, "Checkpoint; default: the embedded tiny model");
+  add_quantize_option(cmd, *load);
   add_attention_flags(cmd, attention.get());
   cmd->add_flag("--json", *json, "Print JSON");
-  cmd->callback([path, json, attention] { run_info(*path, *json, *attention); });
+  cmd->callback([path, load, json, attention] { run_info(*path, *load, *json, *attention); });
 }
 
 }  // namespace wick::cli

@@ -1,10 +1,12 @@
-// wick kl --reference M0 --model M1 --text FILE [--ctx 512] [--max-windows N] [--json]
+// wick kl --reference M0 --model M1 --text FILE [--ctx 512] [--max-windows N] [--quantize Q]
+//         [--json]    (--quantize applies to --model, not to --reference)
 // KL(P_reference || Q_model) per position on the windows of a UTF-8 text, the protocol of
 // docs/rwkvq-format.md §4 (include/wick/perplexity.h): mean over windows with a 95 % bootstrap
 // interval, mean per position bucket, top-1 agreement. With --json one object {"mean_kl",
 // "ci_low", "ci_high", "ci_level", "resamples", "top1_agreement", "buckets": [{"begin", "end",
 // "mean_kl", "positions"}], "window_kl", "positions", "windows", "ctx", "text_tokens",
-// "unused_tokens", "reference", "model", "text", "tokenizer"}. Progress bar on a terminal.
+// "unused_tokens", "reference", "model", "quantize" (of --model), "text", "tokenizer"}. Progress
+// bar on a terminal.
 #include <fmt/format.h>
 
 #include <iostream>
@@ -20,6 +22,7 @@ namespace wick::cli {
 namespace {
 
 struct KlCliOptions {
+  LoadOptions load;  // --quantize
   std::string reference, model, text, tokenizer;
   int ctx = 512;
   int64_t max_windows = 0;
@@ -49,13 +52,14 @@ nlohmann::json to_json(const KlCliOptions& o, const KlResult& r, const Evaluatio
           {"unused_tokens", text.unused_tokens},
           {"reference", reference.info().source},
           {"model", model.info().source},
+          {"quantize", std::string(weight_quantization_name(model.info().quantization))},
           {"text", o.text},
           {"tokenizer", std::string(tokenizer.name())}};
 }
 
 void run_kl(const KlCliOptions& o) {
   Model reference = Model::load(o.reference);
-  Model model = Model::load(o.model);
+  Model model = Model::load(o.model, o.load);
   auto tokenizer = tokenizer_for(reference, o.tokenizer);
   const EvaluationText text = load_evaluation_text(o.text, *tokenizer, {o.ctx, o.max_windows});
   KlResult r;
@@ -94,6 +98,7 @@ void register_kl(CLI::App& app) {
       ->required();
   cmd->add_option("-m,--model", o->model, "Checkpoint compared with it (Q), e.g. a .rwkvq")
       ->required();
+  add_quantize_option(cmd, o->load);
   cmd->add_option("--text", o->text, "UTF-8 text file, tokenised whole")->required();
   cmd->add_option("--ctx", o->ctx, "Tokens per window (default 512; the partial tail is dropped)");
   cmd->add_option("--max-windows", o->max_windows, "Use only the first N windows (0 = all)")

@@ -15,6 +15,7 @@ namespace {
 
 struct LogitsOptions {
   AttentionFlags attention;  // RWKV-X only
+  LoadOptions load;  // --quantize
   std::string model;
   std::string tokens_text;
   std::vector<int32_t> tokens;
@@ -66,7 +67,7 @@ std::vector<int32_t> parse_token_list(const std::string& text) {
 
 void run_logits(LogitsOptions& o) {
   o.tokens = parse_token_list(o.tokens_text);
-  Model model = with_attention_flags(load_model_or_default(o.model), o.attention);
+  Model model = with_attention_flags(load_model_or_default(o.model, o.load), o.attention);
   const int V = model.geometry().vocab;
   State state = model.new_state();
   std::vector<std::vector<float>> rows;
@@ -90,6 +91,7 @@ void register_logits(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("logits", "Print the logits for a list of token ids (JSON)");
   cmd->add_option("-m,--model", o->model, "Checkpoint; default: the embedded tiny model");
   add_attention_flags(cmd, &o->attention);
+  add_quantize_option(cmd, o->load);
   cmd->add_option("-t,--tokens", o->tokens_text, "Token ids, comma separated (e.g. 34,105,110)")
       ->required();
   cmd->add_flag("--all-positions", o->all_positions, "One row per position instead of the last");

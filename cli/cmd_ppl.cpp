@@ -1,10 +1,11 @@
-// wick ppl --model M --text FILE [--ctx 512] [--max-windows N] [--tokenizer T] [--json]
+// wick ppl --model M --text FILE [--ctx 512] [--max-windows N] [--tokenizer T] [--quantize Q]
+//          [--json]
 // Perplexity of a model on a UTF-8 text (include/wick/perplexity.h; docs/rwkvq-format.md §4): the
 // text is tokenised once and cut into non-overlapping windows of --ctx tokens from the start; the
 // partial tail is dropped; each window is scored from a zero state. Prints one line, or with
 // --json one object {"ppl", "mean_nll", "tokens_scored", "windows", "ctx", "text_tokens",
-// "unused_tokens", "model", "text", "tokenizer", "pass"}. A progress bar goes to stderr on a
-// terminal.
+// "unused_tokens", "model", "quantize" ("none" | "int8"), "text", "tokenizer", "pass"}. A
+// progress bar goes to stderr on a terminal.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -22,6 +23,7 @@ namespace {
 
 struct PplOptions {
   AttentionFlags attention;  // RWKV-X only
+  LoadOptions load;  // --quantize
   std::string model, text, tokenizer;
   int ctx = 512;
   int64_t max_windows = 0;
@@ -31,7 +33,7 @@ struct PplOptions {
 
 void run_ppl(const PplOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
-  Model model = with_attention_flags(load_model_or_default(o.model), o.attention);
+  Model model = with_attention_flags(load_model_or_default(o.model, o.load), o.attention);
   auto tokenizer = tokenizer_for(model, o.tokenizer);
   const EvaluationText text = load_evaluation_text(o.text, *tokenizer, {o.ctx, o.max_windows});
   const ScoringPass pass = o.recurrent ? ScoringPass::kRecurrent : ScoringPass::kParallel;
@@ -53,6 +55,7 @@ void run_ppl(const PplOptions& o) {
         {"text_tokens", text.text_tokens},
         {"unused_tokens", text.unused_tokens},
         {"model", model.info().source},
+        {"quantize", std::string(weight_quantization_name(model.info().quantization))},
         {"text", o.text},
         {"tokenizer", std::string(tokenizer->name())},
         {"pass", o.recurrent ? "recurrent" : "parallel"},
@@ -78,6 +81,7 @@ void register_ppl(CLI::App& app) {
                   "Checkpoint (.safetensors, .pth, .rwkvq or HF folder); default: the embedded "
                   "tiny model");
   add_attention_flags(cmd, &o->attention);
+  add_quantize_option(cmd, o->load);
   cmd->add_option("--text", o->text, "UTF-8 text file, tokenised whole")->required();
   cmd->add_option("--ctx", o->ctx,
                   "Tokens per window (default 512; each scores ctx - 1 predictions; the partial "

@@ -21,6 +21,7 @@ namespace wick::cli {
 namespace {
 
 struct RerankOptions {
+  LoadOptions load;  // --quantize
   std::string model, tokenizer, head, query, docs, index;
   bool json = false;
   bool non_strict = false;
@@ -40,7 +41,7 @@ std::string preview(const std::string& text, size_t max_bytes) {
 void run_rerank(const RerankOptions& o) {
   if (o.docs.empty() && o.index.empty())
     throw InputError("give the documents with --docs FILE (or a stored index with --index DIR)");
-  Model model = Model::load(o.model);
+  Model model = Model::load(o.model, o.load);
   std::shared_ptr<const Tokenizer> tok = tokenizer_for(model, o.tokenizer);
   const Reranker reranker = Reranker::load(model, tok, o.head, !o.non_strict);
   std::vector<std::string> docs;
@@ -106,6 +107,7 @@ void register_rerank(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("rerank", "Score documents against a query with a reranker head");
   cmd->add_option("-m,--model", o->model, "Base checkpoint (for EmbeddingRWKV: its embedding model)")
       ->required();
+  add_quantize_option(cmd, o->load);
   cmd->add_option("--head", o->head,
                   "Reranker head: rwkv-metal/SwiftRWKV .safetensors or EmbeddingRWKV reranker .pth")
       ->required();

@@ -11,8 +11,21 @@
 
 namespace wick::cli {
 
-Model load_model_or_default(const std::string& path) {
-  return path.empty() ? Model::load_default() : Model::load(path);
+Model load_model_or_default(const std::string& path, const LoadOptions& options) {
+  return path.empty() ? Model::load_default(options) : Model::load(path, options);
+}
+
+void add_quantize_option(CLI::App* cmd, LoadOptions& options) {
+  cmd->add_option_function<std::string>(
+         "--quantize",
+         [&options](const std::string& v) {
+           options.quantize = v == "int8" ? WeightQuantization::kInt8 : WeightQuantization::kNone;
+         },
+         "Quantise the weights at load: none (as stored, default) or int8 (per-row symmetric "
+         "INT8 projections, FFN and head; not for .rwkvq files)")
+      ->check(CLI::IsMember({std::string(weight_quantization_name(WeightQuantization::kNone)),
+                             std::string(weight_quantization_name(WeightQuantization::kInt8))}))
+      ->option_text("none|int8");
 }
 
 void add_attention_flags(CLI::App* cmd, AttentionFlags* f) {

@@ -80,6 +80,33 @@ struct AttentionOptions {
 enum class NamingConvention { kOfficial, kHuggingFace, kTmixCmix };
 std::string_view naming_convention_name(NamingConvention c);
 
+// Quantisation applied to the weights while loading (LoadOptions), on top of how they are stored.
+//   kNone: weights are used as stored (fp32 / fp16 / bf16 in place in the mapped file, or the
+//          packed codes of a .rwkvq file).
+//   kInt8: per-row symmetric INT8 at load: for each row of a covered matrix, scale = max|row| / 127
+//          and code = round-half-to-even(w / scale) clamped to [-127, 127] (an all-zero row: scale
+//          0, codes 0). Covered: per block the r/k/v/o projections and the FFN key / value (the
+//          RWKV-X attention blocks' q/k/v/o and FFN too), and the head; the embedding, the LoRA
+//          branches and every vector stay as stored. Each matrix product quantises its input row
+//          the same way (max|x| / 127, one scale per row) and sums code_w * code_x exactly in
+//          int32: y[o] = scale_w[o] * scale_x * sum (AVX-512 VNNI, AVX2 or scalar kernels,
+//          identical results). Rows of forward() stay bit-identical to step(). The codes + scales
+//          live in memory (about one byte per weight), the dense matrices are no longer read.
+//          Logits differ from the dense model's (KL on the tiny fixture model: README, "INT8
+//          weights at load").
+enum class WeightQuantization { kNone, kInt8 };
+
+// The ModelInfo::packed_parameters entry of weights quantised with WeightQuantization::kInt8.
+inline constexpr std::string_view kInt8LayoutName = "int8 (per-row)";
+
+// "none" / "int8" (the values of `--quantize`).
+std::string_view weight_quantization_name(WeightQuantization q);
+
+// How Model::load treats the checkpoint it reads.
+struct LoadOptions {
+  WeightQuantization quantize = WeightQuantization::kNone;
+};
+
 // Facts about a loaded model for `wick info`.
 struct ModelInfo {
   std::string source;     // the path given to load(), or "<embedded default model ...>"
@@ -90,17 +117,27 @@ struct ModelInfo {
   uint64_t parameters = 0;            // number of weights used by the model
   uint64_t weight_bytes = 0;          // bytes of those weights as stored
   std::vector<std::pair<DType, uint64_t>> dtype_parameters;  // parameters per stored dtype
-  // .rwkvq only: parameters per packed layout ("sb6@5", "sym@8", "asym@6", "rtn@8"); tensors
+  // .rwkvq: parameters per packed layout ("sb6@5", "sym@8", "asym@6", "rtn@8"); tensors
   // stored dense in the file are counted in dtype_parameters.
+  // Loaded with WeightQuantization::kInt8: one entry {kInt8LayoutName, parameters now held as
+  // int8 codes}; those parameters leave dtype_parameters (except a head tied to the embedding,
+  // whose table is still read as stored: it is counted in both), and weight_bytes counts their
+  // codes + fp32 scales instead of the dense bytes.
   std::vector<std::pair<std::string, uint64_t>> packed_parameters;
-  // Weight bytes one recurrent step reads: every matrix as stored (projections, LoRA factors as
-  // held in memory, head) plus one embedding row. Decode roofline = this / memory bandwidth.
+  // Weight bytes one recurrent step reads: every matrix as held in memory (projections - int8
+  // codes + scales with kInt8 - LoRA factors, head) plus one embedding row. Decode roofline =
+  // this / memory bandwidth.
   uint64_t bytes_per_token = 0;
   // "sha256:<64 hex>" identifying the weights (docs/tasks.md §3.5): names, dtypes and shapes of
   // every tensor plus the bytes of the small ones. State files carry it to refuse foreign states.
+  // With kInt8 it is "sha256:" + SHA-256("wick-int8-per-row-v1", 0x00, the dense fingerprint):
+  // the int8 model computes other logits, so a state saved by the dense model is refused unless
+  // other bases are allowed (same geometry), and vice versa.
   std::string fingerprint;
   // "x070" (RWKV-7) or "rwkv-x" (RWKV-7 blocks + attention blocks, docs/rwkvx.md).
   std::string architecture = "x070";
+  // The quantisation applied at load (LoadOptions::quantize).
+  WeightQuantization quantization = WeightQuantization::kNone;
   // Loaded from an EmbeddingRWKV checkpoint (docs/tasks.md §6.3): `rwkv.*` backbone without LM
   // head; its task heads (head.{retr,sts,cls}_head.*) are read by the embedder from the same file.
   bool embedding_rwkv = false;
@@ -148,9 +185,16 @@ class Model {
   // an x070 model wick understands: unknown or missing tensors, inconsistent shapes, a
   // config.json that contradicts the weights, a GGUF / rwkv.cpp / legacy torch file).
   static Model load(const std::string& path);
+  // The same, then the weights are quantised as `options` asks (WeightQuantization above);
+  // kNone is load(path). kInt8 quantises at load (rows spread over the kernel threads; ~0.5 s for
+  // a 0.1B model) and additionally throws CheckpointError for a .rwkvq file (already quantised:
+  // load it with kNone) and for a covered matrix holding a non-finite weight.
+  static Model load(const std::string& path, const LoadOptions& options);
   // The tiny trained model embedded in the binary (models/tiny-rwkv7-834K.safetensors, byte-level
   // vocabulary of 256).
   static Model load_default();
+  // The embedded model with `options` applied (as load(path, options)).
+  static Model load_default(const LoadOptions& options);
 
   const Geometry& geometry() const;
   const ModelInfo& info() const;

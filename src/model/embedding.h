@@ -29,6 +29,8 @@ class DenseEmbedding final : public Embedding {
       : data_(data), dtype_(dtype), cols_(cols), rows_(rows), owner_(std::move(owner)) {}
   void row(int64_t token, float* out) const override;
   uint64_t stored_bytes() const override { return rows_ * cols_ * dtype_size(dtype_); }
+  // The table's bytes (a head tied to the embedding borrows the same ones).
+  const void* data() const { return data_; }
 
  private:
   const void* data_;

@@ -14,6 +14,7 @@
 #include "io/safetensors.h"
 #include "io/sha256.h"
 #include "kernels/dot.h"
+#include "model/int8_linear.h"
 #include "model/model_impl.h"
 #include "model/quant_linear.h"
 #include "quant/dequant.h"
@@ -684,7 +685,10 @@ std::string_view naming_convention_name(NamingConvention c) {
   return "?";
 }
 
-Model Model::load(const std::string& path) {
+namespace {
+
+// Model::load without LoadOptions: the built weights, before they are wrapped (and shared).
+std::shared_ptr<Model::Impl> load_impl(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   std::string container;
@@ -707,7 +711,7 @@ Model Model::load(const std::string& path) {
       auto impl = model::build_model(model::read_shards(index.string()), config_text, config_path);
       impl->info.container = "hf-folder (sharded)";
       impl->info.source = path;
-      return Model(std::move(impl));
+      return impl;
     }
   }
   auto mapped = io::MappedFile::open(file);
@@ -717,13 +721,13 @@ Model Model::load(const std::string& path) {
     auto impl = model::build_model(model::logical_tensors(packed), "", "", &packed);
     impl->info.container = "rwkvq v" + std::to_string(packed.manifest().format_version);
     impl->info.source = path;
-    return Model(std::move(impl));
+    return impl;
   }
   if (model::is_rwkvx(set)) {
     auto impl = model::build_rwkvx(std::move(set));
     impl->info.container = container;
     impl->info.source = path;
-    return Model(std::move(impl));
+    return impl;
   }
   if (model::is_embedding_rwkv(set)) {
     model::BuildOptions options;
@@ -732,7 +736,7 @@ Model Model::load(const std::string& path) {
     impl->info.container = container + " (EmbeddingRWKV)";
     impl->info.embedding_rwkv = true;
     impl->info.source = path;
-    return Model(std::move(impl));
+    return impl;
   }
   if (set.find("reranker.blocks.0.att.r_k") != nullptr) {
     throw CheckpointError(path, "is an EmbeddingRWKV reranker head (reranker.*), not a language "
@@ -751,16 +755,34 @@ Model Model::load(const std::string& path) {
   auto impl = model::build_model(std::move(set), config_text, config_path);
   impl->info.container = fs::is_directory(path, ec) ? "hf-folder" : container;
   impl->info.source = path;
-  return Model(std::move(impl));
+  return impl;
 }
 
-Model Model::load_default() {
+std::shared_ptr<Model::Impl> load_default_impl() {
   const size_t n = static_cast<size_t>(wick_default_model_end - wick_default_model_start);
   auto mapped = io::MappedFile::borrow(wick_default_model_start, n,
                                        "<embedded default model tiny-rwkv7-834K.safetensors>");
   auto impl = model::build_model(io::read_safetensors(mapped), "", "");
   impl->info.container = "safetensors (embedded)";
-  return Model(std::move(impl));
+  return impl;
+}
+
+// LoadOptions run on the built weights before they are shared.
+std::shared_ptr<Model::Impl> apply_load_options(std::shared_ptr<Model::Impl> impl,
+                                                const LoadOptions& options) {
+  if (options.quantize == WeightQuantization::kInt8) model::quantize_model_int8(*impl);
+  return impl;
+}
+
+}  // namespace
+
+Model Model::load(const std::string& path) { return Model(load_impl(path)); }
+Model Model::load(const std::string& path, const LoadOptions& options) {
+  return Model(apply_load_options(load_impl(path), options));
+}
+Model Model::load_default() { return Model(load_default_impl()); }
+Model Model::load_default(const LoadOptions& options) {
+  return Model(apply_load_options(load_default_impl(), options));
 }
 
 Model::Model(std::shared_ptr<const Impl> impl)

@@ -1,0 +1,41 @@
+// Private to the INT8 kernels (kernels/int8_matmul.h): the per-instruction-set table that
+// int8_matmul.cpp dispatches to, and the entry points the tests and benchmarks use to run one
+// instruction set explicitly. Not part of the library's interface.
+//
+// Division of labour: int8_matmul.cpp quantises the inputs (one shared scalar routine for every
+// instruction set), splits the work over the thread pool and applies the float epilogue
+// y = float(S) * (scale_w * scale_x); the per-ISA kernels compute only the exact int32 sums S.
+// That keeps every ISA's output identical by construction once their sums are (tested exactly).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu_features.h"
+#include "kernels/int8_matmul.h"
+
+namespace wick::kernels::int8 {
+
+struct Kernels {
+  // sums[t * s_stride + (r - r0)] = sum over the w.stride (padded) columns of
+  //   w.codes[r, i] * xq[t * x_stride + i]       for r in [r0, r1), t < nt.
+  // xq holds codes in [-127, 127] (zero-padded to w.stride); x_stride >= w.stride.
+  void (*sums)(const Int8Matrix& w, int64_t r0, int64_t r1, const int8_t* xq, int64_t x_stride,
+               int64_t nt, int32_t* sums, int64_t s_stride);
+  const char* name;
+};
+
+const Kernels& kernels_scalar();
+const Kernels& kernels_avx2();
+const Kernels& kernels_avx512_vnni();
+
+// The kernels for `isa`: kAvx512 means AVX-512 VNNI when the CPU has it (else the AVX2 kernel,
+// which every AVX-512 CPU runs), kAvx2 the AVX2 kernel, kScalar the reference.
+const Kernels& kernels_for(Isa isa);
+// True when the CPU supports AVX-512 F/BW/VL and VNNI (the VNNI kernel may run).
+bool cpu_has_avx512_vnni();
+
+// int8_matmul with an explicit instruction set (tests, benchmarks); int8_matmul() uses
+// active_isa().
+void int8_matmul_isa(Isa isa, const Int8Matrix& w, const float* x, int64_t T, float* y);
+
+}  // namespace wick::kernels::int8

@@ -1,0 +1,127 @@
+#include "model/int8_linear.h"
+
+#include <string>
+
+#include "io/sha256.h"
+#include "model/model_impl.h"
+#include "wick/errors.h"
+
+namespace wick::model {
+
+std::vector<Int8Target> int8_targets(ModelWeights& w) {
+  std::vector<Int8Target> out;
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    LayerWeights& L = w.layers[i];
+    const std::string b = "blocks." + std::to_string(i) + ".";
+    out.push_back({b + "att.receptance.weight", &L.receptance});
+    out.push_back({b + "att.key.weight", &L.key});
+    out.push_back({b + "att.value.weight", &L.value});
+    out.push_back({b + "att.output.weight", &L.output});
+    out.push_back({b + "ffn.key.weight", &L.ffn_key});
+    out.push_back({b + "ffn.value.weight", &L.ffn_value});
+  }
+  // RWKV-X attention blocks (docs/rwkvx.md): q/k/v/o projections and their channel mix.
+  for (size_t j = 0; j < w.attention.size(); ++j) {
+    AttentionBlockWeights& A = w.attention[j];
+    const std::string b = "moba." + std::to_string(j) + ".";
+    out.push_back({b + "att.receptance.weight", &A.query});
+    out.push_back({b + "att.key.weight", &A.key});
+    out.push_back({b + "att.value.weight", &A.value});
+    out.push_back({b + "att.output.weight", &A.output});
+    out.push_back({b + "ffn.key.weight", &A.ffn_key});
+    out.push_back({b + "ffn.value.weight", &A.ffn_value});
+  }
+  if (w.head) out.push_back({"head.weight", &w.head});
+  return out;
+}
+
+Int8Conversion quantize_weights_int8(ModelWeights& w, const std::string& source) {
+  const std::vector<Int8Target> targets = int8_targets(w);
+  // The embedding table's bytes, to recognise a head tied to it (it borrows the same bytes).
+  const void* emb_data = nullptr;
+  if (const auto* e = dynamic_cast<const DenseEmbedding*>(w.emb.get())) emb_data = e->data();
+
+  Int8Conversion c;
+  std::vector<std::unique_ptr<Linear>> converted;
+  converted.reserve(targets.size());
+  for (const Int8Target& t : targets) {
+    const auto* dense = dynamic_cast<const DenseLinear*>(t.slot->get());
+    if (dense == nullptr) {
+      throw CheckpointError(
+          source, "cannot quantise '" + t.name + "' to int8: it is stored " +
+                      (dynamic_cast<const Int8Linear*>(t.slot->get()) ? "as int8 already"
+                                                                      : "packed (.rwkvq)") +
+                      ", not as dense fp32/fp16/bf16 weights. A .rwkvq model is already "
+                      "quantised: load it without --quantize int8 (LoadOptions::quantize = kNone)");
+    }
+    const kernels::MatrixRef& m = dense->matrix();
+    if (m.cols > kernels::kInt8MaxCols) {
+      throw CheckpointError(source, "cannot quantise '" + t.name + "' to int8: it has " +
+                                        std::to_string(m.cols) + " in-features, more than the " +
+                                        std::to_string(kernels::kInt8MaxCols) +
+                                        " for which the int32 sum is exact; load it without "
+                                        "--quantize int8");
+    }
+    kernels::Int8Weights q = kernels::quantize_matrix_int8(m);
+    if (q.first_nonfinite_row >= 0) {
+      throw CheckpointError(source, "cannot quantise '" + t.name + "' to int8: row " +
+                                        std::to_string(q.first_nonfinite_row) +
+                                        " holds a non-finite weight (inf or NaN); the checkpoint "
+                                        "is damaged, or load it without --quantize int8");
+    }
+    const uint64_t n = static_cast<uint64_t>(m.rows * m.cols);
+    c.parameters += n;
+    c.int8_bytes += q.bytes();
+    c.step_bytes_before += dense->stored_bytes();
+    if (emb_data == nullptr || m.data != emb_data) {
+      c.released_parameters[m.dtype] += n;
+      c.released_bytes += dense->stored_bytes();
+    }
+    converted.push_back(std::make_unique<Int8Linear>(std::move(q)));
+  }
+  for (size_t i = 0; i < targets.size(); ++i) *targets[i].slot = std::move(converted[i]);
+  return c;
+}
+
+void quantize_model_int8(Model::Impl& impl) {
+  ModelInfo& info = impl.info;
+  if (!info.packed_parameters.empty() || info.container.rfind("rwkvq", 0) == 0) {
+    throw CheckpointError(info.source,
+                          "is a quantised .rwkvq model (" + info.container +
+                              "); --quantize int8 quantises dense fp32/fp16/bf16 checkpoints at "
+                              "load. Load this file without --quantize int8, or quantise the "
+                              "dense checkpoint it was made from");
+  }
+  const Int8Conversion c = quantize_weights_int8(impl.weights, info.source);
+  info.weight_bytes = info.weight_bytes - c.released_bytes + c.int8_bytes;
+  info.bytes_per_token = info.bytes_per_token - c.step_bytes_before + c.int8_bytes;
+  std::vector<std::pair<DType, uint64_t>> dtypes;
+  for (const auto& [dt, n] : info.dtype_parameters) {
+    auto it = c.released_parameters.find(dt);
+    const uint64_t left = n - (it == c.released_parameters.end() ? 0 : it->second);
+    if (left > 0) dtypes.emplace_back(dt, left);
+  }
+  info.dtype_parameters = std::move(dtypes);
+  info.packed_parameters.emplace_back(std::string(kInt8LayoutName), c.parameters);
+  info.quantization = WeightQuantization::kInt8;
+  const char zero = 0;
+  io::Sha256 h;
+  h.update("wick-int8-per-row-v1").update(&zero, 1).update(info.fingerprint);
+  info.fingerprint = "sha256:" + h.hex_digest();
+}
+
+}  // namespace wick::model
+
+namespace wick {
+
+std::string_view weight_quantization_name(WeightQuantization q) {
+  switch (q) {
+    case WeightQuantization::kNone:
+      return "none";
+    case WeightQuantization::kInt8:
+      return "int8";
+  }
+  return "?";
+}
+
+}  // namespace wick
