@@ -42,10 +42,12 @@ void check_kv_length(int64_t length, int n_attn, int n_embd) {
 
 void State::reserve_kv(int64_t length) {
   check_kv_length(length, n_attn_, n_embd_);
+  // Geometric growth: appending one token per step must not copy the whole cache each time.
   const size_t n = static_cast<size_t>(length) * n_embd_;
   for (int j = 0; j < n_attn_; ++j) {
-    k_[j].reserve(n);
-    v_[j].reserve(n);
+    for (std::vector<float>* cache : {&k_[j], &v_[j]}) {
+      if (n > cache->capacity()) cache->reserve(std::max(n, cache->capacity() + cache->capacity() / 2));
+    }
   }
 }
 
