@@ -7,6 +7,7 @@
 //   build/bench/bench_kernels --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -75,6 +76,26 @@ void BM_Gemm(benchmark::State& state, DType dt) {
                                                  benchmark::Counter::kIs1000);
 }
 
+// The GEMV as decode sees it: the weights come from DRAM, not cache. Cycles through enough
+// distinct matrices of one shape (>= 256 MiB in all, 8x the L3 of the machines we measure on)
+// that every call streams its matrix from memory; bytes/s is to be judged against the measured
+// read bandwidth (`wick bench` prints it).
+void BM_GemvFromMemory(benchmark::State& state, DType dt) {
+  const int64_t rows = state.range(0), cols = state.range(1);
+  const int64_t bytes = rows * cols * static_cast<int64_t>(wick::dtype_size(dt));
+  const int64_t count = std::max<int64_t>(2, (int64_t{256} << 20) / bytes);
+  std::vector<Matrix> ms;
+  for (int64_t i = 0; i < count; ++i) ms.push_back(make_matrix(dt, rows, cols));
+  std::vector<float> x(cols, 0.5f), y(rows);
+  size_t next = 0;
+  for (auto _ : state) {
+    wick::kernels::matmul(ms[next].ref, x.data(), 1, y.data());
+    benchmark::DoNotOptimize(y.data());
+    next = (next + 1) % ms.size();
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+}
+
 // The INT8 product with one instruction set: `isa` kAvx512 runs the VNNI kernel.
 void BM_Int8(benchmark::State& state, wick::kernels::Isa isa, int64_t T) {
   using namespace wick::kernels;
@@ -121,6 +142,8 @@ void BM_Wkv7Sequence(benchmark::State& state) {
 
 BENCHMARK_CAPTURE(BM_Gemv, f32, DType::F32)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
 BENCHMARK_CAPTURE(BM_Gemv, bf16, DType::BF16)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
+BENCHMARK_CAPTURE(BM_GemvFromMemory, f32, DType::F32)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
+BENCHMARK_CAPTURE(BM_GemvFromMemory, bf16, DType::BF16)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
 BENCHMARK_CAPTURE(BM_Gemv, f16, DType::F16)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
 BENCHMARK_CAPTURE(BM_GemvInt8, int8_scalar, wick::kernels::Isa::kScalar)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
 BENCHMARK_CAPTURE(BM_GemvInt8, int8_avx2, wick::kernels::Isa::kAvx2)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});

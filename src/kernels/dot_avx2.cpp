@@ -48,13 +48,21 @@ inline __m256 load_tail(const typename E::W* p, size_t left) {
   return _mm256_load_ps(buf);
 }
 
+// `next`, when given, is where the rows after these begin: while the NR rows stream, the same
+// number of bytes from there is prefetched, one step ahead of the hardware prefetcher, which
+// ramps up slowly on many short interleaved row streams (measured: the 65536 x 768 bf16 head
+// GEMV read at ~55 % of the bandwidth without it).
 template <typename E, int NR>
 inline void gemv_rows_n(const typename E::W* w, size_t stride, const float* x, size_t n,
-                        float* y) {
+                        float* y, const char* next = nullptr) {
+  constexpr size_t kStepBytes = NR * 8 * sizeof(typename E::W);  // weight bytes per step
   __m256 acc[NR];
   for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
+    if (next != nullptr)
+      for (size_t b = 0; b < kStepBytes; b += 64)
+        _mm_prefetch(next + i * NR * sizeof(typename E::W) + b, _MM_HINT_T0);
     const __m256 xv = _mm256_loadu_ps(x + i);
     for (int r = 0; r < NR; ++r) acc[r] = _mm256_fmadd_ps(E::load(w + r * stride + i), xv, acc[r]);
   }
@@ -69,7 +77,7 @@ inline void gemv_rows_n(const typename E::W* w, size_t stride, const float* x, s
 template <typename E>
 void gemv_rows(const typename E::W* w, size_t stride, const float* x, size_t n, int nr, float* y) {
   while (nr >= 8) {
-    gemv_rows_n<E, 8>(w, stride, x, n, y);
+    gemv_rows_n<E, 8>(w, stride, x, n, y, reinterpret_cast<const char*>(w + 8 * stride));
     w += 8 * stride, y += 8, nr -= 8;
   }
   switch (nr) {

@@ -7,6 +7,8 @@ namespace wick::kernels {
 
 void wkv7_head_avx512(int N, float* S, const float* r, const float* w, const float* k,
                       const float* v, const float* kk, const float* a, float* y);
+void wkv7_head_avx2(int N, float* S, const float* r, const float* w, const float* k,
+                    const float* v, const float* kk, const float* a, float* y);
 
 namespace {
 
@@ -34,20 +36,23 @@ inline void wkv7_head_scalar(int N, float* __restrict S, const float* __restrict
   if (b != kka) delete[] b;
 }
 
-using HeadFn = void (*)(int N, float* S, const float* r, const float* w, const float* k,
-                       const float* v, const float* kk, const float* a, float* y);
+}  // namespace
 
-// The AVX-512 update where it applies (head size a multiple of 16), else the scalar loop.
-HeadFn head_kernel(int N) {
-  static const bool avx512 = active_isa() == Isa::kAvx512;
-  return avx512 && N % 16 == 0 ? wkv7_head_avx512 : wkv7_head_scalar;
+Wkv7HeadFn wkv7_head_kernel(Isa isa, int N) {
+  if (isa == Isa::kAvx512 && N % 16 == 0) return wkv7_head_avx512;
+  if (isa != Isa::kScalar && N % 8 == 0 && N <= 256) return wkv7_head_avx2;
+  return wkv7_head_scalar;
 }
+
+namespace {
+
+Wkv7HeadFn head_kernel(int N) { return wkv7_head_kernel(active_isa(), N); }
 
 }  // namespace
 
 void wkv7_token(int H, int N, float* S, const float* r, const float* w, const float* k,
                 const float* v, const float* kk, const float* a, float* y) {
-  const HeadFn head = head_kernel(N);
+  const Wkv7HeadFn head = head_kernel(N);
   for (int h = 0; h < H; ++h) {
     const int64_t o = static_cast<int64_t>(h) * N;
     head(N, S + o * N, r + o, w + o, k + o, v + o, kk + o, a + o, y + o);
@@ -57,7 +62,7 @@ void wkv7_token(int H, int N, float* S, const float* r, const float* w, const fl
 void wkv7_sequence(int64_t T, int H, int N, float* S, const float* r, const float* w,
                    const float* k, const float* v, const float* kk, const float* a, float* y) {
   const int64_t C = static_cast<int64_t>(H) * N;
-  const HeadFn head = head_kernel(N);
+  const Wkv7HeadFn head = head_kernel(N);
   auto one_head = [&](int64_t h) {
     const int64_t o = h * N;
     for (int64_t t = 0; t < T; ++t) {

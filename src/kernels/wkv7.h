@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu_features.h"
+
 namespace wick::kernels {
 
 // One token, all H heads. Vectors are length H*N; S is [H, N, N] and is updated in place.
@@ -21,5 +23,12 @@ void wkv7_token(int H, int N, float* S, const float* r, const float* w, const fl
 // T tokens; each input is [T, H*N] row-major, y is [T, H*N]. Heads run in parallel (kernels/thread_pool.h).
 void wkv7_sequence(int64_t T, int H, int N, float* S, const float* r, const float* w,
                    const float* k, const float* v, const float* kk, const float* a, float* y);
+
+// One head (S [N, N], vectors of length N), one token: the kernel `isa` uses for head size N -
+// AVX-512 for N % 16 == 0, AVX2 for N % 8 == 0 and N <= 256, else the scalar loop. The passes
+// above call wkv7_head_kernel(active_isa(), N); tests compare the instruction sets.
+using Wkv7HeadFn = void (*)(int N, float* S, const float* r, const float* w, const float* k,
+                            const float* v, const float* kk, const float* a, float* y);
+Wkv7HeadFn wkv7_head_kernel(Isa isa, int N);
 
 }  // namespace wick::kernels
