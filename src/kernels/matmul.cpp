@@ -1,6 +1,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "kernels/dot.h"
@@ -14,11 +15,17 @@ constexpr int64_t kGemvBlockRows = 64;
 // Below this many weights a GEMV runs on the calling thread (waking a worker costs ~1-2 us).
 constexpr int64_t kGemvParallelWeights = 1 << 15;
 
-// GEMM (T > 1): work items of (4 tiles of) rows x kGemmBlockInputs inputs. The rows are widened to
-// fp32 once per item into a per-thread buffer (L2-sized) and reused by every input of the item;
-// inputs stay in L1 while a tile of rows passes over them.
-constexpr int64_t kGemmTilesPerBlock = 4;
-constexpr int64_t kGemmBlockInputs = 48;
+// GEMM (T > 1): work items are blocks of output rows x spans of inputs. An item widens its rows
+// to fp32 once (bf16 / fp16 weights) into a per-thread buffer of at most kGemmBlockBytes, so the
+// block stays in L2 while every tile of inputs (in L1) passes over it; spans of inputs are long
+// (whole prompts when there are enough row blocks), so each weight is widened about once per
+// call. Before this, items of 48 inputs widened every row T / 48 times (8 % of a 512-token
+// prefill in `perf`).
+constexpr int64_t kGemmBlockBytes = 192 * 1024;
+// Items per thread to aim for, so a thread the OS descheduled costs little (thread_pool.h).
+constexpr int64_t kGemmItemsPerThread = 4;
+// Shortest span of inputs an item is split down to.
+constexpr int64_t kGemmMinInputs = 32;
 
 const void* row_ptr(const MatrixRef& w, int64_t row) {
   return static_cast<const uint8_t*>(w.data) + row * w.cols * static_cast<int64_t>(dtype_size(w.dtype));
@@ -43,21 +50,30 @@ void gemv_block(const DotKernels& k, const MatrixRef& w, const float* x, int64_t
 void gemm_item(const DotKernels& k, const MatrixRef& w, const float* x, int64_t T, float* y,
                int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   const size_t n = static_cast<size_t>(w.cols);
-  const float* rows = nullptr;
-  thread_local std::vector<float> widened;
+  // The block, as fp32, 64-byte aligned (so no 32-byte load of a row with C a multiple of 16
+  // splits a cache line) and contiguous in L2: fp32 rows are copied too, which measured faster
+  // than reading them in place from the mapped file.
+  thread_local std::vector<float> block_buf;
+  block_buf.resize(static_cast<size_t>((r1 - r0) * w.cols) + 16);
+  float* rows = block_buf.data() + (16 - (reinterpret_cast<uintptr_t>(block_buf.data()) / 4) % 16) % 16;
+  const size_t count = static_cast<size_t>(r1 - r0) * n;
   if (w.dtype == DType::F32) {
-    rows = static_cast<const float*>(row_ptr(w, r0));
+    std::memcpy(rows, row_ptr(w, r0), count * sizeof(float));
   } else {
-    widened.resize(static_cast<size_t>((r1 - r0) * w.cols));
     const Widen widen = w.dtype == DType::F16 ? k.widen_f16 : k.widen_bf16;
-    widen(static_cast<const uint16_t*>(row_ptr(w, r0)), widened.data(), (r1 - r0) * n);
-    rows = widened.data();
+    widen(static_cast<const uint16_t*>(row_ptr(w, r0)), rows, count);
   }
+  // Each tile of inputs is copied to an aligned buffer too (callers' activations may sit at any
+  // 4-byte offset; a split 32-byte load costs twice).
+  thread_local std::vector<float> tile_buf;
+  tile_buf.resize(static_cast<size_t>(k.tile_inputs) * n + 16);
+  float* xt = tile_buf.data() + (16 - (reinterpret_cast<uintptr_t>(tile_buf.data()) / 4) % 16) % 16;
   for (int64_t t = t0; t < t1; t += k.tile_inputs) {
     const int nt = static_cast<int>(std::min<int64_t>(k.tile_inputs, t1 - t));
+    std::memcpy(xt, x + t * n, static_cast<size_t>(nt) * n * sizeof(float));
     for (int64_t r = r0; r < r1; r += k.tile_rows) {
       const int nr = static_cast<int>(std::min<int64_t>(k.tile_rows, r1 - r));
-      k.gemm_tile(rows + (r - r0) * n, n, x + t * n, n, n, nr, nt, y + t * w.rows + r,
+      k.gemm_tile(rows + (r - r0) * n, n, xt, n, n, nr, nt, y + t * w.rows + r,
                   static_cast<size_t>(w.rows));
     }
   }
@@ -81,13 +97,23 @@ void matmul(const MatrixRef& w, const float* x, int64_t T, float* y) {
     }
     return;
   }
-  const int64_t block_rows = kGemmTilesPerBlock * k.tile_rows;
+  // Row blocks: as many rows as fit the L2 budget, but enough blocks for every thread.
+  const int64_t tr = k.tile_rows;
+  const int64_t threads = ThreadPool::global().threads();
+  const int64_t fit_rows = std::max<int64_t>(1, kGemmBlockBytes / (w.cols * 4) / tr) * tr;
+  const int64_t want_blocks = kGemmItemsPerThread * threads;
+  const int64_t even_rows = ((w.rows + want_blocks - 1) / want_blocks + tr - 1) / tr * tr;
+  const int64_t block_rows = std::max(tr, std::min(fit_rows, even_rows));
   const int64_t row_blocks = (w.rows + block_rows - 1) / block_rows;
-  const int64_t input_blocks = (T + kGemmBlockInputs - 1) / kGemmBlockInputs;
+  // Spans of inputs: one (all T) unless there are too few row blocks to share out.
+  const int64_t want_spans = std::max<int64_t>(1, (want_blocks + row_blocks - 1) / row_blocks);
+  const int64_t spans = std::max<int64_t>(1, std::min(want_spans, T / kGemmMinInputs));
+  const int64_t span = (T + spans - 1) / spans;
+  const int64_t input_blocks = (T + span - 1) / span;
   auto item = [&](int64_t i) {
     const int64_t rb = i % row_blocks, tb = i / row_blocks;
     const int64_t r0 = rb * block_rows, r1 = std::min(w.rows, r0 + block_rows);
-    const int64_t t0 = tb * kGemmBlockInputs, t1 = std::min(T, t0 + kGemmBlockInputs);
+    const int64_t t0 = tb * span, t1 = std::min(T, t0 + span);
     gemm_item(k, w, x, T, y, r0, r1, t0, t1);
   };
   if (w.rows * w.cols * T < kGemvParallelWeights) {
