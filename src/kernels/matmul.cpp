@@ -63,17 +63,11 @@ void gemm_item(const DotKernels& k, const MatrixRef& w, const float* x, int64_t 
     const Widen widen = w.dtype == DType::F16 ? k.widen_f16 : k.widen_bf16;
     widen(static_cast<const uint16_t*>(row_ptr(w, r0)), rows, count);
   }
-  // Each tile of inputs is copied to an aligned buffer too (callers' activations may sit at any
-  // 4-byte offset; a split 32-byte load costs twice).
-  thread_local std::vector<float> tile_buf;
-  tile_buf.resize(static_cast<size_t>(k.tile_inputs) * n + 16);
-  float* xt = tile_buf.data() + (16 - (reinterpret_cast<uintptr_t>(tile_buf.data()) / 4) % 16) % 16;
   for (int64_t t = t0; t < t1; t += k.tile_inputs) {
     const int nt = static_cast<int>(std::min<int64_t>(k.tile_inputs, t1 - t));
-    std::memcpy(xt, x + t * n, static_cast<size_t>(nt) * n * sizeof(float));
     for (int64_t r = r0; r < r1; r += k.tile_rows) {
       const int nr = static_cast<int>(std::min<int64_t>(k.tile_rows, r1 - r));
-      k.gemm_tile(rows + (r - r0) * n, n, xt, n, n, nr, nt, y + t * w.rows + r,
+      k.gemm_tile(rows + (r - r0) * n, n, x + t * n, n, n, nr, nt, y + t * w.rows + r,
                   static_cast<size_t>(w.rows));
     }
   }
