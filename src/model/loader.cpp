@@ -138,13 +138,25 @@ class TensorReader {
                                             std::shared_ptr<const void>(lin, data));
   }
 
-  // A LoRA factor read as an owned fp32 Linear [out, in]. Official files store the transpose
-  // ([in, out], applied from the right); Linear-style conventions store [out, in].
+  // A LoRA factor read as a Linear [out, in] (fp32 unless stored 16-bit). Official files store
+  // the transpose ([in, out], applied from the right); Linear-style conventions store [out, in].
   std::unique_ptr<Linear> lora(const std::string& name, int64_t out, int64_t in, const char* what) {
     const io::MappedTensor* probe = has(name) ? &names_.tensors.at(name) : nullptr;
     const bool linear_layout = probe && probe->linear_layout;
     const io::MappedTensor& t =
         linear_layout ? matrix(name, out, in, what) : matrix(name, in, out, what);
+    // Dense fp16 / bf16 factors stay 16-bit: the dot kernels widen them exactly, so the products
+    // are the same bits as from an fp32 copy, and a decode step reads half the bytes for them.
+    if (packed(t) == nullptr && (t.view.dtype == DType::BF16 || t.view.dtype == DType::F16)) {
+      if (linear_layout) return borrow(t.view, out, in);
+      auto tr = std::make_shared<std::vector<uint16_t>>(static_cast<size_t>(out * in));
+      const auto* src = static_cast<const uint8_t*>(t.view.data);
+      for (int64_t i = 0; i < in; ++i)
+        for (int64_t o = 0; o < out; ++o)
+          std::memcpy(&(*tr)[o * in + i], src + (i * out + o) * 2, 2);  // any alignment
+      return std::make_unique<DenseLinear>(kernels::MatrixRef{tr->data(), t.view.dtype, out, in},
+                                           std::shared_ptr<const void>(tr, tr->data()));
+    }
     std::vector<float> v = values(t);
     if (linear_layout) return DenseLinear::owned_f32(std::move(v), out, in);
     std::vector<float> tr(v.size());
