@@ -129,7 +129,7 @@ void register_bench_generate(CLI::App* bench) {
   cmd->add_option("-m,--model", o->model,
                   "Checkpoint; default: the embedded tiny model (try `wick synth --geometry 0.1b`)");
   add_attention_flags(cmd, &o->attention);
-  add_quantize_option(cmd, o->load);
+  add_load_options(cmd, o->load);
   cmd->add_option("--tokenizer", o->tokenizer, "Tokenizer file; default as for generate");
   cmd->add_option("--prompt-tokens", o->prompt_tokens, "Prompt length in tokens (default 64)")
       ->check(CLI::Range(1, 1 << 20));

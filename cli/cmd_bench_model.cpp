@@ -193,6 +193,7 @@ void run_bench_model(const BenchModelOptions& o) {
                           {"threads", nthreads},
                           {"isa", kernel_isa()},
                           {"weight_format", format},
+                          {"precision", precision_name(model.precision())},
                           {"size_bytes", info.weight_bytes},
                           {"tokens_per_s", tps.median},
                           {"stddev", tps.stddev},
@@ -220,9 +221,10 @@ void run_bench_model(const BenchModelOptions& o) {
   };
   if (!o.json) {
     fmt::print("load {:.0f} ms (first step {:.0f} ms), resident after load {:.1f} MiB (peak during "
-               "load {:.1f} MiB), {} threads, {} kernels\n",
+               "load {:.1f} MiB), {} threads, {} kernels, {} matmul inputs\n",
                load_s * 1000, first_step_ms, (rss_loaded - std::min(rss_loaded, rss_before)) / 1048576.0,
-               (peak_load - std::min(peak_load, rss_before)) / 1048576.0, nthreads, kernel_isa());
+               (peak_load - std::min(peak_load, rss_before)) / 1048576.0, nthreads, kernel_isa(),
+               precision_name(model.precision()));
     fmt::print("{:<28} {:<14} {:>13} {:>7} {:>19} {:>8}\n", "model", "format", "size", "test",
                "tokens/s", "ms/tok");
   }
@@ -303,7 +305,7 @@ void register_bench_model(CLI::App* bench) {
   bench->add_option("-m,--model", o->model,
                     "Checkpoint (.safetensors, .pth, .rwkvq, HF folder); default: embedded tiny model");
   add_attention_flags(bench, &o->attention);
-  add_quantize_option(bench, o->load);
+  add_load_options(bench, o->load);
   bench->add_option("-t,--threads", o->threads, "Threads (default: WICK_THREADS or one per core)")
       ->check(CLI::Range(1, 1024));
   bench->add_option("-p,--prompt", o->prompt, "Prefill lengths in tokens, comma-separated; 0 skips")

@@ -200,7 +200,7 @@ void register_chat(CLI::App& app) {
   cmd->add_option("-m,--model", o->model,
                   "Checkpoint (.safetensors, .pth or HF folder); default: the embedded tiny model");
   add_attention_flags(cmd, &o->attention);
-  add_quantize_option(cmd, o->load);
+  add_load_options(cmd, o->load);
   cmd->add_option("--tokenizer", o->tokenizer,
                   "World vocabulary (.txt) or tokenizer.json; default as for generate");
   cmd->add_option("-n,--max-tokens", o->max_tokens, "Tokens per reply at most (default 1000)")

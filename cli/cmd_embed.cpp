@@ -114,7 +114,7 @@ void register_embed(CLI::App& app) {
   cmd->add_option("-m,--model", o->model,
                   "Base checkpoint (an EmbeddingRWKV .pth carries its task heads)")
       ->required();
-  add_quantize_option(cmd, o->load);
+  add_load_options(cmd, o->load);
   cmd->add_option("--head", o->head, "Embedding head file (SwiftRWKV / rwkv-metal safetensors)");
   CLI::Option* task =
       cmd->add_option("--task", o->task, "EmbeddingRWKV task head: retr, sts or cls (default retr)");

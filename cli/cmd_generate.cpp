@@ -167,7 +167,7 @@ void register_generate(CLI::App& app) {
   cmd->add_option("-m,--model", o->model,
                   "Checkpoint (.safetensors, .pth or HF folder); default: the embedded tiny model");
   add_attention_flags(cmd, &o->attention);
-  add_quantize_option(cmd, o->load);
+  add_load_options(cmd, o->load);
   auto* prompt = cmd->add_option("-p,--prompt", o->prompt, "Prompt text (must not be empty)");
   cmd->add_option("--tokenizer", o->tokenizer,
                   "World vocabulary (.txt) or HuggingFace tokenizer.json (BPE); default: byte-level "

@@ -93,7 +93,7 @@ void register_info(CLI::App& app) {
   auto load = std::make_shared<LoadOptions>();
   CLI::App* cmd = app.add_subcommand("info", "Print a checkpoint's geometry, dtypes and size");
   cmd->add_option("-m,--model", *path, "Checkpoint; default: the embedded tiny model");
-  add_quantize_option(cmd, *load);
+  add_load_options(cmd, *load);
   add_attention_flags(cmd, attention.get());
   cmd->add_flag("--json", *json, "Print JSON");
   cmd->callback([path, load, json, attention] { run_info(*path, *load, *json, *attention); });

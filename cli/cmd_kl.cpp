@@ -98,7 +98,7 @@ void register_kl(CLI::App& app) {
       ->required();
   cmd->add_option("-m,--model", o->model, "Checkpoint compared with it (Q), e.g. a .rwkvq")
       ->required();
-  add_quantize_option(cmd, o->load);
+  add_load_options(cmd, o->load);
   cmd->add_option("--text", o->text, "UTF-8 text file, tokenised whole")->required();
   cmd->add_option("--ctx", o->ctx, "Tokens per window (default 512; the partial tail is dropped)");
   cmd->add_option("--max-windows", o->max_windows, "Use only the first N windows (0 = all)")

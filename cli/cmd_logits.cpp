@@ -91,7 +91,7 @@ void register_logits(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("logits", "Print the logits for a list of token ids (JSON)");
   cmd->add_option("-m,--model", o->model, "Checkpoint; default: the embedded tiny model");
   add_attention_flags(cmd, &o->attention);
-  add_quantize_option(cmd, o->load);
+  add_load_options(cmd, o->load);
   cmd->add_option("-t,--tokens", o->tokens_text, "Token ids, comma separated (e.g. 34,105,110)")
       ->required();
   cmd->add_flag("--all-positions", o->all_positions, "One row per position instead of the last");

@@ -81,7 +81,7 @@ void register_ppl(CLI::App& app) {
                   "Checkpoint (.safetensors, .pth, .rwkvq or HF folder); default: the embedded "
                   "tiny model");
   add_attention_flags(cmd, &o->attention);
-  add_quantize_option(cmd, o->load);
+  add_load_options(cmd, o->load);
   cmd->add_option("--text", o->text, "UTF-8 text file, tokenised whole")->required();
   cmd->add_option("--ctx", o->ctx,
                   "Tokens per window (default 512; each scores ctx - 1 predictions; the partial "

@@ -107,7 +107,7 @@ void register_rerank(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("rerank", "Score documents against a query with a reranker head");
   cmd->add_option("-m,--model", o->model, "Base checkpoint (for EmbeddingRWKV: its embedding model)")
       ->required();
-  add_quantize_option(cmd, o->load);
+  add_load_options(cmd, o->load);
   cmd->add_option("--head", o->head,
                   "Reranker head: rwkv-metal/SwiftRWKV .safetensors or EmbeddingRWKV reranker .pth")
       ->required();

@@ -15,7 +15,7 @@ Model load_model_or_default(const std::string& path, const LoadOptions& options)
   return path.empty() ? Model::load_default(options) : Model::load(path, options);
 }
 
-void add_quantize_option(CLI::App* cmd, LoadOptions& options) {
+void add_load_options(CLI::App* cmd, LoadOptions& options) {
   cmd->add_option_function<std::string>(
          "--quantize",
          [&options](const std::string& v) {
@@ -26,6 +26,16 @@ void add_quantize_option(CLI::App* cmd, LoadOptions& options) {
       ->check(CLI::IsMember({std::string(weight_quantization_name(WeightQuantization::kNone)),
                              std::string(weight_quantization_name(WeightQuantization::kInt8))}))
       ->option_text("none|int8");
+  cmd->add_option_function<std::string>(
+         "--precision",
+         [&options](const std::string& v) {
+           options.precision = v == "bf16" ? Precision::kBf16 : Precision::kFp32;
+         },
+         "Inputs of the large matrix products: fp32 (exact, default) or bf16 (rounded to bf16 "
+         "first; weights, state and sums stay as they are)")
+      ->check(CLI::IsMember({std::string(precision_name(Precision::kFp32)),
+                             std::string(precision_name(Precision::kBf16))}))
+      ->option_text("fp32|bf16");
 }
 
 void add_attention_flags(CLI::App* cmd, AttentionFlags* f) {

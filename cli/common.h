@@ -15,9 +15,10 @@ namespace wick::cli {
 
 // Loads `path`, or the embedded default model when it is empty, with `options` applied.
 Model load_model_or_default(const std::string& path, const LoadOptions& options = {});
-// Adds `--quantize none|int8` (weight quantisation at load, wick/model.h WeightQuantization) to a
-// command that loads a model to run it; the choice is written to options.quantize.
-void add_quantize_option(CLI::App* cmd, LoadOptions& options);
+// Adds `--quantize none|int8` (weight quantisation at load, wick/model.h WeightQuantization) and
+// `--precision fp32|bf16` (the large products' input precision, wick/model.h Precision) to a
+// command that loads a model to run it; the choices are written to `options`.
+void add_load_options(CLI::App* cmd, LoadOptions& options);
 
 // RWKV-X attention flags (docs/rwkvx.md §6.5) of the commands that run a model:
 // --attention full|moba, --moba-block N, --moba-topk K, --moba-scope shared|per_head,

@@ -102,9 +102,25 @@ inline constexpr std::string_view kInt8LayoutName = "int8 (per-row)";
 // "none" / "int8" (the values of `--quantize`).
 std::string_view weight_quantization_name(WeightQuantization q);
 
+// Precision of the activations entering the large matrix products (issue 5; docs/x070-math.md
+// leaves the matmul input precision to the engine).
+//   kFp32 (default): every product takes fp32 inputs - the exact path the parity tests check
+//          against the reference fixtures.
+//   kBf16: the input rows of the large products (per block r/k/v/o and FFN key/value, the RWKV-X
+//          attention blocks' q/k/v/o and FFN, and the head) are rounded to bf16 (round to nearest
+//          even, NaN -> 0x7fc0) before the product; the weights, the LoRA branches, the WKV state,
+//          the norms and every accumulation stay as in kFp32. Each product of a bf16 row with a
+//          bf16 or fp16 weight is exact in fp32, so the only change is the rounding of the inputs
+//          (README "Precision": its perplexity cost). forward() rows stay bit-identical to step().
+//          On CPUs with AVX-512 BF16 this is the form a bf16 dot product needs; the kernels on
+//          this repository's AVX2 build machine compute it with fp32 FMAs (no speed change there).
+enum class Precision { kFp32, kBf16 };
+std::string_view precision_name(Precision p);  // "fp32", "bf16" (the values of `--precision`)
+
 // How Model::load treats the checkpoint it reads.
 struct LoadOptions {
   WeightQuantization quantize = WeightQuantization::kNone;
+  Precision precision = Precision::kFp32;  // the Model's precision() (Model::with_precision)
 };
 
 // Facts about a loaded model for `wick info`.
@@ -207,6 +223,12 @@ class Model {
   // a block size or top-k below 1 (or K - 1 past blocks with K < 1), or a negative kv_max.
   Model with_attention(const AttentionOptions& options) const;
 
+  // The precision of the large matrix products' inputs (Precision above; default kFp32, or
+  // LoadOptions::precision).
+  Precision precision() const { return precision_; }
+  // A Model sharing these weights that runs with another precision (no copy; never throws).
+  Model with_precision(Precision precision) const;
+
   // A zero state of this model's geometry (with empty KV caches for RWKV-X).
   State new_state() const;
 
@@ -271,6 +293,7 @@ class Model {
   explicit Model(std::shared_ptr<const Impl> impl);
   std::shared_ptr<const Impl> impl_;
   AttentionOptions attention_;
+  Precision precision_ = Precision::kFp32;
 };
 
 // Same as Model::load.

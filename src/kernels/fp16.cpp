@@ -56,4 +56,18 @@ uint16_t f32_to_f16(float x) {
   return static_cast<uint16_t>(sign | h);
 }
 
+uint16_t f32_to_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;  // NaN
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+void round_to_bf16(const float* x, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t u = static_cast<uint32_t>(f32_to_bf16(x[i])) << 16;
+    std::memcpy(y + i, &u, 4);
+  }
+}
+
 }  // namespace wick::kernels

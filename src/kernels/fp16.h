@@ -3,6 +3,7 @@
 // flushes to zero; integer arithmetic only, so the floating-point environment does not matter).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -12,6 +13,11 @@ namespace wick::kernels {
 float f16_to_f32(uint16_t h);
 // Rounds to fp16 with round-to-nearest-even, subnormals kept, overflow to infinity.
 uint16_t f32_to_f16(float x);
+// float32 -> bf16 bits, round to nearest even (overflow to infinity); any NaN becomes the quiet
+// NaN 0x7fc0, as torch's float -> bfloat16 conversion gives it.
+uint16_t f32_to_bf16(float x);
+// y[i] = x[i] rounded to bf16 and widened back to fp32 (exact), i < n. y may equal x.
+void round_to_bf16(const float* x, float* y, size_t n);
 // half(x) of docs/rwkvq-format.md: rounded to fp16 and widened back.
 inline float round_to_half(float x) { return f16_to_f32(f32_to_f16(x)); }
 // The i-th fp16 of a possibly unaligned byte buffer, widened.

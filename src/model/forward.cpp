@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/dot.h"
+#include "kernels/fp16.h"
 #include "kernels/norm.h"
 #include "kernels/wkv7.h"
 #include "model/attention.h"
@@ -36,9 +37,9 @@ struct Segment {
   int64_t pos0 = 0;  // RWKV-X: KV-cache rows before this call (position of the first row)
 };
 
-// Scratch buffers for one pass, sized for T rows.
+// Scratch buffers for one pass, sized for T rows, and the pass's precision.
 struct Workspace {
-  explicit Workspace(const Geometry& g, int64_t T) {
+  explicit Workspace(const Geometry& g, int64_t T, Precision p) : precision(p) {
     const int64_t C = g.n_embd;
     const int64_t D = std::max({g.lora_w, g.lora_a, g.lora_v, g.lora_g, 1});
     auto mk = [&](std::vector<float>& v, int64_t cols) { v.assign(static_cast<size_t>(T * cols), 0.f); };
@@ -50,7 +51,20 @@ struct Workspace {
   }
   std::vector<float> x, xa, xr, xw, xk, xv, xaa, xg, r, k, v, w, a, g_, kk, y, tmpc, v_first, xb;
   std::vector<float> lora, ffn_h;
+  Precision precision;
+  std::vector<float> rounded;  // kBf16: a large product's input rows rounded to bf16
 };
+
+// A large matrix product (r/k/v/o, FFN key/value, attention q/k/v/o, head): y = W x over T rows.
+// With Precision::kBf16 the input rows are first rounded to bf16 (wick/model.h); the LoRA
+// branches call Linear::apply directly and stay fp32.
+void project(const model::Linear& L, const float* x, int64_t T, float* y, Workspace& ws) {
+  if (ws.precision == Precision::kFp32) return L.apply(x, T, y);
+  const size_t n = static_cast<size_t>(T * L.in_features());
+  if (ws.rounded.size() < n) ws.rounded.resize(n);
+  kernels::round_to_bf16(x, ws.rounded.data(), n);
+  L.apply(ws.rounded.data(), T, y);
+}
 
 void trace_out(const ActivationTrace* trace, const char* name, int layer, const float* data,
                int64_t rows, int64_t cols) {
@@ -100,9 +114,9 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
   trace_out(trace, "in.att.receptance", layer, ws.xr.data(), T, C);
   trace_out(trace, "in.att.key", layer, ws.xk.data(), T, C);
   trace_out(trace, "in.att.value", layer, ws.xv.data(), T, C);
-  L.receptance->apply(ws.xr.data(), T, r);
-  L.key->apply(ws.xk.data(), T, k);
-  L.value->apply(ws.xv.data(), T, v);
+  project(*L.receptance, ws.xr.data(), T, r, ws);
+  project(*L.key, ws.xk.data(), T, k, ws);
+  project(*L.value, ws.xv.data(), T, v, ws);
 
   // Decay: w = exp(-e^(-1/2) * sigmoid(w0 + tanh(xw @ w1) @ w2)).
   L.w1->apply(ws.xw.data(), T, lora);
@@ -195,7 +209,7 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
     for (int64_t c = 0; c < C; ++c) yt[c] *= gt[c];
   }
   trace_out(trace, "in.att.output", layer, y, T, C);
-  L.output->apply(y, T, tmp);
+  project(*L.output, y, T, tmp, ws);
   trace_out(trace, "att_out", layer, tmp, T, C);
   for (int64_t i = 0; i < T * C; ++i) x[i] += tmp[i];
 }
@@ -226,14 +240,14 @@ void channel_mix(const ChannelMixRef& L, const Geometry& g, int layer, int64_t T
   }
   float* h = ws.ffn_h.data();
   trace_out(trace, "in.ffn.key", layer, ws.xk.data(), T, C);
-  L.key.apply(ws.xk.data(), T, h);
+  project(L.key, ws.xk.data(), T, h, ws);
   for (int64_t i = 0; i < T * F; ++i) {
     const float relu = h[i] > 0.f ? h[i] : 0.f;
     h[i] = relu * relu;
   }
   trace_out(trace, "in.ffn.value", layer, h, T, F);
   float* out = ws.tmpc.data();
-  L.value.apply(h, T, out);
+  project(L.value, h, T, out, ws);
   trace_out(trace, "ffn_out", layer, out, T, C);
   for (int64_t i = 0; i < T * C; ++i) x[i] += out[i];
 }
@@ -255,9 +269,9 @@ void attention_block(const AttentionBlockWeights& A, const Geometry& g, int j, i
   float* xa = ws.xa.data();
   layer_norm_rows(x, A.ln1_w, A.ln1_b, xa, T, C);
   float *q = ws.r.data(), *k = ws.k.data(), *v = ws.v.data(), *y = ws.y.data();
-  A.query->apply(xa, T, q);
-  A.key->apply(xa, T, k);
-  A.value->apply(xa, T, v);
+  project(*A.query, xa, T, q, ws);
+  project(*A.key, xa, T, k, ws);
+  project(*A.value, xa, T, v, ws);
   for (const Segment& s : segs) {
     const size_t o = static_cast<size_t>(s.row0 * C), n = static_cast<size_t>(s.T * C);
     std::memcpy(s.state->k_cache(j) + s.pos0 * C, k + o, n * sizeof(float));
@@ -267,7 +281,7 @@ void attention_block(const AttentionBlockWeights& A, const Geometry& g, int j, i
   trace_out(trace, "attn.q", j, q, T, C);
   trace_out(trace, "attn.y", j, y, T, C);
   float* out = ws.tmpc.data();
-  A.output->apply(y, T, out);
+  project(*A.output, y, T, out, ws);
   for (int64_t i = 0; i < T * C; ++i) x[i] += out[i];
   trace_out(trace, "attn_out", j, out, T, C);
   // The attention block's channel mix is not reported under the RWKV layers' matrix-input names.
@@ -337,6 +351,7 @@ enum class Output { kLogits, kHidden };
 // The pass over all sequences at once. Every input is validated before any state changes, so a
 // throw leaves every state as it was.
 std::vector<float> run(const Model::Impl& m, const AttentionOptions& attention,
+                       Precision precision,
                        std::span<const std::span<const int32_t>> seqs,
                        std::span<State* const> states, Rows out_rows, Output output,
                        const ActivationTrace* trace) {
@@ -365,7 +380,7 @@ std::vector<float> run(const Model::Impl& m, const AttentionOptions& attention,
     total += segs[b].T;
   }
   const int64_t C = g.n_embd;
-  Workspace ws(g, total);
+  Workspace ws(g, total, precision);
   // RWKV-X: every attention block appends one K and V row per token (filled block by block). Room
   // is reserved for every state first, so the resize cannot fail half-way.
   if (g.n_attn > 0) {
@@ -402,7 +417,7 @@ std::vector<float> run(const Model::Impl& m, const AttentionOptions& attention,
   if (output == Output::kHidden) return normed;
   trace_out(trace, "in.head", -1, normed.data(), n, C);
   std::vector<float> logits(static_cast<size_t>(n * g.vocab));
-  m.weights.head->apply(normed.data(), n, logits.data());
+  project(*m.weights.head, normed.data(), n, logits.data(), ws);
   return logits;
 }
 
@@ -411,7 +426,7 @@ std::vector<float> run(const Model::Impl& m, const AttentionOptions& attention,
 std::vector<float> Model::forward(std::span<const int32_t> tokens, State& state,
                                   bool all_positions, const ActivationTrace* trace) const {
   State* st = &state;
-  return run(*impl_, attention_, std::span<const std::span<const int32_t>>(&tokens, 1),
+  return run(*impl_, attention_, precision_, std::span<const std::span<const int32_t>>(&tokens, 1),
              std::span<State* const>(&st, 1),
              all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kLogits, trace);
 }
@@ -422,7 +437,8 @@ std::vector<float> Model::step(int32_t token, State& state) const {
 
 std::vector<float> Model::forward_batch(std::span<const std::span<const int32_t>> sequences,
                                         std::span<State* const> states) const {
-  return run(*impl_, attention_, sequences, states, Rows::kLastOfEach, Output::kLogits, nullptr);
+  return run(*impl_, attention_, precision_, sequences, states, Rows::kLastOfEach,
+             Output::kLogits, nullptr);
 }
 
 std::vector<float> Model::step_batch(std::span<const int32_t> tokens,
@@ -430,7 +446,8 @@ std::vector<float> Model::step_batch(std::span<const int32_t> tokens,
   std::vector<std::span<const int32_t>> seqs;
   seqs.reserve(tokens.size());
   for (const int32_t& t : tokens) seqs.emplace_back(&t, 1);
-  return run(*impl_, attention_, seqs, states, Rows::kLastOfEach, Output::kLogits, nullptr);
+  return run(*impl_, attention_, precision_, seqs, states, Rows::kLastOfEach, Output::kLogits,
+             nullptr);
 }
 
 bool Model::has_lm_head() const { return impl_->weights.head != nullptr; }
@@ -438,20 +455,21 @@ bool Model::has_lm_head() const { return impl_->weights.head != nullptr; }
 std::vector<float> Model::hidden(std::span<const int32_t> tokens, State& state,
                                  bool all_positions) const {
   State* st = &state;
-  return run(*impl_, attention_, std::span<const std::span<const int32_t>>(&tokens, 1),
+  return run(*impl_, attention_, precision_, std::span<const std::span<const int32_t>>(&tokens, 1),
              std::span<State* const>(&st, 1), all_positions ? Rows::kAll : Rows::kLastOfEach,
              Output::kHidden, nullptr);
 }
 
 std::vector<float> Model::hidden_batch(std::span<const std::span<const int32_t>> sequences,
                                        std::span<State* const> states, bool all_positions) const {
-  return run(*impl_, attention_, sequences, states, all_positions ? Rows::kAll : Rows::kLastOfEach,
+  return run(*impl_, attention_, precision_, sequences, states,
+             all_positions ? Rows::kAll : Rows::kLastOfEach,
              Output::kHidden, nullptr);
 }
 
 void Model::absorb_batch(std::span<const std::span<const int32_t>> sequences,
                          std::span<State* const> states) const {
-  run(*impl_, attention_, sequences, states, Rows::kNone, Output::kHidden, nullptr);
+  run(*impl_, attention_, precision_, sequences, states, Rows::kNone, Output::kHidden, nullptr);
 }
 
 }  // namespace wick

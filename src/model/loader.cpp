@@ -790,12 +790,20 @@ std::shared_ptr<Model::Impl> apply_load_options(std::shared_ptr<Model::Impl> imp
 
 Model Model::load(const std::string& path) { return Model(load_impl(path)); }
 Model Model::load(const std::string& path, const LoadOptions& options) {
-  return Model(apply_load_options(load_impl(path), options));
+  return Model(apply_load_options(load_impl(path), options)).with_precision(options.precision);
 }
 Model Model::load_default() { return Model(load_default_impl()); }
 Model Model::load_default(const LoadOptions& options) {
-  return Model(apply_load_options(load_default_impl(), options));
+  return Model(apply_load_options(load_default_impl(), options)).with_precision(options.precision);
 }
+
+Model Model::with_precision(Precision p) const {
+  Model m = *this;
+  m.precision_ = p;
+  return m;
+}
+
+std::string_view precision_name(Precision p) { return p == Precision::kBf16 ? "bf16" : "fp32"; }
 
 Model::Model(std::shared_ptr<const Impl> impl)
     : impl_(std::move(impl)), attention_(impl_->default_attention) {}

@@ -55,6 +55,7 @@
 #include <map>
 
 #include "io/safetensors_writer.h"
+#include "kernels/fp16.h"
 #include "wick/errors.h"
 #include "wick/rng.h"
 
@@ -88,14 +89,7 @@ inline float noise(uint64_t start, uint64_t e) {
   return static_cast<float>(static_cast<double>(s) * kScale);
 }
 
-// Round-to-nearest-even conversions; little-endian stores.
-inline uint16_t to_bf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40);  // NaN
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>(x >> 16);
-}
+// Round-to-nearest-even conversions (bf16: kernels/fp16.h); little-endian stores.
 
 inline uint16_t to_f16(float f) {
   uint32_t x;
@@ -126,7 +120,7 @@ inline void store(char* p, float v) {
     std::memcpy(&u, &v, 4);
     for (int b = 0; b < 4; ++b) p[b] = static_cast<char>((u >> (8 * b)) & 0xff);
   } else {
-    const uint16_t h = D == DType::BF16 ? to_bf16(v) : to_f16(v);
+    const uint16_t h = D == DType::BF16 ? kernels::f32_to_bf16(v) : to_f16(v);
     p[0] = static_cast<char>(h & 0xff);
     p[1] = static_cast<char>(h >> 8);
   }

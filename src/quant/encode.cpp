@@ -380,14 +380,7 @@ uint64_t EncodedTensor::stored_bytes() const {
 
 float rne(float x) { return std::nearbyint(x); }
 
-uint16_t f32_to_bf16(float x) {
-  // NaN -> the canonical quiet NaN, as torch's float -> bfloat16 conversion (the reference's
-  // dense cast) gives it.
-  if (std::isnan(x)) return 0x7fc0;
-  const uint32_t u = std::bit_cast<uint32_t>(x);
-  const uint32_t lsb = (u >> 16) & 1;
-  return static_cast<uint16_t>((u + 0x7fffu + lsb) >> 16);
-}
+uint16_t f32_to_bf16(float x) { return kernels::f32_to_bf16(x); }
 
 namespace {
 

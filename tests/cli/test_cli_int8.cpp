@@ -1,5 +1,5 @@
 // `--quantize none|int8` on the commands that load a model to run it (cli/common.h
-// add_quantize_option): info reports it, logits change with it (and the recurrent step still
+// add_load_options): info reports it, logits change with it (and the recurrent step still
 // equals the parallel pass), bench --json names the weight format, the other commands accept it,
 // and wrong values / .rwkvq files are refused.
 #include <gtest/gtest.h>

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <iostream>
 #include <map>
 #include <string>
 #include <vector>
@@ -170,6 +171,72 @@ TEST(MatmulInputTrace, TracingChangesNoResultBitForBit) {
     EXPECT_EQ(std::memcmp(a.att_shift(l), b.att_shift(l), m.geometry().n_embd * sizeof(float)), 0);
     EXPECT_EQ(std::memcmp(a.ffn_shift(l), b.ffn_shift(l), m.geometry().n_embd * sizeof(float)), 0);
   }
+}
+
+// rows rounded to bf16 (round to nearest even), the form Precision::kBf16 feeds a product.
+std::vector<float> bf16_rounded(std::vector<float> x) {
+  for (float& v : x) {
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;  // the traced rows are finite
+    std::memcpy(&v, &u, 4);
+  }
+  return x;
+}
+
+// Precision::kBf16 (wick/model.h): each large product reads its traced fp32 input rounded to bf16
+// - checked against the stored weight applied in double to the rounded rows (and the unrounded
+// rows do not explain the output) - while the LoRA branches keep fp32 inputs.
+TEST(MatmulInputTrace, Bf16PrecisionRoundsTheInputsOfTheLargeProducts) {
+  const Model fp32 = Model::load(fixture("rwkvq/tiny_world_dense.safetensors"));
+  const Model m = fp32.with_precision(Precision::kBf16);
+  ASSERT_EQ(fp32.precision(), Precision::kFp32);
+  ASSERT_EQ(m.precision(), Precision::kBf16);
+  const io::TensorSet w = load_fixture_tensors("rwkvq/tiny_world_dense.safetensors");
+  const Geometry& g = m.geometry();
+  const int64_t C = g.n_embd, F = g.ffn_dim, V = g.vocab;
+  const std::vector<int32_t> tokens = byte_tokens("Lighthouse keepers read the sky.");
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  std::vector<float> logits, logits32;
+  std::map<std::string, Traced> got = trace_forward(m, tokens, true, &logits);
+  std::map<std::string, Traced> got32 = trace_forward(fp32, tokens, true, &logits32);
+  auto at = [&](const std::string& name, int layer) -> const Traced& {
+    const std::string key = name + "." + std::to_string(layer);
+    EXPECT_EQ(got.count(key), 1u) << key;
+    return got[key];
+  };
+  constexpr double kTol = 2e-5;
+  // Rounded input explains the output to kTol; the unrounded one misses by more than kMiss.
+  constexpr double kMiss = 1e-4;
+  auto check = [&](const std::string& in, const std::string& out, int layer,
+                   const std::string& weight_name, int64_t n_in, int64_t n_out) {
+    SCOPED_TRACE(in + " layer " + std::to_string(layer));
+    const Traced& x = at(in, layer);
+    const std::vector<float>& y = out == "logits" ? logits : at(out, layer).data;
+    const std::vector<float> wt = weight(w, weight_name);
+    EXPECT_LE(rel_diff(matmul_t(bf16_rounded(x.data), T, n_in, wt, n_out), y), kTol);
+    EXPECT_GT(rel_diff(matmul_t(x.data, T, n_in, wt, n_out), y), kMiss);
+  };
+  for (int l = 0; l < g.n_layer; ++l) {
+    const std::string b = "blocks." + std::to_string(l) + ".";
+    check("in.att.receptance", "r", l, b + "att.receptance.weight", C, C);
+    check("in.att.output", "att_out", l, b + "att.output.weight", C, C);
+    check("in.ffn.value", "ffn_out", l, b + "ffn.value.weight", F, C);
+  }
+  check("in.head", "logits", -1, "head.weight", C, V);
+  // Layer 0's decay comes from a LoRA branch whose input (the token-shifted LayerNorm of the
+  // embedding) nothing rounded: the same bits at either precision - LoRA inputs are not rounded.
+  ASSERT_EQ(got.count("w_logdecay.0"), 1u);
+  EXPECT_EQ(got["w_logdecay.0"].data, got32["w_logdecay.0"].data);
+  // ... while layer 0's receptance, a large product of the same rows, changes.
+  EXPECT_NE(got["r.0"].data, got32["r.0"].data);
+  // bf16 inputs move the logits, but only a little.
+  double worst = 0;
+  for (size_t i = 0; i < logits.size(); ++i)
+    worst = std::max(worst, static_cast<double>(std::abs(logits[i] - logits32[i])));
+  EXPECT_GT(worst, 0.0);
+  EXPECT_LT(worst, 0.5);
+  std::cout << "[          ] bf16 precision: max |logit - fp32 logit| = " << worst << "\n";
 }
 
 }  // namespace

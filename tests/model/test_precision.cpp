@@ -1,0 +1,91 @@
+// Precision::kBf16 (wick/model.h) beyond what the trace test checks (test_matmul_inputs.cpp):
+// the bf16 rounding itself, and the pass contracts kept under it - forward() rows equal step()
+// bit for bit, a batch row equals its sequence alone, and with_precision shares the weights.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/fp16.h"
+#include "test_util.h"
+#include "wick/model.h"
+
+namespace wick::test {
+namespace {
+
+constexpr const char* kModel = "tiny-rwkv7/tiny-rwkv7-834K.safetensors";
+
+float bits_to_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+TEST(Precision, Bf16RoundingIsNearestEven) {
+  using kernels::f32_to_bf16;
+  EXPECT_EQ(f32_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(f32_to_bf16(-2.0f), 0xc000);
+  EXPECT_EQ(f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);                // tie, even stays
+  EXPECT_EQ(f32_to_bf16(1.0f + 0x1p-7f + 0x1p-8f), 0x3f82);      // tie, odd rounds up
+  EXPECT_EQ(f32_to_bf16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);     // above the tie
+  EXPECT_EQ(f32_to_bf16(bits_to_float(0x7f7fffffu)), 0x7f80);    // the largest float -> inf
+  EXPECT_EQ(f32_to_bf16(std::numeric_limits<float>::infinity()), 0x7f80);
+  EXPECT_EQ(f32_to_bf16(std::numeric_limits<float>::quiet_NaN()), 0x7fc0);
+  EXPECT_EQ(f32_to_bf16(bits_to_float(0x7f800001u)), 0x7fc0);    // a NaN that would round to inf
+  EXPECT_EQ(f32_to_bf16(bits_to_float(0x00018000u)), 0x0002);    // subnormals kept, tie to even
+  std::vector<float> x = {1.0f + 0x1p-7f + 0x1p-8f, -3.14159f, 0.0f, -0.0f}, y(4);
+  kernels::round_to_bf16(x.data(), y.data(), x.size());
+  EXPECT_EQ(y[0], 1.0f + 0x1p-6f);
+  EXPECT_EQ(y[1], -3.140625f);
+  EXPECT_TRUE(y[2] == 0.0f && !std::signbit(y[2]));
+  EXPECT_TRUE(y[3] == 0.0f && std::signbit(y[3]));
+  kernels::round_to_bf16(x.data(), x.data(), x.size());  // in place
+  EXPECT_EQ(x, y);
+}
+
+TEST(Precision, PassesAgreeBitForBitAtBf16) {
+  const Model fp32 = Model::load(fixture(kModel));
+  LoadOptions o;
+  o.precision = Precision::kBf16;
+  const Model m = Model::load(fixture(kModel), o);
+  ASSERT_EQ(m.precision(), Precision::kBf16);
+  EXPECT_EQ(fp32.with_precision(Precision::kBf16).precision(), Precision::kBf16);
+  EXPECT_EQ(m.with_precision(Precision::kFp32).precision(), Precision::kFp32);
+  const std::vector<int32_t> a = {72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100};
+  const std::vector<int32_t> b = {84, 104, 101, 32, 115, 101, 97};
+  const int64_t V = m.geometry().vocab;
+
+  // forward(all positions) rows == step() one token at a time, state included.
+  State sf = m.new_state(), ss = m.new_state();
+  const std::vector<float> all = m.forward(a, sf, true);
+  for (size_t t = 0; t < a.size(); ++t) {
+    const std::vector<float> row = m.step(a[t], ss);
+    ASSERT_EQ(0, std::memcmp(row.data(), all.data() + t * V, V * sizeof(float))) << "t=" << t;
+  }
+  EXPECT_TRUE(sf == ss);
+
+  // A batch row equals its sequence alone.
+  State s1 = m.new_state(), s2 = m.new_state(), b1 = m.new_state(), b2 = m.new_state();
+  const std::vector<float> la = m.forward(a, s1), lb = m.forward(b, s2);
+  const std::vector<std::span<const int32_t>> seqs = {a, b};
+  std::vector<State*> states = {&b1, &b2};
+  const std::vector<float> batch = m.forward_batch(seqs, states);
+  EXPECT_EQ(0, std::memcmp(batch.data(), la.data(), V * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(batch.data() + V, lb.data(), V * sizeof(float)));
+  EXPECT_TRUE(b1 == s1);
+  EXPECT_TRUE(b2 == s2);
+
+  // fp32 and bf16 differ (in the logits and the state), the default precision is fp32, and the
+  // fp32 Model derived from the bf16 one is the fp32 model again.
+  State f1 = fp32.new_state(), f2 = fp32.new_state();
+  const std::vector<float> la32 = fp32.forward(a, f1);
+  EXPECT_NE(la32, la);
+  EXPECT_FALSE(f1 == s1);
+  EXPECT_EQ(fp32.precision(), Precision::kFp32);
+  EXPECT_EQ(m.with_precision(Precision::kFp32).forward(a, f2), la32);
+}
+
+}  // namespace
+}  // namespace wick::test
