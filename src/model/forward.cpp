@@ -1,6 +1,7 @@
 // The x070 block arithmetic (docs/x070-math.md §3-4), written once over T rows. The parallel pass
 // runs it with T = prompt length (GEMMs, the WKV recurrence looped inside one kernel); the
 // recurrent step runs it with T = 1 (GEMVs). Both read weights only through Linear::apply.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -8,6 +9,7 @@
 #include "kernels/dot.h"
 #include "kernels/fp16.h"
 #include "kernels/norm.h"
+#include "kernels/thread_pool.h"
 #include "kernels/wkv7.h"
 #include "model/attention.h"
 #include "model/model_impl.h"
@@ -54,6 +56,20 @@ struct Workspace {
   Precision precision;
   std::vector<float> rounded;  // kBf16: a large product's input rows rounded to bf16
 };
+
+// fn(t) for every row t < T: rows are independent, so blocks of rows run on the kernel threads
+// (the results do not depend on which thread computes a row). Short passes stay on the caller.
+template <typename Fn>
+void for_each_row(int64_t T, Fn&& fn) {
+  constexpr int64_t kRowsPerBlock = 16;
+  if (T < 2 * kRowsPerBlock) {
+    for (int64_t t = 0; t < T; ++t) fn(t);
+    return;
+  }
+  kernels::parallel_for((T + kRowsPerBlock - 1) / kRowsPerBlock, [&](int64_t b) {
+    for (int64_t t = b * kRowsPerBlock; t < std::min(T, (b + 1) * kRowsPerBlock); ++t) fn(t);
+  });
+}
 
 // A large matrix product (r/k/v/o, FFN key/value, attention q/k/v/o, head): y = W x over T rows.
 // With Precision::kBf16 the input rows are first rounded to bf16 (wick/model.h); the LoRA
@@ -133,7 +149,7 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
   const bool tracing = trace && *trace;
   std::vector<float> logdecay;
   if (tracing) logdecay.resize(static_cast<size_t>(T * C));
-  for (int64_t t = 0; t < T; ++t) {
+  for_each_row(T, [&](int64_t t) {
     float* wt = w + t * C;
     float* at = a + t * C;
     float* kt = k + t * C;
@@ -156,7 +172,7 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
     }
     // Key written into the state: k * (1 + (a - 1) * k_a).
     for (int64_t c = 0; c < C; ++c) kt[c] = kt[c] * (1.f + (at[c] - 1.f) * L.k_a[c]);
-  }
+  });
 
   // Value residual: layer 0 remembers its value; later layers mix towards it.
   if (layer == 0) {
@@ -194,7 +210,7 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
   }
 
   // GroupNorm per head, bonus term sum(r * k * r_k) * v per head, output gate, W_o.
-  for (int64_t t = 0; t < T; ++t) {
+  for_each_row(T, [&](int64_t t) {
     float* yt = y + t * C;
     kernels::group_norm(yt, L.ln_x_w.data(), L.ln_x_b.data(), yt, H, N, kGroupNormEps);
     const float* rt = r + t * C;
@@ -207,7 +223,7 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
     }
     const float* gt = gate + t * C;
     for (int64_t c = 0; c < C; ++c) yt[c] *= gt[c];
-  }
+  });
   trace_out(trace, "in.att.output", layer, y, T, C);
   project(*L.output, y, T, tmp, ws);
   trace_out(trace, "att_out", layer, tmp, T, C);
