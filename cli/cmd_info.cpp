@@ -25,6 +25,7 @@ void run_info(const std::string& path, const LoadOptions& load, bool json,
     j["parameters"] = i.parameters;
     j["weight_bytes"] = i.weight_bytes;
     j["quantization"] = std::string(weight_quantization_name(i.quantization));
+    j["precision"] = std::string(precision_name(model.precision()));
     j["state_bytes"] = state_bytes;
     nlohmann::json dt = nlohmann::json::object();
     for (auto& [d, n] : i.dtype_parameters) dt[std::string(dtype_name(d))] = n;

@@ -112,8 +112,9 @@ std::string_view weight_quantization_name(WeightQuantization q);
 //          the norms and every accumulation stay as in kFp32. Each product of a bf16 row with a
 //          bf16 or fp16 weight is exact in fp32, so the only change is the rounding of the inputs
 //          (README "Precision": its perplexity cost). forward() rows stay bit-identical to step().
-//          On CPUs with AVX-512 BF16 this is the form a bf16 dot product needs; the kernels on
-//          this repository's AVX2 build machine compute it with fp32 FMAs (no speed change there).
+//          On CPUs with AVX-512 BF16 this is the form a bf16 dot product needs; wick's kernels
+//          (AVX2 / AVX-512F / scalar) compute it with fp32 FMAs, so today it only adds the
+//          rounding (slightly slower; use kFp32 unless matching a bf16 engine's numbers).
 enum class Precision { kFp32, kBf16 };
 std::string_view precision_name(Precision p);  // "fp32", "bf16" (the values of `--precision`)
 

@@ -150,6 +150,8 @@ class DocStateCache {
 // so a corpus indexed once can be reranked later without folding its documents again:
 //   DIR/index.json               {"format": "wick-rerank-index-v1", "model": fingerprint,
 //                                 "head_format", "contract": {...}, "docs": [{"text", "key"}]}
+//                                (contract "precision": "bf16" when folded with bf16 matmul
+//                                inputs: such an index is refused at another precision)
 //   DIR/states/<key>.safetensors one wick state file per document (docs/tasks.md §3.5), where
 //                                key = SHA-256 of (model fingerprint, contract, prefix ids).
 // Thread-safety: const methods may run concurrently.

@@ -29,6 +29,10 @@ nlohmann::json contract_json(const Reranker& r) {
   j["template"] = c.doc_first ? "doc_first" : "query_first";
   j["instruct"] = c.instruct;
   j["max_doc_tokens"] = c.max_doc_tokens;
+  // States folded with bf16 matmul inputs are other numbers: such an index is only reused at
+  // that precision (absent = fp32, as indexes written before the option).
+  if (r.model().precision() != Precision::kFp32)
+    j["precision"] = std::string(precision_name(r.model().precision()));
   return j;
 }
 

@@ -155,7 +155,9 @@ void load_head_v1(Reranker::Impl& r, const io::TensorSet& set, bool strict) {
   if (!set.find("probe")) throw CheckpointError(path, "missing tensor 'probe' [n_probe, C]");
   model::BuildOptions options;
   options.require_head = false;
-  r.head = model::model_from_tensors(std::move(blocks), options);
+  // The head's blocks run at the base model's precision (Model::precision).
+  r.head = model::model_from_tensors(std::move(blocks), options)
+               .with_precision(r.base.precision());
   const Geometry& hg = r.head->geometry();
   check_head_geometry(hg, bg, path);
   load_mlp(r, set, "score_fc1.weight", "score_fc1.bias", "score_fc2.weight", bg.n_embd);
@@ -276,7 +278,9 @@ void load_embedding_rwkv(Reranker::Impl& r, const io::TensorSet& set, bool stric
   for (const auto& f : set.files()) blocks.keep_alive(f);
   model::BuildOptions options;
   options.require_head = false;
-  r.head = model::model_from_tensors(std::move(blocks), options);
+  // The head's blocks run at the base model's precision (Model::precision).
+  r.head = model::model_from_tensors(std::move(blocks), options)
+               .with_precision(r.base.precision());
   const Geometry& hg = r.head->geometry();
   check_head_geometry(hg, bg, path);
   if (hg.vocab != 1) {

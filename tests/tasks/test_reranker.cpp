@@ -267,6 +267,17 @@ TEST(Reranker, DocumentIndexOnDiskEqualsInMemoryBitForBit) {
   // Another head contract refuses the index.
   const Reranker other = Reranker::load(f.base, f.tok, fixture("tasks/rm_reranker_head_a.safetensors"));
   EXPECT_THROW(DocumentIndex::open(other, dir), InputError);
+  // So does the same head over bf16 matmul inputs (its states are other numbers), and its own
+  // index, built at bf16, folds its documents again and reopens only at bf16.
+  const Reranker bf16 = Reranker::load(f.base.with_precision(Precision::kBf16), f.tok,
+                                       fixture("tasks/er_reranker.pth"));
+  EXPECT_THROW(DocumentIndex::open(bf16, dir), InputError);
+  const std::string dir16 = (test::scratch_dir() / "index-bf16").string();
+  const DocumentIndex built16 = DocumentIndex::build(bf16, f.docs, dir16);
+  EXPECT_EQ(built16.folded(), 4u);
+  EXPECT_NE(built16.state(0), built.state(0));
+  EXPECT_EQ(DocumentIndex::open(bf16, dir16).state(0), built16.state(0));
+  EXPECT_THROW(DocumentIndex::open(r, dir16), InputError);
 }
 
 TEST(Reranker, IndexBuiltFromACacheIntoAFolderOpensAndEditedIndexIsRefused) {
