@@ -1,11 +1,12 @@
 // Kernel benchmarks (performance only; correctness lives in tests/kernels). GEMV at the shapes of
 // the 0.1B geometry (C = 768, F = 3072, V = 65536) in each weight dtype, reported as weight bytes
 // read per second so they can be judged against measured memory bandwidth; the GEMM of the
-// parallel pass; the WKV-7 recurrence. The INT8 GEMV of `--quantize int8` (kernels/int8_matmul.h)
-// at the same shapes, per kernel (scalar reference, AVX2, AVX-512 VNNI - skipped where the CPU
-// lacks it), bytes = codes + scales read.
+// parallel pass next to the machine's fp32 FMA peak (BM_FmaPeak); the WKV-7 recurrence. The
+// INT8 GEMV of `--quantize int8` (kernels/int8_matmul.h) at the same shapes, per kernel (scalar
+// reference, AVX2, AVX-512 VNNI - skipped where the CPU lacks it), bytes = codes + scales read.
 //   build/bench/bench_kernels --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
@@ -125,6 +126,35 @@ void BM_GemmInt8(benchmark::State& state, wick::kernels::Isa isa) {
   BM_Int8(state, isa, state.range(2));
 }
 
+// The machine's fp32 FMA peak, against which the GEMM's GFLOP/s are judged: 10 independent
+// 8-lane FMA chains per thread (AVX2 + FMA; enough to cover the FMA latency on two pipes), with
+// 1 and 2 threads, GFLOP/s over wall time.
+__attribute__((target("avx2,fma"), noinline)) float fma_chains(int64_t iterations, float mul) {
+  __m256 acc[10];
+  for (int i = 0; i < 10; ++i) acc[i] = _mm256_set1_ps(0.001f * static_cast<float>(i));
+  const __m256 m = _mm256_set1_ps(mul), c = _mm256_set1_ps(1e-4f);
+  for (int64_t it = 0; it < iterations; ++it)
+    for (int i = 0; i < 10; ++i) acc[i] = _mm256_fmadd_ps(acc[i], m, c);
+  __m256 s = acc[0];
+  for (int i = 1; i < 10; ++i) s = _mm256_add_ps(s, acc[i]);
+  return _mm256_cvtss_f32(s);
+}
+void BM_FmaPeak(benchmark::State& state) {
+  if (wick::kernels::best_supported_isa() == wick::kernels::Isa::kScalar) {
+    state.SkipWithError("this CPU lacks AVX2 + FMA");
+    return;
+  }
+  constexpr int64_t kIterations = 1 << 20;
+  float mul = 0.9999f;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(mul);
+    benchmark::DoNotOptimize(fma_chains(kIterations, mul));
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * 8 * 10 * kIterations * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
 void BM_Wkv7Sequence(benchmark::State& state) {
   const int H = static_cast<int>(state.range(0)), N = 64;
   const int64_t T = state.range(1), C = H * N;
@@ -152,6 +182,7 @@ BENCHMARK_CAPTURE(BM_Gemm, f32, DType::F32)->Args({768, 768, 64})->Args({3072, 7
 BENCHMARK_CAPTURE(BM_Gemm, bf16, DType::BF16)->Args({768, 768, 64})->Args({3072, 768, 64})->Args({768, 768, 512})->Args({3072, 768, 512})->Args({768, 3072, 512});
 BENCHMARK_CAPTURE(BM_GemmInt8, int8_avx2, wick::kernels::Isa::kAvx2)->Args({768, 768, 64})->Args({3072, 768, 64});
 BENCHMARK_CAPTURE(BM_GemmInt8, int8_avx512_vnni, wick::kernels::Isa::kAvx512)->Args({768, 768, 64})->Args({3072, 768, 64});
+BENCHMARK(BM_FmaPeak)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_Wkv7Sequence)->Args({12, 1})->Args({12, 64});
 
 BENCHMARK_MAIN();
