@@ -2,16 +2,10 @@
 #include <immintrin.h>
 
 #include "kernels/attention_kernels.h"
+#include "kernels/hsum_avx2.h"
 
 namespace wick::kernels {
 namespace {
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 void scores_avx2(const float* q, const float* k, size_t stride, int64_t begin, int64_t end,
                  float scale, float* out) {

@@ -35,19 +35,13 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/hsum_avx2.h"
 #include "kernels/qmatmul_impl.h"
 
 namespace wick::kernels::qmat {
 namespace {
 
 constexpr int kTile = 4;  // inputs per decoded unit: 4 x 2 accumulators + 4 decoded vectors
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 inline uint32_t load_u32(const uint8_t* p) {
   uint32_t v;

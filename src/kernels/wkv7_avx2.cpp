@@ -6,17 +6,9 @@
 
 #include <cstdint>
 
+#include "kernels/hsum_avx2.h"
+
 namespace wick::kernels {
-namespace {
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-}  // namespace
 
 void wkv7_head_avx2(int N, float* __restrict S, const float* __restrict r,
                     const float* __restrict w, const float* __restrict k,
