@@ -119,16 +119,16 @@ class ChatSession {
     }
     std::fputc('\n', stdout);
     std::fflush(stdout);
-    if (r.stop_reason == "kv_cache_full") {
+    if (r.stop_reason == StopReason::kKvCacheFull) {
       info("[the KV cache is full (--kv-max " + std::to_string(model_.attention().kv_max) +
            "): /reset or /load to go on, or restart with a larger --kv-max]");
       return;
     }
     try {
-      if (r.stop_reason == "cancelled") {
+      if (r.stop_reason == StopReason::kCancelled) {
         feed("\n\n");  // close the interrupted turn so the next one starts cleanly
         info("[reply cancelled]");
-      } else if (r.stop_reason == "max_tokens" || r.stop_reason == "stop_token") {
+      } else if (r.stop_reason == StopReason::kMaxTokens || r.stop_reason == StopReason::kStopToken) {
         feed("\n\n");
         info("[reply cut at --max-tokens " + std::to_string(cfg.max_tokens) + "]");
       }

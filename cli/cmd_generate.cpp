@@ -45,9 +45,9 @@ nlohmann::json result_json(const GenerationResult& r, double load_ms) {
   nlohmann::json j;
   j["tokens"] = r.tokens;
   j["text"] = r.text;
-  j["stop_reason"] = r.stop_reason;
-  if (r.stop_reason == "stop_token") j["stop_token"] = r.stop_token;
-  if (r.stop_reason == "stop_string") j["stop_string"] = r.stop_string;
+  j["stop_reason"] = std::string(stop_reason_name(r.stop_reason));
+  if (r.stop_reason == StopReason::kStopToken) j["stop_token"] = r.stop_token;
+  if (r.stop_reason == StopReason::kStopString) j["stop_string"] = r.stop_string;
   j["prompt_tokens"] = r.prompt_tokens;
   j["generated_tokens"] = r.generated_tokens;
   const GenerationTimings& t = r.timings;
@@ -154,7 +154,7 @@ void run_generate(const GenerateOptions& o) {
                "[wick] %d prompt tokens in %.2f ms, %d tokens in %.2f ms (%.1f tok/s), stop: %s\n",
                r.prompt_tokens, r.timings.prefill_ms, r.generated_tokens, r.timings.decode_ms,
                r.timings.decode_ms > 0 ? 1000.0 * r.timings.decode_steps / r.timings.decode_ms : 0.0,
-               r.stop_reason.c_str());
+               std::string(stop_reason_name(r.stop_reason)).c_str());
 }
 
 }  // namespace

@@ -102,4 +102,17 @@ class ContextFullError : public InputError {
   using InputError::InputError;
 };
 
+// The serving engine's request queue is full (EngineOptions::queue_length): nothing was queued.
+// Retry later (an HTTP server answers 503 with Retry-After) or raise the queue length.
+class QueueFullError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The engine is shutting down (Engine::shutdown) and accepts no new requests.
+class EngineStoppedError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace wick

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <ostream>
 
 #include "generate/row_decoder.h"
 #include "wick/errors.h"
@@ -26,6 +27,21 @@ void check_prompt(std::span<const int32_t> prompt, const std::string& where) {
 }
 
 }  // namespace
+
+std::string_view stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::kMaxTokens: return "max_tokens";
+    case StopReason::kStopToken: return "stop_token";
+    case StopReason::kStopString: return "stop_string";
+    case StopReason::kCancelled: return "cancelled";
+    case StopReason::kKvCacheFull: return "kv_cache_full";
+    case StopReason::kDeadline: return "deadline";
+    case StopReason::kError: return "error";
+  }
+  return "unknown";
+}
+
+std::ostream& operator<<(std::ostream& os, StopReason r) { return os << stop_reason_name(r); }
 
 void GenerationConfig::validate(int vocab) const {
   if (max_tokens < 0)
@@ -52,11 +68,7 @@ int32_t argmax(std::span<const float> logits) {
   return best;
 }
 
-// An RWKV-X KV cache at its limit cannot absorb another token (every chosen token is absorbed).
-bool kv_cache_full(const Model& model, const State& state) {
-  const int64_t limit = model.attention().kv_max;
-  return model.geometry().n_attn > 0 && limit > 0 && state.kv_length() >= limit;
-}
+using gen::kv_cache_full;
 
 GenerationResult generate_tokens(const Model& model, const Tokenizer& tokenizer,
                                  std::span<const int32_t> prompt, const GenerationConfig& config,

@@ -7,6 +7,11 @@
 
 namespace wick::gen {
 
+bool kv_cache_full(const Model& model, const State& state) {
+  const int64_t limit = model.attention().kv_max;
+  return model.geometry().n_attn > 0 && limit > 0 && state.kv_length() >= limit;
+}
+
 std::string token_bytes(const Tokenizer& tokenizer, int32_t id) {
   if (id < 0 || id >= tokenizer.vocab_size()) return {};
   try {
@@ -25,7 +30,7 @@ RowDecoder::RowDecoder(const GenerationConfig& config, const Tokenizer& tokenize
   for (const std::string& s : config.stop_strings) hold_ = std::max(hold_, s.size() - 1);
   if (config.penalize_prompt) sampler_.observe_prompt(prompt);
   result_.prompt_tokens = static_cast<int>(prompt.size());
-  result_.stop_reason = "max_tokens";
+  result_.stop_reason = StopReason::kMaxTokens;
   finished_ = config.max_tokens == 0;
 }
 
@@ -42,7 +47,7 @@ int32_t RowDecoder::next(std::span<const float> logits, const ChunkCallback& on_
   if (static_cast<int>(result_.tokens.size()) >= config_.max_tokens) finished_ = true;
 
   if (is_stop) {
-    result_.stop_reason = "stop_token";
+    result_.stop_reason = StopReason::kStopToken;
     result_.stop_token = id;
     finished_ = true;
     return id;
@@ -54,7 +59,7 @@ int32_t RowDecoder::next(std::span<const float> logits, const ChunkCallback& on_
                                 config_.stop_strings);
   if (hit.found()) {
     bytes_.resize(hit.pos);
-    result_.stop_reason = "stop_string";
+    result_.stop_reason = StopReason::kStopString;
     result_.stop_string = config_.stop_strings[hit.index];
     finished_ = true;
     return id;
@@ -66,7 +71,7 @@ int32_t RowDecoder::next(std::span<const float> logits, const ChunkCallback& on_
         utf8_replace_invalid(std::string_view(bytes_).substr(emitted_, safe_end - emitted_));
     emitted_ = safe_end;
     if (!on_chunk(chunk, id)) {
-      result_.stop_reason = "cancelled";
+      result_.stop_reason = StopReason::kCancelled;
       finished_ = true;
     }
   }
@@ -74,7 +79,7 @@ int32_t RowDecoder::next(std::span<const float> logits, const ChunkCallback& on_
 }
 
 GenerationResult RowDecoder::finish(const ChunkCallback& on_chunk) {
-  if (on_chunk && result_.stop_reason != "cancelled" && emitted_ < bytes_.size() &&
+  if (on_chunk && result_.stop_reason != StopReason::kCancelled && emitted_ < bytes_.size() &&
       !result_.tokens.empty()) {
     on_chunk(utf8_replace_invalid(std::string_view(bytes_).substr(emitted_)),
              result_.tokens.back());

@@ -30,10 +30,17 @@ class RowDecoder {
 
   // Ends the row before its next token because the model cannot absorb one more (an RWKV-X KV
   // cache at AttentionOptions::kv_max): stop reason "kv_cache_full".
-  void stop_kv_cache_full() {
+  void stop_kv_cache_full() { stop(StopReason::kKvCacheFull); }
+
+  // Ends the row before its next token for `reason` (cancelled from outside, deadline, error). A
+  // token already returned by next() must still be absorbed by the driver.
+  void stop(StopReason reason) {
     finished_ = true;
-    result_.stop_reason = "kv_cache_full";
+    result_.stop_reason = reason;
   }
+
+  // The ids returned so far.
+  const std::vector<int32_t>& tokens() const { return result_.tokens; }
 
   // Final flush to the callback and the result (text, tokens, stop reason; timings left to the
   // driver except sample_ms).
@@ -50,6 +57,9 @@ class RowDecoder {
   GenerationResult result_;
   double sample_ms_ = 0;
 };
+
+// An RWKV-X KV cache at its limit cannot absorb another token (every chosen token is absorbed).
+bool kv_cache_full(const Model& model, const State& state);
 
 // Raw bytes of one generated id ("" for ids without bytes: 0, or ids the tokenizer lacks).
 std::string token_bytes(const Tokenizer& tokenizer, int32_t id);

@@ -152,7 +152,7 @@ TEST(CliChat, RepliesCommandsAndStateFiles) {
     cfg.sampling.seed = seed;
     cfg.stop_strings = {std::string(kChatStopString)};
     const GenerationResult g = generate(model, tok, chat_user_turn(message), cfg, st);
-    if (g.stop_reason == "max_tokens") model.forward(tok.encode("\n\n"), st);  // turn closed
+    if (g.stop_reason == StopReason::kMaxTokens) model.forward(tok.encode("\n\n"), st);  // turn closed
     return g.text;
   };
   State first = model.new_state();

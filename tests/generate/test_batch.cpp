@@ -115,10 +115,10 @@ TEST_F(Batch, RowsStopAndCancelIndependently) {
   const std::vector<GenerationResult> rows = generate_batch(
       model_, tok_, prompts_, per_row, states,
       [&](size_t row, std::string_view, int32_t) { return !(row == 3 && ++calls[3] == 4); });
-  EXPECT_EQ(rows[2].stop_reason, "stop_token");
+  EXPECT_EQ(rows[2].stop_reason, StopReason::kStopToken);
   EXPECT_LE(rows[2].tokens.size(), 3u);
   EXPECT_EQ(rows[1].tokens.size(), 0u);
-  EXPECT_EQ(rows[3].stop_reason, "cancelled");
+  EXPECT_EQ(rows[3].stop_reason, StopReason::kCancelled);
   EXPECT_EQ(rows[3].tokens.size(), 4u);
   EXPECT_EQ(rows[0].tokens, free_run[0].tokens);
   // Each row's state is its prompt plus its own tokens, finished rows untouched afterwards.
@@ -145,8 +145,8 @@ TEST_F(Batch, EachRowStreamsExactlyItsOwnTextWithItsOwnStopStrings) {
         return true;
       });
   for (size_t r = 0; r < prompts_.size(); ++r) EXPECT_EQ(streamed[r], rows[r].text) << r;
-  EXPECT_EQ(rows[0].stop_reason, "stop_string");
-  EXPECT_EQ(rows[2].stop_reason, "max_tokens");
+  EXPECT_EQ(rows[0].stop_reason, StopReason::kStopString);
+  EXPECT_EQ(rows[2].stop_reason, StopReason::kMaxTokens);
   EXPECT_EQ(rows[2].text, free_run[2].text);
   EXPECT_NE(rows[0].text, free_run[0].text);
 }

@@ -156,7 +156,7 @@ TEST_F(Generate, MaxTokensZeroOnlyAbsorbsThePrompt) {
   const GenerationResult r = generate_tokens(model_, tok_, ids(prompt_), c, st);
   EXPECT_TRUE(r.tokens.empty());
   EXPECT_EQ(r.text, "");
-  EXPECT_EQ(r.stop_reason, "max_tokens");
+  EXPECT_EQ(r.stop_reason, StopReason::kMaxTokens);
   EXPECT_TRUE(st == rebuilt(ids(prompt_), {}));
   EXPECT_FALSE(st == model_.new_state());
 }
@@ -168,7 +168,7 @@ TEST_F(Generate, GreedyIsReproducibleAndPromptDependent) {
   const GenerationResult b = generate(model_, tok_, "The capital of France is", c);
   const GenerationResult d = generate(model_, tok_, "Рецепт борща начинается с", c);
   EXPECT_EQ(a.tokens.size(), 12u);
-  EXPECT_EQ(a.stop_reason, "max_tokens");
+  EXPECT_EQ(a.stop_reason, StopReason::kMaxTokens);
   EXPECT_FALSE(a.text.empty());
   EXPECT_EQ(a.tokens, b.tokens);
   EXPECT_NE(a.tokens, d.tokens);
@@ -201,7 +201,7 @@ TEST_F(Generate, StateAfterGenerateIsPromptPlusEveryReturnedTokenExactly) {
     c.stop_tokens = {r.tokens[3]};
     State st2 = model_.new_state();
     const GenerationResult s = generate_tokens(model_, tok_, ids(prompt_), c, st2);
-    EXPECT_EQ(s.stop_reason, "stop_token");
+    EXPECT_EQ(s.stop_reason, StopReason::kStopToken);
     EXPECT_EQ(s.stop_token, r.tokens[3]);
     EXPECT_LE(s.tokens.size(), 4u);
     EXPECT_TRUE(st2 == rebuilt(ids(prompt_), s.tokens));
@@ -217,7 +217,7 @@ TEST_F(Generate, StopTokenEndsAtItsFirstOccurrenceAndItsBytesAreNotText) {
   while (free_run.tokens[first] != stop) ++first;
   c.stop_tokens = {stop};
   const GenerationResult r = generate(model_, tok_, prompt_, c);
-  EXPECT_EQ(r.stop_reason, "stop_token");
+  EXPECT_EQ(r.stop_reason, StopReason::kStopToken);
   const std::vector<int32_t> expect(free_run.tokens.begin(), free_run.tokens.begin() + first + 1);
   EXPECT_EQ(r.tokens, expect);
   EXPECT_EQ(r.text, utf8_replace_invalid(tok_.decode(std::span(expect).first(first))));
@@ -239,7 +239,7 @@ TEST_F(Generate, StopStringFromTheUnconstrainedOutputIsCutAndStreamedTextMatches
                                                streamed += chunk;
                                                return true;
                                              });
-  EXPECT_EQ(r.stop_reason, "stop_string");
+  EXPECT_EQ(r.stop_reason, StopReason::kStopString);
   EXPECT_EQ(r.stop_string, stop);
   EXPECT_EQ(r.text.find(stop), std::string::npos);
   EXPECT_LT(r.tokens.size(), 40u);
@@ -263,7 +263,7 @@ TEST_F(Generate, ImpossibleStopStringHoldsThenFlushesTheTail) {
                                                chunks.emplace_back(chunk);
                                                return true;
                                              });
-  EXPECT_EQ(r.stop_reason, "max_tokens");
+  EXPECT_EQ(r.stop_reason, StopReason::kMaxTokens);
   EXPECT_EQ(r.tokens, plain.tokens);
   EXPECT_EQ(streamed, r.text);
   EXPECT_TRUE(chunks.front().empty());  // the first bytes could still begin the stop string
@@ -275,7 +275,7 @@ TEST_F(Generate, CallbackReturningFalseOnItsFifthCallCancels) {
   State st = model_.new_state();
   const GenerationResult r = generate_tokens(model_, tok_, ids(prompt_), c, st,
                                              [&](std::string_view, int32_t) { return ++calls < 5; });
-  EXPECT_EQ(r.stop_reason, "cancelled");
+  EXPECT_EQ(r.stop_reason, StopReason::kCancelled);
   EXPECT_EQ(r.tokens.size(), 5u);
   EXPECT_EQ(calls, 5);  // no final flush after a cancel
   EXPECT_TRUE(st == rebuilt(ids(prompt_), r.tokens));
@@ -380,7 +380,7 @@ TEST(GenerateScripted, StopStringInsideOneTokenWithExtraBytes) {
     s.config.max_tokens = 10;
     s.config.stop_strings = {"\n\n"};
     const GenerationResult r = s.run({hello, id, hello, hello});
-    EXPECT_EQ(r.stop_reason, "stop_string") << id;
+    EXPECT_EQ(r.stop_reason, StopReason::kStopString) << id;
     EXPECT_EQ(r.tokens, (std::vector<int32_t>{hello, id})) << id;
     EXPECT_EQ(r.text, id == 3336 ? "Hello " : "Hello") << id;
     EXPECT_EQ(s.streamed(), r.text) << id;
@@ -424,7 +424,7 @@ TEST(GenerateScripted, CancelledTextKeepsTheHeldTailThatWasNeverStreamed) {
   s.config.stop_strings = {"xyz"};
   s.cancel_after_first = true;
   const GenerationResult r = s.run(ab);
-  EXPECT_EQ(r.stop_reason, "cancelled");
+  EXPECT_EQ(r.stop_reason, StopReason::kCancelled);
   EXPECT_EQ(r.tokens.size(), 1u);
   EXPECT_EQ(r.text, world->decode(std::vector<int32_t>{ab[0]}));
   EXPECT_EQ(s.chunks.size(), 1u);

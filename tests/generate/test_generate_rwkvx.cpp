@@ -26,7 +26,7 @@ TEST(GenerateRwkvX, RowsStopAtTheKvLimitAlikeInSingleAndBatchGeneration) {
     State s = m.new_state();
     single.push_back(generate_tokens(m, *tokenizer, p, cfg, s));
     single_states.push_back(s);
-    EXPECT_EQ(single.back().stop_reason, "kv_cache_full");
+    EXPECT_EQ(single.back().stop_reason, StopReason::kKvCacheFull);
     EXPECT_EQ(static_cast<int64_t>(p.size() + single.back().tokens.size()), o.kv_max);
     EXPECT_EQ(s.kv_length(), o.kv_max);  // every returned token was absorbed
   }
@@ -36,7 +36,7 @@ TEST(GenerateRwkvX, RowsStopAtTheKvLimitAlikeInSingleAndBatchGeneration) {
       generate_batch(m, *tokenizer, prompts, std::span<const GenerationConfig>(&cfg, 1), states);
   for (size_t r = 0; r < 2; ++r) {
     EXPECT_EQ(batch[r].tokens, single[r].tokens) << r;
-    EXPECT_EQ(batch[r].stop_reason, "kv_cache_full");
+    EXPECT_EQ(batch[r].stop_reason, StopReason::kKvCacheFull);
     EXPECT_EQ(states[r], single_states[r]);
   }
   EXPECT_NE(single[0].tokens, single[1].tokens);

@@ -64,7 +64,7 @@ TEST(GenerateWorld, ImpossibleStopStringHoldsTheTailAndFlushesIt) {
   c.stop_strings = {"\xE2\x98\x83 never \xE2\x98\x83"};
   GenerationResult r;
   const std::string streamed = stream_of(world_model(), *tok, "Once upon a time", c, &r);
-  EXPECT_EQ(r.stop_reason, "max_tokens");
+  EXPECT_EQ(r.stop_reason, StopReason::kMaxTokens);
   EXPECT_EQ(r.tokens, plain.tokens);
   EXPECT_EQ(streamed, r.text);
 }

@@ -163,7 +163,7 @@ TEST_F(Passes, GenerateContinuesFromTheCallersStateAndAbsorbsEveryToken) {
   cfg.max_tokens = 8;
   GenerationResult r = generate_tokens(model_, tok, tokens_, cfg, st);
   ASSERT_EQ(r.tokens.size(), 8u);
-  EXPECT_EQ(r.stop_reason, "max_tokens");
+  EXPECT_EQ(r.stop_reason, StopReason::kMaxTokens);
   EXPECT_EQ(r.prompt_tokens, 64);
   // The state equals one pass over prompt + generated tokens.
   std::vector<int32_t> all = tokens_;
@@ -175,7 +175,7 @@ TEST_F(Passes, GenerateContinuesFromTheCallersStateAndAbsorbsEveryToken) {
   State st2 = model_.new_state();
   cfg.stop_tokens = {r.tokens[2]};
   GenerationResult s = generate_tokens(model_, tok, tokens_, cfg, st2);
-  EXPECT_EQ(s.stop_reason, "stop_token");
+  EXPECT_EQ(s.stop_reason, StopReason::kStopToken);
   EXPECT_EQ(s.tokens.back(), r.tokens[2]);
   // Cancel from the callback.
   State st3 = model_.new_state();
@@ -183,7 +183,7 @@ TEST_F(Passes, GenerateContinuesFromTheCallersStateAndAbsorbsEveryToken) {
   int calls = 0;
   GenerationResult c = generate_tokens(model_, tok, tokens_, cfg, st3,
                                        [&](std::string_view, int32_t) { return ++calls < 3; });
-  EXPECT_EQ(c.stop_reason, "cancelled");
+  EXPECT_EQ(c.stop_reason, StopReason::kCancelled);
   EXPECT_EQ(c.tokens.size(), 3u);
 }
 

@@ -1,0 +1,222 @@
+// The serving engine: one long-lived object that owns a Model, takes generation requests from any
+// thread at any time and runs them together with continuous batching (README "Serving engine").
+//
+// Iteration. One engine thread loops: admit queued requests (up to EngineOptions::max_rows
+// running), build ONE batched pass from every running row - a decode row contributes its one
+// pending token, a row in prefill a chunk of its prompt (the rows in prefill share a token budget
+// per iteration, so a long prompt never freezes the streams that are decoding) - run it
+// (Model::forward_batch), then sample, stop-check and stream each row whose prompt is absorbed.
+// Finished or cancelled rows leave at once; new rows join at the next iteration.
+//
+// Per-row semantics are exactly generate_tokens()'s (wick/generate.h): the sampler and its seed,
+// stop tokens, stop strings across the byte stream, UTF-8-safe streaming with the hold-back rule,
+// the state rule (EngineResult::state has absorbed the prompt and every returned token, the one
+// that stopped the row included) and the stop reasons, plus two of the engine's own: kDeadline and
+// kError.
+//
+// Batch invariance. wick's batched pass computes every row with the single-row arithmetic and a
+// chunked prefill gives the same bits as a whole one, so a request's tokens, text and final state
+// are bit-identical whether it runs alone, among other requests, joins mid-way, is prefilled in
+// any chunking, or starts from a cached prefix - greedy and seeded sampling alike.
+//
+// Prefix cache. When a row has absorbed its prompt, and when it finishes, the engine stores the
+// state and the logits of its last position in a PrefixCache (wick/prefix_cache.h) under the
+// request's scope (cache_scope(): weights, precision, quantisation, attention options, adapters,
+// initial state, state format) and token ids. A request starts from the longest cached prefix of
+// its prompt and prefills only the rest (EngineResult::cached_tokens); a prompt cached whole needs
+// no pass before its first token. Note: a reply's generated ids need not equal the tokenizer's
+// re-encoding of the same text, so a follow-up that re-sends the history as text may miss the
+// (prompt + reply) entry; the prompt-end entry always matches.
+//
+// Threading. submit(), cancel(), register_state(), stats() and RequestHandle's members may be
+// called from any thread. Callbacks (Request::on_chunk, on_done) run on the engine thread: they
+// must not block (hand chunks to a queue) and must not call wait() on a handle of this engine.
+// The engine runs its passes on its Model's Runtime (wick/runtime.h).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "wick/generate.h"
+#include "wick/model.h"
+#include "wick/prefix_cache.h"
+#include "wick/state.h"
+#include "wick/tokenizer.h"
+
+namespace wick {
+
+struct EngineOptions {
+  int max_rows = 16;  // requests running at once (rows of the batched pass); >= 1
+  // Prompt tokens prefilled per iteration, all rows in prefill together, while other rows are
+  // decoding (bounds how long a long prompt delays their next token); >= 1.
+  int prefill_chunk = 64;
+  // The same budget when no row is decoding (throughput of the prefill itself); >= prefill_chunk.
+  int prefill_chunk_idle = 1024;
+  int queue_length = 256;                        // requests waiting for a row; >= 0
+  size_t cache_bytes = size_t{256} << 20;        // local prefix-cache budget; 0 disables it
+  std::shared_ptr<PrefixCacheTier> second_tier;  // optional shared tier (replicas); may be null
+  // Adapter set the model runs with, part of every cache scope (empty: none).
+  std::string adapters;
+  // Throws InputError for a value out of range.
+  void validate() const;
+};
+
+// How many tokens of a request were served from the cache, and from where.
+enum class CacheTier { kNone, kLocal, kSecond };
+std::string_view cache_tier_name(CacheTier t);  // "none", "local", "redis"
+
+struct EngineResult : GenerationResult {
+  State state;            // the row's final state (state rule above); empty when it failed early
+  int cached_tokens = 0;  // prompt tokens taken from the prefix cache instead of prefilled
+  CacheTier cache_tier = CacheTier::kNone;
+  std::string error;      // with StopReason::kError: what went wrong
+  double queue_ms = 0;    // submit() to admission
+  double ttft_ms = 0;     // submit() to the first generated token (0 when none)
+  double total_ms = 0;    // submit() to completion
+  std::vector<double> token_times_ms;  // per generated token: submit() to its sampling
+};
+
+using EngineClock = std::chrono::steady_clock;
+
+struct Request {
+  // The prompt: text (encoded with the engine's tokenizer by submit()) or token ids; exactly one
+  // is non-empty.
+  std::string prompt;
+  std::vector<int32_t> prompt_tokens;
+  GenerationConfig config;
+  // Initial state: none of the two = a zero state; `initial_state` a given State (continued, as
+  // generate() continues its state argument); `state_id` a state registered with the engine.
+  std::optional<State> initial_state;
+  std::string state_id;
+  // Past this time the request ends with StopReason::kDeadline (queued or running).
+  EngineClock::time_point deadline = EngineClock::time_point::max();
+  // Streamed text as in generate() (return false to cancel); may be empty.
+  ChunkCallback on_chunk;
+  // Called once with the result when the request ends (any reason); may be empty.
+  std::function<void(const EngineResult&)> on_done;
+  bool use_cache = true;  // look up and store prefixes of this request
+  // Extra prefix lengths (ascending, each < the prompt length) to probe in the second tier (the
+  // chat template's message boundaries); the whole prompt is always probed.
+  std::vector<size_t> cache_boundaries;
+};
+
+namespace detail {
+struct RequestControl;
+}
+
+// A submitted request. Copies refer to the same request. Thread-safe.
+class RequestHandle {
+ public:
+  RequestHandle() = default;
+  uint64_t id() const;
+  bool done() const;
+  // Blocks until the request ends; the result lives as long as any handle of the request.
+  // Must not be called from a callback of the same engine (it would wait on itself).
+  const EngineResult& wait() const&;
+  // On a temporary handle (engine.submit(r).wait()): a copy, which outlives the handle.
+  EngineResult wait() const&& { return static_cast<const RequestHandle&>(*this).wait(); }
+  // As wait(), up to `timeout`; null on timeout.
+  const EngineResult* wait_for(std::chrono::milliseconds timeout) const;
+  // Asks the engine to end the request (StopReason::kCancelled); no effect once done. A row in
+  // decode still absorbs the token it already returned (state rule); a row in prefill ends with
+  // the prompt tokens absorbed so far.
+  void cancel() const;
+  bool valid() const { return ctl_ != nullptr; }
+
+ private:
+  friend class Engine;
+  explicit RequestHandle(std::shared_ptr<detail::RequestControl> ctl) : ctl_(std::move(ctl)) {}
+  std::shared_ptr<detail::RequestControl> ctl_;
+};
+
+struct EngineStats {
+  uint64_t submitted = 0, completed = 0, refused = 0;
+  int queued = 0, running = 0;
+  uint64_t iterations = 0;      // batched passes run
+  uint64_t pass_rows = 0;       // rows over all passes
+  uint64_t pass_tokens = 0;     // tokens over all passes
+  double pass_ms = 0;           // time inside Model::forward_batch
+  double busy_ms = 0;           // time inside iterations (passes + sampling + streaming + cache)
+  uint64_t prompt_tokens = 0;   // prompt tokens of admitted requests
+  uint64_t cached_tokens = 0;   // of which served from the cache
+  PrefixCacheStats cache;
+};
+
+class Engine {
+ public:
+  // Starts the engine thread. `tokenizer` must outlive the engine. Throws InputError for invalid
+  // options or a model without LM head.
+  Engine(Model model, const Tokenizer& tokenizer, EngineOptions options = {});
+  // Cancels every queued and running request (each completes with kCancelled) and joins the
+  // engine thread.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request. Throws (nothing queued) InputError for an invalid config
+  // (GenerationConfig::validate), an empty prompt or both forms given, a token id outside the
+  // vocabulary, an initial state of another geometry, an unknown state_id or both initial states
+  // given; QueueFullError when queue_length requests are already waiting; EngineStoppedError
+  // after shutdown() began.
+  RequestHandle submit(Request request);
+  // Same as handle.cancel().
+  void cancel(const RequestHandle& handle);
+
+  // Registers an initial state under `id` (non-empty) for Request::state_id. Throws InputError for
+  // an empty id, an id already registered, or a state of another geometry.
+  void register_state(const std::string& id, State state);
+  std::vector<std::string> state_ids() const;
+
+  // Stops accepting requests; running and queued ones finish normally unless `cancel` is true.
+  // Returns when the engine is idle or `grace` passed (then the rest are cancelled).
+  void shutdown(std::chrono::milliseconds grace, bool cancel = false);
+
+  EngineStats stats() const;
+  const Model& model() const { return model_; }
+  const EngineOptions& options() const { return options_; }
+
+  // The cache scope of requests starting from the initial state `init` ("zero", or a registered
+  // or given state's content digest) on this engine.
+  std::string cache_scope(const std::string& init) const;
+
+ private:
+  struct Row;
+  void loop();
+  void iterate(std::vector<std::unique_ptr<Row>>& rows);
+  void admit(Row& row);
+  void begin_decode(Row& row, std::span<const float> logits);
+  void finish(Row& row);
+  void store_prefix(Row& row, std::span<const int32_t> tokens, std::span<const float> logits);
+
+  Model model_;
+  const Tokenizer& tokenizer_;
+  const EngineOptions options_;
+  const std::string scope_base_;
+  PrefixCache cache_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable idle_;
+  std::vector<std::shared_ptr<detail::RequestControl>> queue_;
+  std::map<std::string, std::pair<std::shared_ptr<const State>, std::string>> states_;  // id ->
+                                                                       // state, content digest
+  bool stopping_ = false;   // no new requests
+  bool cancel_all_ = false;
+  bool quit_ = false;       // engine thread leaves
+  int running_ = 0;         // rows held by the engine thread
+  uint64_t next_id_ = 1;
+  EngineStats stats_;
+  std::thread thread_;
+};
+
+}  // namespace wick

@@ -1,0 +1,594 @@
+// The engine thread: admission, one mixed batched pass per iteration (decode rows + prefill
+// chunks), per-row decoding through the same RowDecoder as generate(), prefix-cache stores.
+#include "wick/engine.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "engine/request_control.h"
+#include "generate/row_decoder.h"
+#include "io/sha256.h"
+#include "wick/errors.h"
+
+namespace wick {
+namespace {
+
+double ms_between(EngineClock::time_point a, EngineClock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Content digest of a state (recurrent part and KV caches): the cache scope of requests that
+// start from it.
+std::string state_digest(const State& s) {
+  io::Sha256 h;
+  h.update(s.data(), s.size() * sizeof(float));
+  const int64_t kv = s.kv_length();
+  h.update(&kv, sizeof kv);
+  for (int j = 0; j < s.n_attn(); ++j) {
+    const size_t n = static_cast<size_t>(kv) * s.n_embd() * sizeof(float);
+    if (n == 0) continue;
+    h.update(s.k_cache(j), n);
+    h.update(s.v_cache(j), n);
+  }
+  return "sha256:" + h.hex_digest();
+}
+
+bool same_geometry(const Model& m, const State& s) {
+  const Geometry& g = m.geometry();
+  return s.n_layer() == g.n_layer && s.n_embd() == g.n_embd && s.n_head() == g.n_head &&
+         s.head_size() == g.head_size && s.n_attn() == g.n_attn;
+}
+
+}  // namespace
+
+std::string_view cache_tier_name(CacheTier t) {
+  switch (t) {
+    case CacheTier::kNone: return "none";
+    case CacheTier::kLocal: return "local";
+    case CacheTier::kSecond: return "redis";
+  }
+  return "none";
+}
+
+void EngineOptions::validate() const {
+  auto need = [](bool ok, const std::string& what) {
+    if (!ok) throw InputError("engine options: " + what);
+  };
+  need(max_rows >= 1, "max_rows must be >= 1, got " + std::to_string(max_rows));
+  need(prefill_chunk >= 1, "prefill_chunk must be >= 1, got " + std::to_string(prefill_chunk));
+  need(prefill_chunk_idle >= prefill_chunk,
+       "prefill_chunk_idle (" + std::to_string(prefill_chunk_idle) +
+           ") must be >= prefill_chunk (" + std::to_string(prefill_chunk) + ")");
+  need(queue_length >= 0, "queue_length must be >= 0, got " + std::to_string(queue_length));
+}
+
+// ---------------------------------------------------------------------------------------------
+// RequestHandle
+
+uint64_t RequestHandle::id() const { return ctl_ ? ctl_->id : 0; }
+
+bool RequestHandle::done() const {
+  if (!ctl_) return false;
+  std::lock_guard<std::mutex> lock(ctl_->mutex);
+  return ctl_->done;
+}
+
+const EngineResult& RequestHandle::wait() const& {
+  if (!ctl_) throw InputError("RequestHandle::wait on an empty handle (not from Engine::submit)");
+  std::unique_lock<std::mutex> lock(ctl_->mutex);
+  ctl_->cv.wait(lock, [&] { return ctl_->done; });
+  return ctl_->result;
+}
+
+const EngineResult* RequestHandle::wait_for(std::chrono::milliseconds timeout) const {
+  if (!ctl_) throw InputError("RequestHandle::wait_for on an empty handle");
+  std::unique_lock<std::mutex> lock(ctl_->mutex);
+  if (!ctl_->cv.wait_for(lock, timeout, [&] { return ctl_->done; })) return nullptr;
+  return &ctl_->result;
+}
+
+void RequestHandle::cancel() const {
+  if (!ctl_) return;
+  // The engine thread never sleeps while a request is queued or running, so the flag is seen at
+  // its next iteration.
+  ctl_->cancel.store(true);
+}
+
+// ---------------------------------------------------------------------------------------------
+// One running request.
+
+struct Engine::Row {
+  std::shared_ptr<detail::RequestControl> ctl;
+  std::string scope;  // cache scope; empty: the cache is not used
+  State state;
+  size_t absorbed = 0;  // prompt tokens absorbed into `state`
+  std::unique_ptr<gen::RowDecoder> decoder;
+  bool decoding = false;  // the prompt is absorbed
+  int32_t pending = -1;   // a returned token the state has not absorbed yet
+  int steps = 0;          // generated tokens absorbed
+  int cached = 0;
+  CacheTier tier = CacheTier::kNone;
+  EngineClock::time_point admitted, prefill_done;
+  std::vector<double> token_times;
+  bool failed = false;
+  std::string error;
+  bool finished = false;
+  size_t pass_len = 0;  // tokens this row contributes to the current pass
+};
+
+// ---------------------------------------------------------------------------------------------
+
+Engine::Engine(Model model, const Tokenizer& tokenizer, EngineOptions options)
+    : model_(std::move(model)),
+      tokenizer_(tokenizer),
+      options_((options.validate(), std::move(options))),
+      scope_base_([&] {
+        const ModelInfo& info = model_.info();
+        const AttentionOptions& a = model_.attention();
+        std::string s = "wick-prefix-v1;weights=" + info.fingerprint +
+                        ";precision=" + std::string(precision_name(model_.precision())) +
+                        ";quantize=" + std::string(weight_quantization_name(info.quantization));
+        if (model_.geometry().n_attn > 0)
+          s += ";attention=" + std::string(attention_mode_name(a.mode)) + "/" +
+               std::to_string(a.moba_block) + "/" + std::to_string(a.moba_topk) + "/" +
+               std::string(moba_scope_name(a.moba_scope)) + "/" +
+               (a.moba_past_k_minus_1 ? "k-1" : "k");
+        s += ";adapters=" + options_.adapters + ";state_format=1";
+        return s;
+      }()),
+      cache_(options_.cache_bytes) {
+  if (!model_.has_lm_head())
+    throw InputError("the engine generates text: this model (" + model_.info().source +
+                     ") has no LM head (an embedding backbone)");
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    cancel_all_ = true;
+    quit_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::string Engine::cache_scope(const std::string& init) const {
+  return scope_base_ + ";init=" + init;
+}
+
+void Engine::register_state(const std::string& id, State state) {
+  if (id.empty()) throw InputError("register_state: the state id must not be empty");
+  if (!same_geometry(model_, state))
+    throw InputError("register_state '" + id +
+                     "': the state's geometry does not match the model's; create it with "
+                     "Model::new_state() of this model (or load a state file saved by it)");
+  std::string digest = state_digest(state);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (states_.count(id))
+    throw InputError("register_state: a state with id '" + id + "' is already registered");
+  states_.emplace(id, std::make_pair(std::make_shared<const State>(std::move(state)), digest));
+}
+
+std::vector<std::string> Engine::state_ids() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> ids;
+  for (const auto& [id, s] : states_) ids.push_back(id);
+  return ids;
+}
+
+RequestHandle Engine::submit(Request request) {
+  const int vocab = model_.geometry().vocab;
+  request.config.validate(vocab);
+  if (!request.prompt.empty() && !request.prompt_tokens.empty())
+    throw InputError("a request gives its prompt as text or as token ids, not both");
+  auto ctl = std::make_shared<detail::RequestControl>();
+  ctl->submitted = EngineClock::now();
+  ctl->prompt = request.prompt_tokens.empty() ? tokenizer_.encode(request.prompt)
+                                              : std::move(request.prompt_tokens);
+  request.prompt_tokens.clear();
+  if (ctl->prompt.empty())
+    throw InputError("empty prompt: generation needs at least one token to continue from (there "
+                     "are no logits before the first token)");
+  for (size_t i = 0; i < ctl->prompt.size(); ++i)
+    if (ctl->prompt[i] < 0 || ctl->prompt[i] >= vocab)
+      throw InputError("token id " + std::to_string(ctl->prompt[i]) + " at position " +
+                       std::to_string(i) + " is outside this model's vocabulary [0, " +
+                       std::to_string(vocab) + ")");
+  if (request.initial_state && !request.state_id.empty())
+    throw InputError("a request starts from a given State or from a registered state id, not both");
+  if (request.initial_state) {
+    if (!same_geometry(model_, *request.initial_state))
+      throw InputError("the request's initial state does not match the model's geometry; create "
+                       "it with Model::new_state() of this model");
+    ctl->init_digest = request.use_cache ? state_digest(*request.initial_state) : "";
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!request.state_id.empty()) {
+    auto it = states_.find(request.state_id);
+    if (it == states_.end())
+      throw InputError("unknown initial state '" + request.state_id + "': register it first (" +
+                       std::to_string(states_.size()) + " registered)");
+    ctl->init = it->second.first;
+    ctl->init_digest = "state:" + request.state_id + ":" + it->second.second;
+  } else if (!request.initial_state) {
+    ctl->init_digest = "zero";
+  }
+  if (stopping_)
+    throw EngineStoppedError("the engine is shutting down and accepts no new requests");
+  if (static_cast<int>(queue_.size()) >= options_.queue_length) {
+    ++stats_.refused;
+    throw QueueFullError("the request queue is full (" + std::to_string(queue_.size()) +
+                         " waiting, queue_length " + std::to_string(options_.queue_length) +
+                         "): retry later or raise the queue length");
+  }
+  ctl->request = std::move(request);
+  ctl->id = next_id_++;
+  queue_.push_back(ctl);
+  ++stats_.submitted;
+  lock.unlock();
+  wake_.notify_all();
+  return RequestHandle(ctl);
+}
+
+void Engine::cancel(const RequestHandle& handle) { handle.cancel(); }
+
+void Engine::shutdown(std::chrono::milliseconds grace, bool cancel) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  stopping_ = true;
+  if (cancel) cancel_all_ = true;
+  wake_.notify_all();
+  const bool idle = idle_.wait_for(lock, grace, [&] { return queue_.empty() && running_ == 0; });
+  if (!idle) {
+    cancel_all_ = true;
+    wake_.notify_all();
+    idle_.wait(lock, [&] { return queue_.empty() && running_ == 0; });
+  }
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  EngineStats s = stats_;
+  s.queued = static_cast<int>(queue_.size());
+  s.running = running_;
+  s.cache = cache_.stats();
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Engine thread
+
+namespace {
+
+// Completes a request: result stored, on_done called, waiters woken. Exceptions from on_done are
+// swallowed (a callback must not take the engine down).
+void complete(detail::RequestControl& ctl, EngineResult result) {
+  result.total_ms = ms_between(ctl.submitted, EngineClock::now());
+  if (ctl.request.on_done) {
+    try {
+      ctl.request.on_done(result);
+    } catch (...) {
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(ctl.mutex);
+    ctl.result = std::move(result);
+    ctl.done = true;
+  }
+  ctl.cv.notify_all();
+}
+
+// A request that ends before it got a row (cancelled or past its deadline while queued).
+void complete_unstarted(detail::RequestControl& ctl, StopReason reason) {
+  EngineResult r;
+  r.stop_reason = reason;
+  r.prompt_tokens = static_cast<int>(ctl.prompt.size());
+  r.queue_ms = ms_between(ctl.submitted, EngineClock::now());
+  complete(ctl, std::move(r));
+}
+
+}  // namespace
+
+void Engine::loop() {
+  std::vector<std::unique_ptr<Row>> rows;
+  while (true) {
+    std::vector<std::shared_ptr<detail::RequestControl>> admitted, ended;
+    std::vector<StopReason> ended_reason;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (rows.empty() && queue_.empty()) {
+        idle_.notify_all();
+        if (quit_) break;
+        // Sleep until a request arrives (or the earliest queued deadline: none are queued here).
+        wake_.wait(lock, [&] { return quit_ || !queue_.empty(); });
+        if (quit_ && queue_.empty()) break;
+      }
+      const auto now = EngineClock::now();
+      std::vector<std::shared_ptr<detail::RequestControl>> keep;
+      for (auto& q : queue_) {
+        if (cancel_all_ || q->cancel.load()) {
+          ended.push_back(q);
+          ended_reason.push_back(StopReason::kCancelled);
+        } else if (now >= q->request.deadline) {
+          ended.push_back(q);
+          ended_reason.push_back(StopReason::kDeadline);
+        } else if (rows.size() + admitted.size() < static_cast<size_t>(options_.max_rows)) {
+          admitted.push_back(q);
+        } else {
+          keep.push_back(q);
+        }
+      }
+      queue_ = std::move(keep);
+      if (cancel_all_)
+        for (auto& r : rows) r->ctl->cancel.store(true);
+      running_ += static_cast<int>(admitted.size());
+    }
+    for (size_t i = 0; i < ended.size(); ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++stats_.completed;
+      }
+      complete_unstarted(*ended[i], ended_reason[i]);
+    }
+    for (auto& ctl : admitted) {
+      auto row = std::make_unique<Row>();
+      row->ctl = std::move(ctl);
+      admit(*row);
+      rows.push_back(std::move(row));
+    }
+    iterate(rows);
+    rows.erase(std::remove_if(rows.begin(), rows.end(), [](const auto& r) { return r->finished; }),
+               rows.end());
+  }
+}
+
+void Engine::admit(Row& row) {
+  detail::RequestControl& ctl = *row.ctl;
+  const Request& req = ctl.request;
+  row.admitted = EngineClock::now();
+  row.decoder =
+      std::make_unique<gen::RowDecoder>(req.config, tokenizer_, model_.geometry().vocab, ctl.prompt);
+  if (req.initial_state) {
+    row.state = *req.initial_state;
+  } else if (ctl.init) {
+    row.state = *ctl.init;
+  } else {
+    row.state = model_.new_state();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.prompt_tokens += ctl.prompt.size();
+  }
+  std::shared_ptr<const CachedPrefix> hit;
+  if (req.use_cache && !ctl.init_digest.empty() &&
+      (options_.cache_bytes > 0 || options_.second_tier)) {
+    row.scope = cache_scope(ctl.init_digest);
+    hit = cache_.lookup(row.scope, ctl.prompt);
+    if (hit) row.tier = CacheTier::kLocal;
+    if (options_.second_tier) {
+      const size_t have = hit ? hit->tokens.size() : 0;
+      std::vector<size_t> lengths;
+      for (size_t n : req.cache_boundaries)
+        if (n > have && n < ctl.prompt.size() && (lengths.empty() || n > lengths.back()))
+          lengths.push_back(n);
+      if (ctl.prompt.size() > have) lengths.push_back(ctl.prompt.size());
+      if (!lengths.empty()) {
+        std::shared_ptr<const CachedPrefix> far;
+        try {
+          far = options_.second_tier->fetch(row.scope, ctl.prompt, lengths);
+        } catch (...) {
+          far = nullptr;  // a failing tier is a miss, never an error
+        }
+        // Trust nothing: the entry must be this scope, a prefix of the prompt, and fit the model.
+        if (far && far->scope == row.scope && far->tokens.size() > have &&
+            far->tokens.size() <= ctl.prompt.size() &&
+            std::equal(far->tokens.begin(), far->tokens.end(), ctl.prompt.begin()) &&
+            same_geometry(model_, far->state) &&
+            far->logits.size() == static_cast<size_t>(model_.geometry().vocab)) {
+          hit = far;
+          row.tier = CacheTier::kSecond;
+          cache_.adopt(far);
+        }
+      }
+    }
+  }
+  if (hit) {
+    row.state = hit->state;
+    row.absorbed = hit->tokens.size();
+    row.cached = static_cast<int>(row.absorbed);
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.cached_tokens += row.absorbed;
+  }
+  // RWKV-X: a prompt that cannot fit the KV cache is refused as forward() would refuse it.
+  const int64_t kv_max = model_.attention().kv_max;
+  const int64_t rest = static_cast<int64_t>(ctl.prompt.size() - row.absorbed);
+  if (model_.geometry().n_attn > 0 && kv_max > 0 && row.state.kv_length() + rest > kv_max) {
+    row.failed = true;
+    row.error = "the KV cache holds " + std::to_string(row.state.kv_length()) +
+                " tokens and the prompt adds " + std::to_string(rest) +
+                ", which passes its limit of " + std::to_string(kv_max) +
+                " (kv_max); start a new context or raise the limit";
+    row.decoder->stop(StopReason::kError);
+    finish(row);
+    return;
+  }
+  if (row.absorbed == ctl.prompt.size()) {
+    row.prefill_done = EngineClock::now();
+    begin_decode(row, hit->logits);
+  }
+}
+
+void Engine::begin_decode(Row& row, std::span<const float> logits) {
+  row.decoding = true;
+  if (row.decoder->finished()) return finish(row);  // max_tokens 0
+  if (gen::kv_cache_full(model_, row.state)) {
+    row.decoder->stop_kv_cache_full();
+    return finish(row);
+  }
+  try {
+    row.pending = row.decoder->next(logits, row.ctl->request.on_chunk);
+    row.token_times.push_back(ms_between(row.ctl->submitted, EngineClock::now()));
+  } catch (const std::exception& e) {
+    row.failed = true;
+    row.error = e.what();
+    row.decoder->stop(StopReason::kError);
+    finish(row);
+  }
+}
+
+void Engine::store_prefix(Row& row, std::span<const int32_t> tokens,
+                          std::span<const float> logits) {
+  if (row.scope.empty() || tokens.empty()) return;
+  auto entry = cache_.insert(row.scope, tokens, row.state, logits);
+  if (entry && options_.second_tier) {
+    try {
+      options_.second_tier->store(std::move(entry));
+    } catch (...) {
+    }
+  }
+}
+
+void Engine::finish(Row& row) {
+  if (row.finished) return;
+  row.finished = true;
+  detail::RequestControl& ctl = *row.ctl;
+  EngineResult r;
+  if (row.decoder) {
+    try {
+      static_cast<GenerationResult&>(r) = row.decoder->finish(
+          row.failed || !row.decoding ? ChunkCallback() : ctl.request.on_chunk);
+    } catch (const std::exception& e) {
+      row.failed = true;
+      row.error = e.what();
+    }
+  }
+  if (row.failed) {
+    r.stop_reason = StopReason::kError;
+    r.error = row.error;
+  }
+  r.prompt_tokens = static_cast<int>(ctl.prompt.size());
+  r.cached_tokens = row.cached;
+  r.cache_tier = row.tier;
+  const auto now = EngineClock::now();
+  r.queue_ms = ms_between(ctl.submitted, row.admitted);
+  r.ttft_ms = row.token_times.empty() ? 0 : row.token_times.front();
+  r.token_times_ms = std::move(row.token_times);
+  if (row.decoding) {
+    r.timings.prefill_ms = ms_between(row.admitted, row.prefill_done);
+    r.timings.decode_ms = ms_between(row.prefill_done, now);
+  } else {
+    r.timings.prefill_ms = ms_between(row.admitted, now);
+  }
+  r.timings.decode_steps = row.steps;
+  r.state = std::move(row.state);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.completed;
+    --running_;
+  }
+  complete(ctl, std::move(r));
+}
+
+void Engine::iterate(std::vector<std::unique_ptr<Row>>& rows) {
+  const auto it_start = EngineClock::now();
+  // Cancels and deadlines. A decoding row still absorbs the token it returned (state rule).
+  for (auto& r : rows) {
+    if (r->finished) continue;
+    StopReason why;
+    if (r->ctl->cancel.load()) {
+      why = StopReason::kCancelled;
+    } else if (it_start >= r->ctl->request.deadline) {
+      why = StopReason::kDeadline;
+    } else {
+      continue;
+    }
+    if (!r->decoding) {
+      r->decoder->stop(why);
+      finish(*r);
+    } else if (!r->decoder->finished()) {
+      r->decoder->stop(why);
+      if (r->pending < 0) finish(*r);
+    }
+  }
+
+  // The pass: every decode row's pending token, then prefill chunks within the budget (in
+  // admission order).
+  std::vector<Row*> pass;
+  std::vector<std::span<const int32_t>> seqs;
+  std::vector<State*> states;
+  bool any_decode = false;
+  for (auto& r : rows) {
+    if (r->finished || !r->decoding || r->pending < 0) continue;
+    r->pass_len = 1;
+    pass.push_back(r.get());
+    seqs.emplace_back(&r->pending, 1);
+    states.push_back(&r->state);
+    any_decode = true;
+  }
+  int64_t budget = any_decode ? options_.prefill_chunk : options_.prefill_chunk_idle;
+  for (auto& r : rows) {
+    if (budget <= 0) break;
+    if (r->finished || r->decoding) continue;
+    const int64_t rest = static_cast<int64_t>(r->ctl->prompt.size() - r->absorbed);
+    const int64_t n = std::min(rest, budget);
+    budget -= n;
+    r->pass_len = static_cast<size_t>(n);
+    pass.push_back(r.get());
+    seqs.emplace_back(r->ctl->prompt.data() + r->absorbed, static_cast<size_t>(n));
+    states.push_back(&r->state);
+  }
+  if (pass.empty()) return;
+
+  std::vector<float> logits;
+  const auto p0 = EngineClock::now();
+  try {
+    logits = model_.forward_batch(seqs, states);
+  } catch (const std::exception& e) {
+    // Every input was checked before any state changed: the rows end with their states intact.
+    for (Row* r : pass) {
+      r->failed = true;
+      r->error = e.what();
+      r->decoder->stop(StopReason::kError);
+      finish(*r);
+    }
+    return;
+  }
+  const double pass_ms = ms_between(p0, EngineClock::now());
+  const size_t V = static_cast<size_t>(model_.geometry().vocab);
+  size_t tokens = 0;
+  for (size_t i = 0; i < pass.size(); ++i) {
+    Row& r = *pass[i];
+    tokens += r.pass_len;
+    const std::span<const float> row_logits(logits.data() + i * V, V);
+    if (r.decoding) {
+      r.pending = -1;
+      ++r.steps;
+      if (r.decoder->finished()) {
+        if (!r.scope.empty()) {
+          std::vector<int32_t> all = r.ctl->prompt;
+          const auto& gen = r.decoder->tokens();
+          all.insert(all.end(), gen.begin(), gen.end());
+          store_prefix(r, all, row_logits);
+        }
+        finish(r);
+      } else {
+        begin_decode(r, row_logits);
+      }
+    } else {
+      r.absorbed += r.pass_len;
+      if (r.absorbed < r.ctl->prompt.size()) continue;
+      r.prefill_done = EngineClock::now();
+      store_prefix(r, r.ctl->prompt, row_logits);
+      begin_decode(r, row_logits);
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.iterations;
+  stats_.pass_rows += pass.size();
+  stats_.pass_tokens += tokens;
+  stats_.pass_ms += pass_ms;
+  stats_.busy_ms += ms_between(it_start, EngineClock::now());
+}
+
+}  // namespace wick
