@@ -18,6 +18,22 @@
 #include "kernels/int8_matmul_impl.h"
 #include "kernels/matmul.h"
 #include "kernels/wkv7.h"
+#include <cstdlib>
+#include <thread>
+
+#include "kernels/thread_pool.h"
+
+namespace {
+// The kernels' thread pool for these benchmarks: WICK_THREADS threads when set, else one per core.
+wick::kernels::ThreadPool& bench_pool() {
+  static wick::kernels::ThreadPool pool([] {
+    const char* env = std::getenv("WICK_THREADS");
+    const int n = env ? std::atoi(env) : 0;
+    return n >= 1 ? n : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }());
+  return pool;
+}
+}  // namespace
 
 namespace {
 
@@ -58,7 +74,7 @@ void BM_Gemv(benchmark::State& state, DType dt) {
   Matrix m = make_matrix(dt, rows, cols);
   std::vector<float> x(cols, 0.5f), y(rows);
   for (auto _ : state) {
-    wick::kernels::matmul(m.ref, x.data(), 1, y.data());
+    wick::kernels::matmul(m.ref, x.data(), 1, y.data(), bench_pool());
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(m.bytes.size()));
@@ -69,7 +85,7 @@ void BM_Gemm(benchmark::State& state, DType dt) {
   Matrix m = make_matrix(dt, rows, cols);
   std::vector<float> x(T * cols, 0.5f), y(T * rows);
   for (auto _ : state) {
-    wick::kernels::matmul(m.ref, x.data(), T, y.data());
+    wick::kernels::matmul(m.ref, x.data(), T, y.data(), bench_pool());
     benchmark::DoNotOptimize(y.data());
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * T * state.iterations(),
@@ -90,7 +106,7 @@ void BM_GemvFromMemory(benchmark::State& state, DType dt) {
   std::vector<float> x(cols, 0.5f), y(rows);
   size_t next = 0;
   for (auto _ : state) {
-    wick::kernels::matmul(ms[next].ref, x.data(), 1, y.data());
+    wick::kernels::matmul(ms[next].ref, x.data(), 1, y.data(), bench_pool());
     benchmark::DoNotOptimize(y.data());
     next = (next + 1) % ms.size();
   }
@@ -108,11 +124,11 @@ void BM_Int8(benchmark::State& state, wick::kernels::Isa isa, int64_t T) {
   }
   const int64_t rows = state.range(0), cols = state.range(1);
   Matrix m = make_matrix(DType::F32, rows, cols);
-  const Int8Weights q = quantize_matrix_int8(m.ref);
+  const Int8Weights q = quantize_matrix_int8(m.ref, bench_pool());
   std::vector<float> x(T * cols), y(T * rows);
   for (int64_t i = 0; i < T * cols; ++i) x[i] = 0.01f * static_cast<float>(i % 97) - 0.48f;
   for (auto _ : state) {
-    int8::int8_matmul_isa(isa, q.view(), x.data(), T, y.data());
+    int8::int8_matmul_isa(isa, q.view(), x.data(), T, y.data(), bench_pool());
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(q.bytes()));
@@ -162,7 +178,7 @@ void BM_Wkv7Sequence(benchmark::State& state) {
       kk(T * C, 0.125f), a(T * C, 0.5f), y(T * C);
   for (auto _ : state) {
     wick::kernels::wkv7_sequence(T, H, N, S.data(), r.data(), w.data(), k.data(), v.data(),
-                                 kk.data(), a.data(), y.data());
+                                 kk.data(), a.data(), y.data(), bench_pool());
     benchmark::DoNotOptimize(y.data());
   }
   state.SetItemsProcessed(state.iterations() * T);

@@ -13,6 +13,22 @@
 
 #include "kernels/matmul.h"
 #include "kernels/qmatmul.h"
+#include <cstdlib>
+#include <thread>
+
+#include "kernels/thread_pool.h"
+
+namespace {
+// The kernels' thread pool for these benchmarks: WICK_THREADS threads when set, else one per core.
+wick::kernels::ThreadPool& bench_pool() {
+  static wick::kernels::ThreadPool pool([] {
+    const char* env = std::getenv("WICK_THREADS");
+    const int n = env ? std::atoi(env) : 0;
+    return n >= 1 ? n : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }());
+  return pool;
+}
+}  // namespace
 
 namespace {
 
@@ -101,7 +117,7 @@ void run(benchmark::State& state, const Data& data, int64_t rows, int64_t cols, 
   std::normal_distribution<float> nd;
   for (auto& v : x) v = nd(rng);
   for (auto _ : state) {
-    wick::kernels::qmatmul(data.m, x.data(), T, y.data());
+    wick::kernels::qmatmul(data.m, x.data(), T, y.data(), bench_pool());
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -129,7 +145,7 @@ void BM_Bf16(benchmark::State& state) {
   const wick::kernels::MatrixRef ref{w.data(), wick::DType::BF16, rows, cols};
   std::vector<float> x(T * cols, 0.5f), y(T * rows);
   for (auto _ : state) {
-    wick::kernels::matmul(ref, x.data(), T, y.data());
+    wick::kernels::matmul(ref, x.data(), T, y.data(), bench_pool());
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }

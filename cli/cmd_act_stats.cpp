@@ -26,7 +26,7 @@ struct ActStatsOptions {
 
 void run_act_stats(const ActStatsOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
-  Model model = Model::load(o.model);
+  Model model = open_model(o.model);
   auto tokenizer = tokenizer_for(model, o.tokenizer);
   const EvaluationText text = load_evaluation_text(o.text, *tokenizer, {o.ctx, o.max_windows});
   ActStatsResult r;

@@ -163,7 +163,7 @@ State state_at_depth(const Model& model, int depth) {
 }
 
 void run_bench_model(const BenchModelOptions& o) {
-  if (o.threads > 0) set_threads(o.threads);
+  if (o.threads > 0) set_cli_threads(o.threads);
   const uint64_t rss_before = proc_status_bytes("VmRSS");
   reset_peak_rss();
   const auto t_load = Clock::now();
@@ -183,7 +183,7 @@ void run_bench_model(const BenchModelOptions& o) {
   const ModelInfo& info = model.info();
   const Geometry& g = model.geometry();
   const std::string format = weight_format(info);
-  const int nthreads = threads();
+  const int nthreads = cli_runtime()->threads();
 
   auto emit = [&](const std::string& test, int n_prompt, int n_gen, const Stats& tps,
                   nlohmann::json extra) {

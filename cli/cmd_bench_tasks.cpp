@@ -63,7 +63,7 @@ struct BenchRerankOptions {
 };
 
 void run_bench_rerank(const BenchRerankOptions& o) {
-  Model model = Model::load(o.model);
+  Model model = open_model(o.model);
   std::shared_ptr<const Tokenizer> tok = tokenizer_for(model, o.tokenizer);
   std::string head = o.head;
   std::filesystem::path tmp;
@@ -111,7 +111,7 @@ void run_bench_rerank(const BenchRerankOptions& o) {
                       {"head_ms_per_candidate", head_ms / n},
                       {"indexed_speedup", direct_ms / indexed_ms},
                       {"reps", o.reps},
-                      {"threads", wick::threads()}};
+                      {"threads", cli_runtime()->threads()}};
   if (o.json) {
     fmt::print("{}\n", j.dump());
     return;
@@ -137,7 +137,7 @@ struct BenchEmbedOptions {
 };
 
 void run_bench_embed(const BenchEmbedOptions& o) {
-  Model model = Model::load(o.model);
+  Model model = open_model(o.model);
   std::shared_ptr<const Tokenizer> tok = tokenizer_for(model, o.tokenizer);
   EmbedContract contract;
   contract.max_tokens = 0;
@@ -161,7 +161,7 @@ void run_bench_embed(const BenchEmbedOptions& o) {
                       {"tokens_per_s", tokens / (batched_ms / 1e3)},
                       {"texts_per_s_one_by_one", n / (single_ms / 1e3)},
                       {"reps", o.reps},
-                      {"threads", wick::threads()}};
+                      {"threads", cli_runtime()->threads()}};
   if (o.json) {
     fmt::print("{}\n", j.dump());
     return;

@@ -85,7 +85,7 @@ void run_calibrate(const CalibrateCliOptions& o) {
   std::unique_ptr<EvaluationText> text;
   {
     // The dense model only picks the tokenizer and checks the ids; calibrate() loads its own.
-    const Model model = Model::load(o.model);
+    const Model model = open_model(o.model);
     auto tokenizer = tokenizer_for(model, o.tokenizer);
     text = std::make_unique<EvaluationText>(
         load_evaluation_text(o.text, *tokenizer, {o.ctx, o.max_windows}));

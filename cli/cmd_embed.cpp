@@ -70,7 +70,7 @@ Embedder make_embedder(const EmbedOptions& o, const Model& model,
 void run_embed(const EmbedOptions& o) {
   if (o.model.empty()) throw InputError("--model is required");
   const std::vector<std::string> texts = read_jsonl_texts(o.file);
-  Model model = Model::load(o.model, o.load);
+  Model model = open_model(o.model, o.load);
   std::shared_ptr<const Tokenizer> tok = tokenizer_for(model, o.tokenizer);
   const Embedder embedder = make_embedder(o, model, tok);
   const auto t0 = std::chrono::steady_clock::now();

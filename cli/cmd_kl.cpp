@@ -58,8 +58,8 @@ nlohmann::json to_json(const KlCliOptions& o, const KlResult& r, const Evaluatio
 }
 
 void run_kl(const KlCliOptions& o) {
-  Model reference = Model::load(o.reference);
-  Model model = Model::load(o.model, o.load);
+  Model reference = open_model(o.reference);
+  Model model = open_model(o.model, o.load);
   auto tokenizer = tokenizer_for(reference, o.tokenizer);
   const EvaluationText text = load_evaluation_text(o.text, *tokenizer, {o.ctx, o.max_windows});
   KlResult r;

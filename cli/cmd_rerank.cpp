@@ -41,7 +41,7 @@ std::string preview(const std::string& text, size_t max_bytes) {
 void run_rerank(const RerankOptions& o) {
   if (o.docs.empty() && o.index.empty())
     throw InputError("give the documents with --docs FILE (or a stored index with --index DIR)");
-  Model model = Model::load(o.model, o.load);
+  Model model = open_model(o.model, o.load);
   std::shared_ptr<const Tokenizer> tok = tokenizer_for(model, o.tokenizer);
   const Reranker reranker = Reranker::load(model, tok, o.head, !o.non_strict);
   std::vector<std::string> docs;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -11,8 +12,30 @@
 
 namespace wick::cli {
 
+namespace {
+int g_threads = 0;                   // set_cli_threads(); 0: WICK_THREADS or one per core
+std::shared_ptr<Runtime> g_runtime;  // created on first use
+}  // namespace
+
+void set_cli_threads(int threads) { g_threads = threads; }
+
+const std::shared_ptr<Runtime>& cli_runtime() {
+  if (!g_runtime) {
+    int n = g_threads;
+    if (n <= 0)
+      if (const char* env = std::getenv("WICK_THREADS")) n = std::atoi(env);
+    g_runtime = std::make_shared<Runtime>(n >= 1 ? n : 0);
+  }
+  return g_runtime;
+}
+
+Model open_model(const std::string& path, const LoadOptions& options) {
+  return Model::load(path, options).with_runtime(cli_runtime());
+}
+
 Model load_model_or_default(const std::string& path, const LoadOptions& options) {
-  return path.empty() ? Model::load_default(options) : Model::load(path, options);
+  return path.empty() ? Model::load_default(options).with_runtime(cli_runtime())
+                      : open_model(path, options);
 }
 
 void add_load_options(CLI::App* cmd, LoadOptions& options) {

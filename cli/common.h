@@ -13,7 +13,15 @@
 
 namespace wick::cli {
 
-// Loads `path`, or the embedded default model when it is empty, with `options` applied.
+// The command's Runtime, shared by every model it loads: set_cli_threads() threads if called
+// (before the first use), else WICK_THREADS when set (>= 1), else one per core. WICK_THREADS is a
+// CLI default only; the library never reads it.
+void set_cli_threads(int threads);
+const std::shared_ptr<Runtime>& cli_runtime();
+// Model::load on the command's Runtime.
+Model open_model(const std::string& path, const LoadOptions& options = {});
+// Loads `path`, or the embedded default model when it is empty, with `options` applied, on the
+// command's Runtime.
 Model load_model_or_default(const std::string& path, const LoadOptions& options = {});
 // Adds `--quantize none|int8` (weight quantisation at load, wick/model.h WeightQuantization) and
 // `--precision fp32|bf16` (the large products' input precision, wick/model.h Precision) to a

@@ -7,6 +7,6 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq || true
 $SUDO apt-get install -y -qq --no-install-recommends \
   g++ cmake make ca-certificates \
-  nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libomp-dev \
+  nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev \
   nettle-dev pkg-config \
   >/dev/null

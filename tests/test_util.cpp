@@ -1,5 +1,7 @@
 #include "test_util.h"
 
+#include "wick/runtime.h"
+
 #include <sys/wait.h>
 
 #include <array>
@@ -18,6 +20,19 @@
 #include "io/safetensors.h"
 
 namespace wick::test {
+
+namespace {
+std::unique_ptr<kernels::ThreadPool> g_test_pool;
+}  // namespace
+
+kernels::ThreadPool& test_pool() {
+  if (!g_test_pool) g_test_pool = std::make_unique<kernels::ThreadPool>(default_thread_count());
+  return *g_test_pool;
+}
+
+void set_test_threads(int threads) {
+  g_test_pool = std::make_unique<kernels::ThreadPool>(threads >= 1 ? threads : default_thread_count());
+}
 
 std::string fixtures_dir() {
   const char* env = std::getenv("WICK_FIXTURES");

@@ -9,8 +9,14 @@
 #include <vector>
 
 #include "io/tensor_set.h"
+#include "kernels/thread_pool.h"
 
 namespace wick::test {
+
+// A kernel thread pool for tests that call kernels directly (default: one thread per core).
+// set_test_threads(n) replaces it (n <= 0: the default); not while a kernel runs.
+kernels::ThreadPool& test_pool();
+void set_test_threads(int threads);
 
 // ../shared/fixtures (override with the environment variable WICK_FIXTURES).
 std::string fixtures_dir();

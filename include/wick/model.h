@@ -12,8 +12,14 @@
 // Weights stay in their stored dtype (fp32, fp16, bf16) in the memory-mapped file; computation is
 // fp32, the WKV state fp32.
 //
+// Runtime: the passes run on the Model's Runtime (wick/runtime.h: worker threads and scratch). A
+// loaded Model has a Runtime of its own (default thread count); copies share it; with_runtime()
+// gives a Model with these weights on another one.
+//
 // Thread-safety: a loaded Model is immutable; any number of threads may call forward()/step()
-// concurrently, each with its own State. Copies of a Model share the weights (cheap).
+// concurrently, each with its own State. Passes on Models sharing one Runtime take turns (each
+// uses all of its threads); Models on different Runtimes run in parallel. Copies of a Model share
+// the weights (cheap).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +31,7 @@
 #include <vector>
 
 #include "wick/dtype.h"
+#include "wick/runtime.h"
 #include "wick/state.h"
 
 namespace wick {
@@ -230,6 +237,12 @@ class Model {
   // A Model sharing these weights that runs with another precision (no copy; never throws).
   Model with_precision(Precision precision) const;
 
+  // The Runtime this Model's passes run on (never null).
+  const std::shared_ptr<Runtime>& runtime() const { return runtime_; }
+  // A Model sharing these weights (and settings) whose passes run on `runtime`. Throws InputError
+  // for a null runtime.
+  Model with_runtime(std::shared_ptr<Runtime> runtime) const;
+
   // A zero state of this model's geometry (with empty KV caches for RWKV-X).
   State new_state() const;
 
@@ -242,10 +255,18 @@ class Model {
                              bool all_positions = false,
                              const ActivationTrace* trace = nullptr) const;
 
+  // The same pass writing the logits into `logits` (V floats, or T * V with all_positions; the
+  // size must match exactly, else InputError before any state changes). With a caller-owned buffer
+  // a steady-state pass allocates nothing.
+  void forward(std::span<const int32_t> tokens, State& state, std::span<float> logits,
+               bool all_positions = false) const;
+
   // Recurrent step over one token: logits [V]; `state` advances by one token. Bit-identical to
   // the corresponding row of forward(..., all_positions = true).
   // Throws InputError like forward().
   std::vector<float> step(int32_t token, State& state) const;
+  // The same into `logits` [V] (a decode step that allocates nothing once the Runtime is warm).
+  void step(int32_t token, State& state, std::span<float> logits) const;
 
   // Batched parallel pass: sequences[b] continues states[b] (B sequences of any lengths, packed
   // row after row - no padding, so a row never sees its neighbours). Every matrix product runs
@@ -256,12 +277,22 @@ class Model {
   // empty or has an id outside [0, V), a state is null, of another geometry, or passed twice.
   std::vector<float> forward_batch(std::span<const std::span<const int32_t>> sequences,
                                    std::span<State* const> states) const;
+  // The batched pass into `logits`: [B, V] (the last position of each sequence) or, with
+  // all_positions, [sum of lengths, V] with the rows of sequence b after those of sequence b-1
+  // (each row bit-identical to forward(..., all_positions = true) on that sequence alone). The
+  // size must match exactly. Throws like forward_batch().
+  void forward_batch(std::span<const std::span<const int32_t>> sequences,
+                     std::span<State* const> states, std::span<float> logits,
+                     bool all_positions = false) const;
 
   // Batched recurrent step (decode for B rows at once): tokens[b] advances states[b]. Returns
   // logits [B, V]; row b is bit-identical to step(tokens[b], *states[b]). Throws like
   // forward_batch().
   std::vector<float> step_batch(std::span<const int32_t> tokens,
                                 std::span<State* const> states) const;
+  // The same into `logits` [B, V].
+  void step_batch(std::span<const int32_t> tokens, std::span<State* const> states,
+                  std::span<float> logits) const;
 
   // --- The same pass without the LM head (embeddings, reranking) ---------------------------------
   // True when the checkpoint has an LM head (head.weight, or tied embeddings). An EmbeddingRWKV
@@ -291,8 +322,9 @@ class Model {
   static Model from_impl(std::shared_ptr<const Impl> impl);
 
  private:
-  explicit Model(std::shared_ptr<const Impl> impl);
+  Model(std::shared_ptr<const Impl> impl, std::shared_ptr<Runtime> runtime);
   std::shared_ptr<const Impl> impl_;
+  std::shared_ptr<Runtime> runtime_;
   AttentionOptions attention_;
   Precision precision_ = Precision::kFp32;
 };

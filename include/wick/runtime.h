@@ -1,18 +1,49 @@
-// Process-wide settings of the compute kernels.
+// The execution context of wick's passes: a Runtime owns the worker threads of the kernels and the
+// scratch memory of a pass (per-thread kernel arenas and the pass's activation buffers, grown to
+// the largest pass seen and then reused, so a steady-state decode step allocates nothing).
 //
-// Threads: every matrix product and the WKV recurrence run on one persistent pool of worker
-// threads (no thread is created per token). Its size defaults to the environment variable
-// WICK_THREADS when set (>= 1), else one thread per available core.
+// Every Model runs on one Runtime (Model::runtime()): a loaded Model gets a Runtime of its own with
+// the default thread count, copies of a Model share it, and Model::with_runtime() moves a Model
+// (sharing its weights) onto another one. The library has no process-wide pool or setting: two
+// Models with two Runtimes run side by side without sharing any mutable state.
+//
+// Threads: `threads` in all, the calling thread included; the workers start on the first pass
+// that needs them and stop with the Runtime. The library default is one thread per available
+// core; the CLI reads WICK_THREADS / --threads and builds its Runtime from them.
+//
+// Thread-safety: a Runtime runs one pass at a time. Passes started from several threads on Models
+// that share a Runtime take turns (each pass still uses every thread of the Runtime); give each
+// concurrent user its own Runtime to run them in parallel. A pass started from inside another pass
+// on the same Runtime (for example from an ActivationTrace callback) throws InputError.
 #pragma once
+
+#include <memory>
 
 namespace wick {
 
-// Replaces the pool with one of `threads` threads in all (the caller included); <= 0 restores the
-// default. Not thread-safe: call it while no pass is running (e.g. at start-up).
-void set_threads(int threads);
-// Threads of the current pool.
-int threads();
-// The instruction set the kernels dispatch to: "avx512", "avx2" or "scalar".
+class Runtime {
+ public:
+  // `threads` in all (<= 0: default_thread_count()).
+  explicit Runtime(int threads = 0);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  int threads() const;
+
+  struct Impl;
+  // Internal (libwick): the pool, scratch and lease (runtime/runtime_impl.h).
+  Impl& impl() const { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// One thread per available core (std::thread::hardware_concurrency, at least 1).
+int default_thread_count();
+
+// The instruction set the kernels dispatch to: "avx512", "avx2" or "scalar" (read-only, chosen
+// once from the CPU and WICK_ISA).
 const char* kernel_isa();
 
 }  // namespace wick

@@ -46,12 +46,6 @@ void sums_scalar(const Int8Matrix& w, int64_t r0, int64_t r1, const int8_t* xq, 
   }
 }
 
-// Per-thread scratch of int8_matmul: the quantised inputs and their scales. Grown, never shrunk.
-struct Scratch {
-  std::vector<int8_t> xq;
-  std::vector<float> xs;
-};
-
 // y = float(S) * (scale_w * scale_x): the one epilogue of every instruction set.
 inline float epilogue(int32_t s, float scale_w, float scale_x) {
   return static_cast<float>(s) * (scale_w * scale_x);
@@ -89,18 +83,18 @@ const Kernels& kernels_for(Isa isa) {
   return kernels_scalar();
 }
 
-void int8_matmul_isa(Isa isa, const Int8Matrix& w, const float* x, int64_t T, float* y) {
+void int8_matmul_isa(Isa isa, const Int8Matrix& w, const float* x, int64_t T, float* y,
+                     ThreadPool& pool) {
   if (T < 1 || w.cols < 1 || w.cols > kInt8MaxCols || w.stride != int8_padded_cols(w.cols))
     __builtin_trap();  // programming errors: Int8Linear builds valid views
   if (w.rows == 0) return;
   const Kernels& k = kernels_for(isa);
   const int64_t cols = w.cols, stride = w.stride;
 
-  thread_local Scratch scratch;
-  if (scratch.xq.size() < static_cast<size_t>(T * stride)) scratch.xq.resize(T * stride);
-  if (scratch.xs.size() < static_cast<size_t>(T)) scratch.xs.resize(T);
-  int8_t* xq = scratch.xq.data();
-  float* xs = scratch.xs.data();
+  // The quantised inputs and their scales, in the caller's arena (grown, never shrunk).
+  Arena& arena = pool.caller_arena();
+  int8_t* xq = arena.get<int8_t>(static_cast<size_t>(T * stride), Arena::kCaller0);
+  float* xs = arena.get<float>(static_cast<size_t>(T), Arena::kCaller1);
   // Each input row on its own (the same routine for T = 1 and T > 1), padding zeroed.
   auto quantize_input = [&](int64_t t) {
     xs[t] = quantize_row_int8(x + t * cols, cols, xq + t * stride);
@@ -109,7 +103,7 @@ void int8_matmul_isa(Isa isa, const Int8Matrix& w, const float* x, int64_t T, fl
   if (T * cols < kParallelWork) {
     for (int64_t t = 0; t < T; ++t) quantize_input(t);
   } else {
-    parallel_for(T, quantize_input);
+    parallel_for(pool, T, quantize_input);
   }
 
   const bool serial = w.rows * cols * T < kParallelWork;
@@ -125,7 +119,7 @@ void int8_matmul_isa(Isa isa, const Int8Matrix& w, const float* x, int64_t T, fl
     if (serial) {
       for (int64_t b = 0; b < blocks; ++b) block(b);
     } else {
-      parallel_for(blocks, block);
+      parallel_for(pool, blocks, block);
     }
     return;
   }
@@ -144,7 +138,7 @@ void int8_matmul_isa(Isa isa, const Int8Matrix& w, const float* x, int64_t T, fl
   if (serial) {
     for (int64_t i = 0; i < row_blocks * input_blocks; ++i) item(i);
   } else {
-    parallel_for(row_blocks * input_blocks, item);
+    parallel_for(pool, row_blocks * input_blocks, item);
   }
 }
 
@@ -186,7 +180,7 @@ float quantize_row_int8(const float* v, int64_t n, int8_t* codes) {
   return scale;
 }
 
-Int8Weights quantize_matrix_int8(const MatrixRef& w) {
+Int8Weights quantize_matrix_int8(const MatrixRef& w, ThreadPool& pool) {
   if (w.cols < 1 || w.cols > kInt8MaxCols || w.rows < 0) {
     throw std::invalid_argument(
         "quantize_matrix_int8: expected 1 <= cols <= " + std::to_string(kInt8MaxCols) +
@@ -204,25 +198,24 @@ Int8Weights quantize_matrix_int8(const MatrixRef& w) {
   const size_t es = dtype_size(w.dtype);
   const int64_t blocks = (w.rows + int8::kQuantizeRows - 1) / int8::kQuantizeRows;
   std::vector<int64_t> bad(static_cast<size_t>(blocks), -1);
-  auto block = [&](int64_t b) {
-    thread_local std::vector<float> row;
-    row.resize(static_cast<size_t>(w.cols));
+  auto block = [&](int64_t b, Arena& arena) {
+    float* row = arena.get<float>(static_cast<size_t>(w.cols), Arena::kBlock0);
     const int64_t r0 = b * int8::kQuantizeRows, r1 = std::min(w.rows, r0 + int8::kQuantizeRows);
     for (int64_t r = r0; r < r1; ++r) {
       const void* src = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r * w.cols) * es;
       const float* v = static_cast<const float*>(src);
       if (w.dtype == DType::F16) {
-        dk.widen_f16(static_cast<const uint16_t*>(src), row.data(), static_cast<size_t>(w.cols));
-        v = row.data();
+        dk.widen_f16(static_cast<const uint16_t*>(src), row, static_cast<size_t>(w.cols));
+        v = row;
       } else if (w.dtype == DType::BF16) {
-        dk.widen_bf16(static_cast<const uint16_t*>(src), row.data(), static_cast<size_t>(w.cols));
-        v = row.data();
+        dk.widen_bf16(static_cast<const uint16_t*>(src), row, static_cast<size_t>(w.cols));
+        v = row;
       }
       q.scales[r] = quantize_row_int8(v, w.cols, q.codes.data() + r * q.stride);
       if (std::isnan(q.scales[r]) && bad[b] < 0) bad[b] = r;
     }
   };
-  parallel_for(blocks, block);
+  parallel_for(pool, blocks, block);
   for (int64_t r : bad) {
     if (r >= 0) {
       q.first_nonfinite_row = r;
@@ -232,8 +225,8 @@ Int8Weights quantize_matrix_int8(const MatrixRef& w) {
   return q;
 }
 
-void int8_matmul(const Int8Matrix& w, const float* x, int64_t T, float* y) {
-  int8::int8_matmul_isa(active_isa(), w, x, T, y);
+void int8_matmul(const Int8Matrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
+  int8::int8_matmul_isa(active_isa(), w, x, T, y, pool);
 }
 
 }  // namespace wick::kernels

@@ -72,9 +72,12 @@ struct Int8Weights {
 // Quantises every row of a dense F32 / F16 / BF16 matrix (widened exactly to fp32 first), rows
 // spread over the kernel pool. Requires 1 <= w.cols <= kInt8MaxCols and w.rows >= 0 (programming
 // errors otherwise: std::invalid_argument). The caller checks first_nonfinite_row.
-Int8Weights quantize_matrix_int8(const MatrixRef& w);
+class ThreadPool;
+
+// Rows are quantised in blocks on `pool` (one caller at a time).
+Int8Weights quantize_matrix_int8(const MatrixRef& w, ThreadPool& pool);
 
 // Y [T, rows] = X [T, cols] . W^T as defined above; X fp32 row-major, Y must not alias X. T >= 1.
-void int8_matmul(const Int8Matrix& w, const float* x, int64_t T, float* y);
+void int8_matmul(const Int8Matrix& w, const float* x, int64_t T, float* y, ThreadPool& pool);
 
 }  // namespace wick::kernels

@@ -13,6 +13,10 @@
 #include "kernels/cpu_features.h"
 #include "kernels/int8_matmul.h"
 
+namespace wick::kernels {
+class ThreadPool;
+}  // namespace wick::kernels
+
 namespace wick::kernels::int8 {
 
 struct Kernels {
@@ -36,6 +40,7 @@ bool cpu_has_avx512_vnni();
 
 // int8_matmul with an explicit instruction set (tests, benchmarks); int8_matmul() uses
 // active_isa().
-void int8_matmul_isa(Isa isa, const Int8Matrix& w, const float* x, int64_t T, float* y);
+void int8_matmul_isa(Isa isa, const Int8Matrix& w, const float* x, int64_t T, float* y,
+                     ThreadPool& pool);
 
 }  // namespace wick::kernels::int8

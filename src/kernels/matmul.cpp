@@ -48,14 +48,12 @@ void gemv_block(const DotKernels& k, const MatrixRef& w, const float* x, int64_t
 }
 
 void gemm_item(const DotKernels& k, const MatrixRef& w, const float* x, int64_t T, float* y,
-               int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+               int64_t r0, int64_t r1, int64_t t0, int64_t t1, Arena& arena) {
   const size_t n = static_cast<size_t>(w.cols);
   // The block, as fp32, 64-byte aligned (so no 32-byte load of a row with C a multiple of 16
   // splits a cache line) and contiguous in L2: fp32 rows are copied too, which measured faster
   // than reading them in place from the mapped file.
-  thread_local std::vector<float> block_buf;
-  block_buf.resize(static_cast<size_t>((r1 - r0) * w.cols) + 16);
-  float* rows = block_buf.data() + (16 - (reinterpret_cast<uintptr_t>(block_buf.data()) / 4) % 16) % 16;
+  float* rows = arena.get<float>(static_cast<size_t>((r1 - r0) * w.cols), Arena::kBlock0);
   const size_t count = static_cast<size_t>(r1 - r0) * n;
   if (w.dtype == DType::F32) {
     std::memcpy(rows, row_ptr(w, r0), count * sizeof(float));
@@ -75,7 +73,7 @@ void gemm_item(const DotKernels& k, const MatrixRef& w, const float* x, int64_t 
 
 }  // namespace
 
-void matmul(const MatrixRef& w, const float* x, int64_t T, float* y) {
+void matmul(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
   if (w.dtype != DType::F32 && w.dtype != DType::F16 && w.dtype != DType::BF16) __builtin_trap();
   const DotKernels& k = dot_kernels();
   if (T == 1) {
@@ -87,13 +85,13 @@ void matmul(const MatrixRef& w, const float* x, int64_t T, float* y) {
     if (w.rows * w.cols < kGemvParallelWeights) {
       for (int64_t b = 0; b < blocks; ++b) block(b);
     } else {
-      parallel_for(blocks, block);
+      parallel_for(pool, blocks, block);
     }
     return;
   }
   // Row blocks: as many rows as fit the L2 budget, but enough blocks for every thread.
   const int64_t tr = k.tile_rows;
-  const int64_t threads = ThreadPool::global().threads();
+  const int64_t threads = pool.threads();
   const int64_t fit_rows = std::max<int64_t>(1, kGemmBlockBytes / (w.cols * 4) / tr) * tr;
   const int64_t want_blocks = kGemmItemsPerThread * threads;
   const int64_t even_rows = ((w.rows + want_blocks - 1) / want_blocks + tr - 1) / tr * tr;
@@ -104,16 +102,16 @@ void matmul(const MatrixRef& w, const float* x, int64_t T, float* y) {
   const int64_t spans = std::max<int64_t>(1, std::min(want_spans, T / kGemmMinInputs));
   const int64_t span = (T + spans - 1) / spans;
   const int64_t input_blocks = (T + span - 1) / span;
-  auto item = [&](int64_t i) {
+  auto item = [&](int64_t i, Arena& arena) {
     const int64_t rb = i % row_blocks, tb = i / row_blocks;
     const int64_t r0 = rb * block_rows, r1 = std::min(w.rows, r0 + block_rows);
     const int64_t t0 = tb * span, t1 = std::min(T, t0 + span);
-    gemm_item(k, w, x, T, y, r0, r1, t0, t1);
+    gemm_item(k, w, x, T, y, r0, r1, t0, t1, arena);
   };
   if (w.rows * w.cols * T < kGemvParallelWeights) {
-    for (int64_t i = 0; i < row_blocks * input_blocks; ++i) item(i);
+    for (int64_t i = 0; i < row_blocks * input_blocks; ++i) item(i, pool.caller_arena());
   } else {
-    parallel_for(row_blocks * input_blocks, item);
+    parallel_for(pool, row_blocks * input_blocks, item);
   }
 }
 

@@ -23,6 +23,9 @@ struct MatrixRef {
 };
 
 // X: [T, cols] fp32, Y: [T, rows] fp32 (must not alias X).
-void matmul(const MatrixRef& w, const float* x, int64_t T, float* y);
+class ThreadPool;
+
+// `pool` runs the blocks (and holds their scratch); one caller at a time (kernels/thread_pool.h).
+void matmul(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool& pool);
 
 }  // namespace wick::kernels

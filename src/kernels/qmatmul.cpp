@@ -27,10 +27,6 @@ constexpr int64_t kGemmInputs = 32;
 // costs ~1-2 us).
 constexpr int64_t kParallelWork = 1 << 15;
 
-struct Scratch {
-  std::vector<float> px, xbsum;
-};
-
 // Preconditions of the header (cols a positive multiple of 256, the buffers a layout needs).
 // Violations are programming errors of the caller: the loader validates files before building
 // these views.
@@ -49,16 +45,17 @@ bool valid(const SymMatrix& w) {
 // prepare_fn(px, xbsum) -> inputs; rows_fn(r0, r1, inputs, xbsum, nt, y, y_stride): the ISA's
 // kernels for this matrix.
 template <class M, class PrepareFn, class RowsFn>
-void run(const M& w, const float* x, int64_t T, float* y, PrepareFn prepare_fn, RowsFn rows_fn) {
+void run(const M& w, const float* x, int64_t T, float* y, ThreadPool& pool, PrepareFn prepare_fn,
+         RowsFn rows_fn) {
   if (!valid(w) || T < 1) __builtin_trap();
   if (w.rows == 0) return;
   const int64_t cols = w.cols, ng = cols / kGroup;
-  // Grown, never shrunk: no allocation per call once the largest shape has been seen.
-  thread_local Scratch scratch;
-  if (scratch.xbsum.size() < static_cast<size_t>(T * ng)) scratch.xbsum.resize(T * ng);
-  if (scratch.px.size() < static_cast<size_t>(T * cols)) scratch.px.resize(T * cols);
-  const float* xbsum = scratch.xbsum.data();
-  const float* px = prepare_fn(scratch.px.data(), scratch.xbsum.data());
+  // The caller's arena: grown, never shrunk, so no allocation once the largest shape was seen.
+  Arena& arena = pool.caller_arena();
+  float* xbsum_buf = arena.get<float>(static_cast<size_t>(T * ng), Arena::kCaller0);
+  float* px_buf = arena.get<float>(static_cast<size_t>(T * cols), Arena::kCaller1);
+  const float* xbsum = xbsum_buf;
+  const float* px = prepare_fn(px_buf, xbsum_buf);
 
   const bool serial = w.rows * cols * T < kParallelWork;
   if (T == 1) {
@@ -70,7 +67,7 @@ void run(const M& w, const float* x, int64_t T, float* y, PrepareFn prepare_fn, 
     if (serial) {
       for (int64_t b = 0; b < blocks; ++b) block(b);
     } else {
-      parallel_for(blocks, block);
+      parallel_for(pool, blocks, block);
     }
     return;
   }
@@ -85,7 +82,7 @@ void run(const M& w, const float* x, int64_t T, float* y, PrepareFn prepare_fn, 
   if (serial) {
     for (int64_t i = 0; i < row_blocks * input_blocks; ++i) item(i);
   } else {
-    parallel_for(row_blocks * input_blocks, item);
+    parallel_for(pool, row_blocks * input_blocks, item);
   }
 }
 
@@ -103,30 +100,32 @@ const Kernels& kernels_for(Isa isa) {
   return kernels_scalar();
 }
 
-void qmatmul_isa(Isa isa, const Sb6Matrix& w, const float* x, int64_t T, float* y) {
+void qmatmul_isa(Isa isa, const Sb6Matrix& w, const float* x, int64_t T, float* y,
+                 ThreadPool& pool) {
   const Kernels& k = kernels_for(isa);
   run(
-      w, x, T, y, [&](float* px, float* xbsum) { return k.prepare_sb6(w, x, T, px, xbsum); },
+      w, x, T, y, pool, [&](float* px, float* xbsum) { return k.prepare_sb6(w, x, T, px, xbsum); },
       [&](int64_t r0, int64_t r1, const float* px, const float* xbsum, int64_t nt, float* out,
           int64_t ys) { k.sb6(w, r0, r1, px, xbsum, nt, out, ys); });
 }
 
-void qmatmul_isa(Isa isa, const SymMatrix& w, const float* x, int64_t T, float* y) {
+void qmatmul_isa(Isa isa, const SymMatrix& w, const float* x, int64_t T, float* y,
+                 ThreadPool& pool) {
   const Kernels& k = kernels_for(isa);
   run(
-      w, x, T, y, [&](float* px, float*) { return k.prepare_sym(w, x, T, px); },
+      w, x, T, y, pool, [&](float* px, float*) { return k.prepare_sym(w, x, T, px); },
       [&](int64_t r0, int64_t r1, const float* px, const float*, int64_t nt, float* out,
           int64_t ys) { k.sym(w, r0, r1, px, nt, out, ys); });
 }
 
 }  // namespace qmat
 
-void qmatmul(const Sb6Matrix& w, const float* x, int64_t T, float* y) {
-  qmat::qmatmul_isa(active_isa(), w, x, T, y);
+void qmatmul(const Sb6Matrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
+  qmat::qmatmul_isa(active_isa(), w, x, T, y, pool);
 }
 
-void qmatmul(const SymMatrix& w, const float* x, int64_t T, float* y) {
-  qmat::qmatmul_isa(active_isa(), w, x, T, y);
+void qmatmul(const SymMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
+  qmat::qmatmul_isa(active_isa(), w, x, T, y, pool);
 }
 
 }  // namespace wick::kernels

@@ -57,7 +57,9 @@ inline void unpack6x8(const uint8_t* p, int* out) {
 }
 
 // X: [T, cols] fp32 row-major, Y: [T, rows] fp32 (must not alias X). T >= 1.
-void qmatmul(const Sb6Matrix& w, const float* x, int64_t T, float* y);
-void qmatmul(const SymMatrix& w, const float* x, int64_t T, float* y);
+class ThreadPool;
+// `pool` runs the blocks and holds the prepared inputs; one caller at a time.
+void qmatmul(const Sb6Matrix& w, const float* x, int64_t T, float* y, ThreadPool& pool);
+void qmatmul(const SymMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool);
 
 }  // namespace wick::kernels

@@ -16,6 +16,10 @@
 #include "kernels/cpu_features.h"
 #include "kernels/qmatmul.h"
 
+namespace wick::kernels {
+class ThreadPool;
+}  // namespace wick::kernels
+
 namespace wick::kernels::qmat {
 
 // Columns per group of the prepared input (= the sb6 block width; a sym block pair).
@@ -45,7 +49,9 @@ const Kernels& kernels_avx512();
 const Kernels& kernels_for(Isa isa);
 
 // qmatmul with an explicit instruction set (tests, benchmarks); qmatmul() uses active_isa().
-void qmatmul_isa(Isa isa, const Sb6Matrix& w, const float* x, int64_t T, float* y);
-void qmatmul_isa(Isa isa, const SymMatrix& w, const float* x, int64_t T, float* y);
+void qmatmul_isa(Isa isa, const Sb6Matrix& w, const float* x, int64_t T, float* y,
+                 ThreadPool& pool);
+void qmatmul_isa(Isa isa, const SymMatrix& w, const float* x, int64_t T, float* y,
+                 ThreadPool& pool);
 
 }  // namespace wick::kernels::qmat

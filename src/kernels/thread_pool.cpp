@@ -2,36 +2,31 @@
 
 #include <immintrin.h>
 
-#include <cstdlib>
-#include <memory>
-#include <mutex>
-#include <string>
-
 namespace wick::kernels {
 namespace {
 
 // How long an idle worker spins before sleeping: about 100 us, a little more than the gaps
 // between the matrix products of one decode step.
 constexpr int kSpinRounds = 4000;
-
-thread_local bool t_inside_job = false;
-
-int default_threads() {
-  if (const char* env = std::getenv("WICK_THREADS")) {
-    const int n = std::atoi(env);
-    if (n >= 1) return n;
-  }
-  const unsigned hc = std::thread::hardware_concurrency();
-  return hc == 0 ? 1 : static_cast<int>(hc);
-}
-
-std::mutex g_pool_mutex;
-std::unique_ptr<ThreadPool> g_pool;
+constexpr size_t kAlign = 64;
 
 }  // namespace
 
-ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+void* Arena::bytes(size_t n, int slot) {
+  Buffer& b = buffers_[slot];
+  if (n > b.capacity) {
+    // Grow geometrically so a slowly rising size does not reallocate every call.
+    const size_t cap = std::max(n, b.capacity + b.capacity / 2);
+    b.raw = std::make_unique<std::byte[]>(cap + kAlign);
+    const uintptr_t p = reinterpret_cast<uintptr_t>(b.raw.get());
+    b.aligned = b.raw.get() + ((kAlign - p % kAlign) % kAlign);
+    b.capacity = cap;
+  }
+  return b.aligned;
+}
+
+ThreadPool::ThreadPool(int threads) : arenas_(static_cast<size_t>(threads < 1 ? 1 : threads)) {
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -44,8 +39,7 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::drain(uint32_t gen) {
-  t_inside_job = true;
+void ThreadPool::drain(uint32_t gen, Arena& arena) {
   uint64_t t = ticket_.load(std::memory_order_acquire);
   while (static_cast<uint32_t>(t >> 32) == gen) {
     const int64_t block = static_cast<int64_t>(t & 0xffffffffu);
@@ -53,14 +47,14 @@ void ThreadPool::drain(uint32_t gen) {
     if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel)) continue;
     // The claim pins the generation: the caller cannot publish another job before this block is
     // counted as done, so fn_ / ctx_ still belong to `gen`.
-    fn_(ctx_, block);
+    fn_(ctx_, block, arena);
     done_.fetch_add(1, std::memory_order_release);
     t = ticket_.load(std::memory_order_acquire);
   }
-  t_inside_job = false;
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(int index) {
+  Arena& arena = arenas_[static_cast<size_t>(index)];
   uint32_t seen = generation_.load();
   while (true) {
     // A worker that starts only after the pool began shutting down must still leave.
@@ -82,19 +76,25 @@ void ThreadPool::worker_loop() {
     }
     seen = gen;
     if (stop_.load()) return;
-    drain(gen);
+    drain(gen, arena);
   }
 }
 
 void ThreadPool::run_impl(int64_t n_blocks, BlockFn fn, void* ctx) {
   if (n_blocks <= 0) return;
-  auto inline_run = [&] {
-    for (int64_t b = 0; b < n_blocks; ++b) fn(ctx, b);
-  };
-  if (workers_.empty() || t_inside_job || n_blocks == 1) return inline_run();
-  // Another thread's job has the workers: compute this one here rather than wait.
-  std::unique_lock<std::mutex> owner(run_mutex_, std::try_to_lock);
-  if (!owner.owns_lock()) return inline_run();
+  if (workers_.empty() || n_blocks == 1) {
+    if (!busy_.exchange(true, std::memory_order_acquire)) {
+      for (int64_t b = 0; b < n_blocks; ++b) fn(ctx, b, arenas_[0]);
+      busy_.store(false, std::memory_order_release);
+      return;
+    }
+  }
+  // Nested (inside a block) or a second caller: compute this job here with scratch of its own.
+  if (busy_.exchange(true, std::memory_order_acquire)) {
+    Arena local;
+    for (int64_t b = 0; b < n_blocks; ++b) fn(ctx, b, local);
+    return;
+  }
   const uint32_t gen = generation_.load() + 1;
   n_blocks_.store(n_blocks, std::memory_order_relaxed);
   fn_ = fn;
@@ -106,19 +106,9 @@ void ThreadPool::run_impl(int64_t n_blocks, BlockFn fn, void* ctx) {
     std::lock_guard<std::mutex> lock(sleep_mutex_);
     wake_.notify_all();
   }
-  drain(gen);
+  drain(gen, arenas_[0]);
   while (done_.load(std::memory_order_acquire) < n_blocks) _mm_pause();
-}
-
-ThreadPool& ThreadPool::global() {
-  std::lock_guard<std::mutex> lock(g_pool_mutex);
-  if (!g_pool) g_pool = std::make_unique<ThreadPool>(default_threads());
-  return *g_pool;
-}
-
-void ThreadPool::set_global_threads(int threads) {
-  std::lock_guard<std::mutex> lock(g_pool_mutex);
-  g_pool = std::make_unique<ThreadPool>(threads >= 1 ? threads : default_threads());
+  busy_.store(false, std::memory_order_release);
 }
 
 }  // namespace wick::kernels

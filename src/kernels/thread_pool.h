@@ -6,24 +6,54 @@
 // its result: every kernel writes each output from one thread with a fixed summation order, so
 // results are bit-identical for any thread count.
 //
+// Each thread of the pool has an Arena (growable scratch memory), handed to the blocks it runs,
+// so kernels need no thread-local or global buffers and a steady-state pass allocates nothing.
+//
 // Idle workers spin briefly (decode issues hundreds of small jobs per token) and then sleep on a
 // condition variable, so an idle process uses no CPU.
 //
-// Thread-safety: run() may be called from any number of threads. One caller at a time has the
-// workers; a caller that finds them busy runs its blocks itself (same results, see above), so
-// concurrent forward() calls on one Model are correct. Nested run() calls from inside a job
-// execute inline on the calling thread.
+// Thread-safety: one caller at a time (a Runtime lease, wick/runtime.h, serialises the passes that
+// share a pool). A run() that finds the pool busy - a nested call from inside a block, or a second
+// caller - runs its blocks inline on the calling thread with a temporary arena: same results, but
+// it allocates.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <type_traits>
 #include <vector>
 
 namespace wick::kernels {
+
+// Scratch memory of one thread: numbered buffers that grow to the largest size asked for and are
+// never shrunk. Contents are unspecified on each get(). Blocks use slots kBlock0 / kBlock1; a
+// pool's caller keeps what it prepares for its blocks in kCaller0 / kCaller1 of caller_arena()
+// (the caller's thread runs blocks too, with the same arena).
+class Arena {
+ public:
+  static constexpr int kBuffers = 4;
+  static constexpr int kBlock0 = 0, kBlock1 = 1, kCaller0 = 2, kCaller1 = 3;
+  // n elements of T (trivially copyable), 64-byte aligned, in buffer `slot` (0..kBuffers-1).
+  template <class T>
+  T* get(size_t n, int slot = 0) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    return static_cast<T*>(bytes(n * sizeof(T), slot));
+  }
+
+ private:
+  void* bytes(size_t n, int slot);
+  struct Buffer {
+    std::unique_ptr<std::byte[]> raw;
+    std::byte* aligned = nullptr;
+    size_t capacity = 0;
+  };
+  Buffer buffers_[kBuffers];
+};
 
 class ThreadPool {
  public:
@@ -35,30 +65,36 @@ class ThreadPool {
 
   int threads() const { return static_cast<int>(workers_.size()) + 1; }
 
-  // Calls fn(block) once for every block in [0, n_blocks), spread over the threads; returns when
-  // all have finished. Exceptions must not escape fn.
+  // Calls fn(block, arena) - or fn(block) - once for every block in [0, n_blocks), spread over the
+  // threads; `arena` belongs to the thread running the block. Returns when all have finished.
+  // Exceptions must not escape fn.
   template <typename Fn>
   void run(int64_t n_blocks, Fn&& fn) {
     using F = std::remove_reference_t<Fn>;
-    run_impl(n_blocks, [](void* ctx, int64_t b) { (*static_cast<F*>(ctx))(b); },
+    run_impl(n_blocks,
+             [](void* ctx, int64_t b, Arena& a) {
+               if constexpr (std::is_invocable_v<F&, int64_t, Arena&>)
+                 (*static_cast<F*>(ctx))(b, a);
+               else
+                 (*static_cast<F*>(ctx))(b);
+             },
              const_cast<void*>(static_cast<const void*>(&fn)));
   }
 
-  // The pool the kernels use: WICK_THREADS threads if set (>= 1), else one per available core.
-  static ThreadPool& global();
-  // Replaces the global pool with one of `threads` threads (<= 0: the default above). Must not be
-  // called while any kernel runs.
-  static void set_global_threads(int threads);
+  // The calling thread's arena (scratch the caller uses before or after a run()). Only for the
+  // pool's current caller.
+  Arena& caller_arena() { return arenas_[0]; }
 
  private:
-  using BlockFn = void (*)(void* ctx, int64_t block);
+  using BlockFn = void (*)(void* ctx, int64_t block, Arena& arena);
   void run_impl(int64_t n_blocks, BlockFn fn, void* ctx);
-  void worker_loop();
-  // Claims and runs blocks of generation `gen` until none is left.
-  void drain(uint32_t gen);
+  void worker_loop(int index);
+  // Claims and runs blocks of generation `gen` until none is left, with `arena`.
+  void drain(uint32_t gen, Arena& arena);
 
+  std::vector<Arena> arenas_;  // [0] the caller, [i] worker i
   std::vector<std::thread> workers_;
-  std::mutex run_mutex_;  // held by the caller that owns the workers for one job
+  std::atomic<bool> busy_{false};  // a caller owns the workers
   // (generation << 32) | next block: a claim succeeds only for the generation it was read in.
   std::atomic<uint64_t> ticket_{0};
   std::atomic<uint32_t> generation_{0};  // bumped to publish a job
@@ -72,14 +108,19 @@ class ThreadPool {
   void* ctx_ = nullptr;
 };
 
-// ThreadPool::global().run(n_blocks, fn), or inline when n_blocks <= 1.
+// pool.run(n_blocks, fn), or inline on the caller (with the caller's arena) when n_blocks <= 1.
 template <typename Fn>
-void parallel_for(int64_t n_blocks, Fn&& fn) {
+void parallel_for(ThreadPool& pool, int64_t n_blocks, Fn&& fn) {
   if (n_blocks <= 1) {
-    for (int64_t b = 0; b < n_blocks; ++b) fn(b);
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      if constexpr (std::is_invocable_v<Fn&, int64_t, Arena&>)
+        fn(b, pool.caller_arena());
+      else
+        fn(b);
+    }
     return;
   }
-  ThreadPool::global().run(n_blocks, std::forward<Fn>(fn));
+  pool.run(n_blocks, std::forward<Fn>(fn));
 }
 
 }  // namespace wick::kernels

@@ -60,7 +60,8 @@ void wkv7_token(int H, int N, float* S, const float* r, const float* w, const fl
 }
 
 void wkv7_sequence(int64_t T, int H, int N, float* S, const float* r, const float* w,
-                   const float* k, const float* v, const float* kk, const float* a, float* y) {
+                   const float* k, const float* v, const float* kk, const float* a, float* y,
+                   ThreadPool& pool) {
   const int64_t C = static_cast<int64_t>(H) * N;
   const Wkv7HeadFn head = head_kernel(N);
   auto one_head = [&](int64_t h) {
@@ -72,7 +73,7 @@ void wkv7_sequence(int64_t T, int H, int N, float* S, const float* r, const floa
   };
   // Heads are independent: in parallel once there is enough work to pay for waking a thread.
   if (T * C * N >= (int64_t{1} << 18)) {
-    parallel_for(H, one_head);
+    parallel_for(pool, H, one_head);
   } else {
     for (int h = 0; h < H; ++h) one_head(h);
   }

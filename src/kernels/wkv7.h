@@ -20,9 +20,12 @@ namespace wick::kernels {
 void wkv7_token(int H, int N, float* S, const float* r, const float* w, const float* k,
                 const float* v, const float* kk, const float* a, float* y);
 
-// T tokens; each input is [T, H*N] row-major, y is [T, H*N]. Heads run in parallel (kernels/thread_pool.h).
+class ThreadPool;
+// T tokens; each input is [T, H*N] row-major, y is [T, H*N]. Heads run in parallel on `pool`
+// (kernels/thread_pool.h) once there is enough work.
 void wkv7_sequence(int64_t T, int H, int N, float* S, const float* r, const float* w,
-                   const float* k, const float* v, const float* kk, const float* a, float* y);
+                   const float* k, const float* v, const float* kk, const float* a, float* y,
+                   ThreadPool& pool);
 
 // One head (S [N, N], vectors of length N), one token: the kernel `isa` uses for head size N -
 // AVX-512 for N % 16 == 0, AVX2 for N % 8 == 0 and N <= 256, else the scalar loop. The passes

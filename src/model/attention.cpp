@@ -16,20 +16,20 @@ namespace {
 // Softmax attention of one head: out[n] = Σ_j softmax_j(q·k_j / 8) v_j[n] over the key ranges,
 // in position order. `k`, `v` point at the head's first channel of cache row 0; rows are C apart.
 void attend_head(const float* q, const float* k, const float* v, int64_t C,
-                 const std::vector<KeyRange>& ranges, std::vector<float>& scores, float* out) {
+                 const std::vector<KeyRange>& ranges, kernels::Arena& arena, float* out) {
   const kernels::AttentionKernels& ak = kernels::attention_kernels();
   constexpr int N = kAttentionHeadSize;
   static_assert(N == kernels::kAttentionHead);
   const float scale = 1.f / std::sqrt(static_cast<float>(N));
   int64_t n_keys = 0;
   for (const KeyRange& r : ranges) n_keys += r.end - r.begin;
-  scores.resize(static_cast<size_t>(n_keys));
+  float* scores = arena.get<float>(static_cast<size_t>(n_keys), kernels::Arena::kBlock0);
   int64_t i = 0;
   for (const KeyRange& r : ranges) {
-    ak.scores(q, k, static_cast<size_t>(C), r.begin, r.end, scale, scores.data() + i);
+    ak.scores(q, k, static_cast<size_t>(C), r.begin, r.end, scale, scores + i);
     i += r.end - r.begin;
   }
-  const float max_score = *std::max_element(scores.begin(), scores.end());
+  const float max_score = *std::max_element(scores, scores + n_keys);
   float sum = 0.f;
   for (int64_t s = 0; s < n_keys; ++s) {
     scores[s] = std::exp(scores[s] - max_score);
@@ -38,7 +38,7 @@ void attend_head(const float* q, const float* k, const float* v, int64_t C,
   float acc[N] = {};
   i = 0;
   for (const KeyRange& r : ranges) {
-    ak.accumulate(scores.data() + i, v, static_cast<size_t>(C), r.begin, r.end, acc);
+    ak.accumulate(scores + i, v, static_cast<size_t>(C), r.begin, r.end, acc);
     i += r.end - r.begin;
   }
   const float inv = 1.f / sum;
@@ -113,7 +113,7 @@ void update_block_means(State& state, int j, int64_t B) {
 }
 
 void attend_rows(State& state, int j, const AttentionOptions& options, const float* q, int64_t T,
-                 int64_t pos0, int64_t C, float* y) {
+                 int64_t pos0, int64_t C, float* y, kernels::ThreadPool& pool) {
   const int H = static_cast<int>(C / kAttentionHeadSize);
   if (options.mode == AttentionMode::kMoba) update_block_means(state, j, options.moba_block);
   const float* means = state.kv_block_means(j).data();
@@ -137,13 +137,12 @@ void attend_rows(State& state, int j, const AttentionOptions& options, const flo
   }
   std::exception_ptr failure;
   std::mutex failure_mutex;
-  kernels::ThreadPool::global().run(T * H, [&](int64_t job) {
+  pool.run(T * H, [&](int64_t job, kernels::Arena& arena) {
     const int64_t t = job / H;
     const int h = static_cast<int>(job % H);
     try {
-      thread_local std::vector<float> scores;
       attend_head(q + t * C + h * kAttentionHeadSize, k + h * kAttentionHeadSize,
-                  v + h * kAttentionHeadSize, C, per_head ? head_ranges[job] : ranges[t], scores,
+                  v + h * kAttentionHeadSize, C, per_head ? head_ranges[job] : ranges[t], arena,
                   y + t * C + h * kAttentionHeadSize);
     } catch (...) {
       std::lock_guard<std::mutex> lock(failure_mutex);

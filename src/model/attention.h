@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/thread_pool.h"
 #include "wick/model.h"
 #include "wick/state.h"
 
@@ -38,6 +39,6 @@ void update_block_means(State& state, int j, int64_t B);
 // y[t] = attention of query row t (position pos0 + t) over attention block j's cache, which
 // already holds the rows up to pos0 + T - 1. q, y: [T, C] row-major. Heads in parallel.
 void attend_rows(State& state, int j, const AttentionOptions& options, const float* q, int64_t T,
-                 int64_t pos0, int64_t C, float* y);
+                 int64_t pos0, int64_t C, float* y, kernels::ThreadPool& pool);
 
 }  // namespace wick::model

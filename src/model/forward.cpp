@@ -13,6 +13,7 @@
 #include "kernels/wkv7.h"
 #include "model/attention.h"
 #include "model/model_impl.h"
+#include "runtime/runtime_impl.h"
 #include "wick/errors.h"
 
 namespace wick {
@@ -39,34 +40,46 @@ struct Segment {
   int64_t pos0 = 0;  // RWKV-X: KV-cache rows before this call (position of the first row)
 };
 
-// Scratch buffers for one pass, sized for T rows, and the pass's precision.
-struct Workspace {
-  explicit Workspace(const Geometry& g, int64_t T, Precision p) : precision(p) {
+// Activation buffers of a pass, kept in the Runtime between passes (RuntimeLease::workspace) and
+// grown to the largest pass seen, never shrunk: a steady-state decode step allocates nothing.
+// Every buffer is written before it is read within a pass, so what a previous pass left in it
+// never matters.
+struct Workspace final : PassWorkspace {
+  // Sizes every buffer for T rows of geometry g (growing only).
+  void prepare(const Geometry& g, int64_t T, Precision p, kernels::ThreadPool& thread_pool) {
+    precision = p;
+    pool = &thread_pool;
     const int64_t C = g.n_embd;
     const int64_t D = std::max({g.lora_w, g.lora_a, g.lora_v, g.lora_g, 1});
-    auto mk = [&](std::vector<float>& v, int64_t cols) { v.assign(static_cast<size_t>(T * cols), 0.f); };
+    auto mk = [&](std::vector<float>& v, int64_t cols) {
+      const size_t n = static_cast<size_t>(T * cols);
+      if (v.size() < n) v.resize(n);
+    };
     for (auto* v : {&x, &xa, &xr, &xw, &xk, &xv, &xaa, &xg, &r, &k, &v, &w, &a, &g_, &kk, &y, &tmpc,
-                    &v_first, &xb})
+                    &v_first, &xb, &normed})
       mk(*v, C);
     mk(lora, D);
     mk(ffn_h, std::max(g.ffn_dim, g.attn_ffn_dim));
   }
   std::vector<float> x, xa, xr, xw, xk, xv, xaa, xg, r, k, v, w, a, g_, kk, y, tmpc, v_first, xb;
-  std::vector<float> lora, ffn_h;
-  Precision precision;
+  std::vector<float> lora, ffn_h, normed;
+  std::vector<Segment> segs;
+  std::vector<int64_t> rows;
+  Precision precision = Precision::kFp32;
+  kernels::ThreadPool* pool = nullptr;  // the lease's pool, for this pass
   std::vector<float> rounded;  // kBf16: a large product's input rows rounded to bf16
 };
 
 // fn(t) for every row t < T: rows are independent, so blocks of rows run on the kernel threads
 // (the results do not depend on which thread computes a row). Short passes stay on the caller.
 template <typename Fn>
-void for_each_row(int64_t T, Fn&& fn) {
+void for_each_row(kernels::ThreadPool& pool, int64_t T, Fn&& fn) {
   constexpr int64_t kRowsPerBlock = 16;
   if (T < 2 * kRowsPerBlock) {
     for (int64_t t = 0; t < T; ++t) fn(t);
     return;
   }
-  kernels::parallel_for((T + kRowsPerBlock - 1) / kRowsPerBlock, [&](int64_t b) {
+  kernels::parallel_for(pool, (T + kRowsPerBlock - 1) / kRowsPerBlock, [&](int64_t b) {
     for (int64_t t = b * kRowsPerBlock; t < std::min(T, (b + 1) * kRowsPerBlock); ++t) fn(t);
   });
 }
@@ -75,11 +88,11 @@ void for_each_row(int64_t T, Fn&& fn) {
 // With Precision::kBf16 the input rows are first rounded to bf16 (wick/model.h); the LoRA
 // branches call Linear::apply directly and stay fp32.
 void project(const model::Linear& L, const float* x, int64_t T, float* y, Workspace& ws) {
-  if (ws.precision == Precision::kFp32) return L.apply(x, T, y);
+  if (ws.precision == Precision::kFp32) return L.apply(x, T, y, *ws.pool);
   const size_t n = static_cast<size_t>(T * L.in_features());
   if (ws.rounded.size() < n) ws.rounded.resize(n);
   kernels::round_to_bf16(x, ws.rounded.data(), n);
-  L.apply(ws.rounded.data(), T, y);
+  L.apply(ws.rounded.data(), T, y, *ws.pool);
 }
 
 void trace_out(const ActivationTrace* trace, const char* name, int layer, const float* data,
@@ -135,21 +148,22 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
   project(*L.value, ws.xv.data(), T, v, ws);
 
   // Decay: w = exp(-e^(-1/2) * sigmoid(w0 + tanh(xw @ w1) @ w2)).
-  L.w1->apply(ws.xw.data(), T, lora);
+  kernels::ThreadPool& pool = *ws.pool;
+  L.w1->apply(ws.xw.data(), T, lora, pool);
   for (int64_t i = 0; i < T * L.w1->out_features(); ++i) lora[i] = std::tanh(lora[i]);
-  L.w2->apply(lora, T, w);
+  L.w2->apply(lora, T, w, pool);
   // In-context learning rate: a = sigmoid(a0 + (xa @ a1) @ a2).
-  L.a1->apply(ws.xaa.data(), T, lora);
-  L.a2->apply(lora, T, a);
+  L.a1->apply(ws.xaa.data(), T, lora, pool);
+  L.a2->apply(lora, T, a, pool);
   // Output gate: g = sigmoid(xg @ g1) @ g2.
-  L.g1->apply(ws.xg.data(), T, lora);
+  L.g1->apply(ws.xg.data(), T, lora, pool);
   for (int64_t i = 0; i < T * L.g1->out_features(); ++i) lora[i] = sigmoid(lora[i]);
-  L.g2->apply(lora, T, gate);
+  L.g2->apply(lora, T, gate, pool);
 
   const bool tracing = trace && *trace;
   std::vector<float> logdecay;
   if (tracing) logdecay.resize(static_cast<size_t>(T * C));
-  for_each_row(T, [&](int64_t t) {
+  for_each_row(pool, T, [&](int64_t t) {
     float* wt = w + t * C;
     float* at = a + t * C;
     float* kt = k + t * C;
@@ -179,8 +193,8 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
     std::memcpy(ws.v_first.data(), v, T * C * sizeof(float));
     trace_out(trace, "v_first", layer, v, T, C);
   } else {
-    L.v1->apply(ws.xv.data(), T, lora);
-    L.v2->apply(lora, T, tmp);
+    L.v1->apply(ws.xv.data(), T, lora, pool);
+    L.v2->apply(lora, T, tmp, pool);
     for (int64_t i = 0; i < T * C; ++i) {
       const float mix = sigmoid(L.v0[i % C] + tmp[i]);
       v[i] = v[i] + (ws.v_first[i] - v[i]) * mix;
@@ -191,7 +205,7 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
   for (const Segment& s : segs) {
     const int64_t o = s.row0 * C;
     kernels::wkv7_sequence(s.T, H, N, s.state->wkv(layer), r + o, w + o, k + o, v + o, kk + o,
-                           a + o, y + o);
+                           a + o, y + o, pool);
   }
 
   if (tracing) {
@@ -210,7 +224,7 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
   }
 
   // GroupNorm per head, bonus term sum(r * k * r_k) * v per head, output gate, W_o.
-  for_each_row(T, [&](int64_t t) {
+  for_each_row(pool, T, [&](int64_t t) {
     float* yt = y + t * C;
     kernels::group_norm(yt, L.ln_x_w.data(), L.ln_x_b.data(), yt, H, N, kGroupNormEps);
     const float* rt = r + t * C;
@@ -292,7 +306,7 @@ void attention_block(const AttentionBlockWeights& A, const Geometry& g, int j, i
     const size_t o = static_cast<size_t>(s.row0 * C), n = static_cast<size_t>(s.T * C);
     std::memcpy(s.state->k_cache(j) + s.pos0 * C, k + o, n * sizeof(float));
     std::memcpy(s.state->v_cache(j) + s.pos0 * C, v + o, n * sizeof(float));
-    model::attend_rows(*s.state, j, options, q + o, s.T, s.pos0, C, y + o);
+    model::attend_rows(*s.state, j, options, q + o, s.T, s.pos0, C, y + o, *ws.pool);
   }
   trace_out(trace, "attn.q", j, q, T, C);
   trace_out(trace, "attn.y", j, y, T, C);
@@ -364,13 +378,29 @@ void check_kv_room(const Geometry& g, const AttentionOptions& options, const Sta
 enum class Rows { kLastOfEach, kAll, kNone };
 enum class Output { kLogits, kHidden };
 
+// Where the output goes: a vector the pass sizes, or a caller's buffer of the exact size.
+struct Dest {
+  std::vector<float>* vec = nullptr;
+  std::span<float> span;
+  float* get(size_t n) const {
+    if (vec) {
+      vec->resize(n);
+      return vec->data();
+    }
+    if (span.size() != n)
+      throw InputError("the output buffer holds " + std::to_string(span.size()) +
+                       " floats but this pass writes " + std::to_string(n) +
+                       " (rows x vocabulary or width); pass a buffer of exactly that size");
+    return span.data();
+  }
+};
+
 // The pass over all sequences at once. Every input is validated before any state changes, so a
 // throw leaves every state as it was.
-std::vector<float> run(const Model::Impl& m, const AttentionOptions& attention,
-                       Precision precision,
-                       std::span<const std::span<const int32_t>> seqs,
-                       std::span<State* const> states, Rows out_rows, Output output,
-                       const ActivationTrace* trace) {
+void run(const Model::Impl& m, const Runtime& runtime, const AttentionOptions& attention,
+         Precision precision, std::span<const std::span<const int32_t>> seqs,
+         std::span<State* const> states, Rows out_rows, Output output,
+         const ActivationTrace* trace, const Dest& dest) {
   const Geometry& g = m.geometry;
   if (output == Output::kLogits && out_rows != Rows::kNone && !m.weights.head) {
     throw InputError("this checkpoint (" + m.info.source +
@@ -381,22 +411,47 @@ std::vector<float> run(const Model::Impl& m, const AttentionOptions& attention,
     throw InputError(std::to_string(seqs.size()) + " sequences but " +
                      std::to_string(states.size()) + " states: expected one state per sequence");
   if (seqs.empty()) throw InputError("no sequences given: expected at least one");
-  std::vector<Segment> segs(seqs.size());
+  RuntimeLease lease(runtime);
+  Workspace& ws = lease.workspace<Workspace>();
+  std::vector<Segment>& segs = ws.segs;
+  segs.resize(seqs.size());
   int64_t total = 0;
   for (size_t b = 0; b < seqs.size(); ++b) {
-    const std::string where = seqs.size() > 1 ? " (sequence " + std::to_string(b) + ")" : "";
-    check_tokens(g, seqs[b], where);
-    check_state(g, states[b], where);
+    // Messages are built only on the error path (no allocation in a steady-state pass).
+    auto where = [&] { return seqs.size() > 1 ? " (sequence " + std::to_string(b) + ")" : std::string(); };
+    if (seqs[b].empty() || states[b] == nullptr) {
+      check_tokens(g, seqs[b], where());
+      check_state(g, states[b], where());
+    }
+    for (int32_t t : seqs[b])
+      if (t < 0 || t >= g.vocab) check_tokens(g, seqs[b], where());
+    const State* st = states[b];
+    if (st->n_layer() != g.n_layer || st->n_embd() != g.n_embd || st->n_head() != g.n_head ||
+        st->head_size() != g.head_size || st->n_attn() != g.n_attn)
+      check_state(g, st, where());
     for (size_t e = 0; e < b; ++e)
       if (states[e] == states[b])
         throw InputError("sequences " + std::to_string(e) + " and " + std::to_string(b) +
                          " share one State object: each sequence needs its own state");
-    check_kv_room(g, attention, *states[b], static_cast<int64_t>(seqs[b].size()), where);
+    if (g.n_attn > 0) check_kv_room(g, attention, *states[b], static_cast<int64_t>(seqs[b].size()), where());
     segs[b] = Segment{total, static_cast<int64_t>(seqs[b].size()), states[b], states[b]->kv_length()};
     total += segs[b].T;
   }
   const int64_t C = g.n_embd;
-  Workspace ws(g, total, precision);
+  // Rows whose output is returned, and the output buffer (its size is checked before any state
+  // changes).
+  std::vector<int64_t>& rows = ws.rows;
+  rows.clear();
+  if (out_rows == Rows::kAll) {
+    for (int64_t t = 0; t < total; ++t) rows.push_back(t);
+  } else if (out_rows == Rows::kLastOfEach) {
+    for (const Segment& s : segs) rows.push_back(s.row0 + s.T - 1);
+  }
+  const int64_t n = static_cast<int64_t>(rows.size());
+  float* out = out_rows == Rows::kNone
+                   ? nullptr
+                   : dest.get(static_cast<size_t>(n * (output == Output::kHidden ? C : g.vocab)));
+  ws.prepare(g, total, precision, lease.pool());
   // RWKV-X: every attention block appends one K and V row per token (filled block by block). Room
   // is reserved for every state first, so the resize cannot fail half-way.
   if (g.n_attn > 0) {
@@ -406,35 +461,31 @@ std::vector<float> run(const Model::Impl& m, const AttentionOptions& attention,
   for (size_t b = 0; b < segs.size(); ++b)
     embed(m.weights, g, seqs[b].data(), segs[b].T, ws.x.data() + segs[b].row0 * C);
   trace_out(trace, "emb_ln0", -1, ws.x.data(), total, C);
+  const std::span<const Segment> seg_span(segs.data(), segs.size());
   for (const model::BlockRef& blk : m.weights.order) {
     const int i = blk.index;
     if (blk.attention) {
-      attention_block(m.weights.attention[i], g, i, total, segs, ws, attention, trace);
+      attention_block(m.weights.attention[i], g, i, total, seg_span, ws, attention, trace);
       trace_out(trace, "attn_block_out", i, ws.x.data(), total, C);
       continue;
     }
-    time_mix(m.weights.layers[i], g, i, total, segs, ws, trace);
-    channel_mix(m.weights.layers[i], g, i, total, segs, ws, trace);
+    time_mix(m.weights.layers[i], g, i, total, seg_span, ws, trace);
+    channel_mix(m.weights.layers[i], g, i, total, seg_span, ws, trace);
     trace_out(trace, "block_out", i, ws.x.data(), total, C);
   }
   // Final LayerNorm and head only for the rows that are returned.
-  if (out_rows == Rows::kNone) return {};
-  std::vector<int64_t> rows;
-  if (out_rows == Rows::kAll) {
-    for (int64_t t = 0; t < total; ++t) rows.push_back(t);
-  } else {
-    for (const Segment& s : segs) rows.push_back(s.row0 + s.T - 1);
-  }
-  const int64_t n = static_cast<int64_t>(rows.size());
-  std::vector<float> normed(static_cast<size_t>(n * C));
+  if (out_rows == Rows::kNone) return;
+  float* normed = output == Output::kHidden ? out : ws.normed.data();
   for (int64_t i = 0; i < n; ++i)
     layer_norm_rows(ws.x.data() + rows[i] * C, m.weights.ln_out_w, m.weights.ln_out_b,
-                    normed.data() + i * C, 1, C);
-  if (output == Output::kHidden) return normed;
-  trace_out(trace, "in.head", -1, normed.data(), n, C);
-  std::vector<float> logits(static_cast<size_t>(n * g.vocab));
-  project(*m.weights.head, normed.data(), n, logits.data(), ws);
-  return logits;
+                    normed + i * C, 1, C);
+  if (output == Output::kHidden) return;
+  trace_out(trace, "in.head", -1, normed, n, C);
+  project(*m.weights.head, normed, n, out, ws);
+}
+
+std::span<const std::span<const int32_t>> one(const std::span<const int32_t>& tokens) {
+  return std::span<const std::span<const int32_t>>(&tokens, 1);
 }
 
 }  // namespace
@@ -442,28 +493,58 @@ std::vector<float> run(const Model::Impl& m, const AttentionOptions& attention,
 std::vector<float> Model::forward(std::span<const int32_t> tokens, State& state,
                                   bool all_positions, const ActivationTrace* trace) const {
   State* st = &state;
-  return run(*impl_, attention_, precision_, std::span<const std::span<const int32_t>>(&tokens, 1),
-             std::span<State* const>(&st, 1),
-             all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kLogits, trace);
+  std::vector<float> out;
+  run(*impl_, *runtime_, attention_, precision_, one(tokens), std::span<State* const>(&st, 1),
+      all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kLogits, trace, Dest{&out, {}});
+  return out;
+}
+
+void Model::forward(std::span<const int32_t> tokens, State& state, std::span<float> logits,
+                    bool all_positions) const {
+  State* st = &state;
+  run(*impl_, *runtime_, attention_, precision_, one(tokens), std::span<State* const>(&st, 1),
+      all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kLogits, nullptr,
+      Dest{nullptr, logits});
 }
 
 std::vector<float> Model::step(int32_t token, State& state) const {
   return forward(std::span<const int32_t>(&token, 1), state);
 }
 
+void Model::step(int32_t token, State& state, std::span<float> logits) const {
+  forward(std::span<const int32_t>(&token, 1), state, logits);
+}
+
 std::vector<float> Model::forward_batch(std::span<const std::span<const int32_t>> sequences,
                                         std::span<State* const> states) const {
-  return run(*impl_, attention_, precision_, sequences, states, Rows::kLastOfEach,
-             Output::kLogits, nullptr);
+  std::vector<float> out;
+  run(*impl_, *runtime_, attention_, precision_, sequences, states, Rows::kLastOfEach,
+      Output::kLogits, nullptr, Dest{&out, {}});
+  return out;
+}
+
+void Model::forward_batch(std::span<const std::span<const int32_t>> sequences,
+                          std::span<State* const> states, std::span<float> logits,
+                          bool all_positions) const {
+  run(*impl_, *runtime_, attention_, precision_, sequences, states,
+      all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kLogits, nullptr,
+      Dest{nullptr, logits});
 }
 
 std::vector<float> Model::step_batch(std::span<const int32_t> tokens,
                                      std::span<State* const> states) const {
+  std::vector<float> out(tokens.size() * static_cast<size_t>(impl_->geometry.vocab));
+  step_batch(tokens, states, out);
+  return out;
+}
+
+void Model::step_batch(std::span<const int32_t> tokens, std::span<State* const> states,
+                       std::span<float> logits) const {
   std::vector<std::span<const int32_t>> seqs;
   seqs.reserve(tokens.size());
   for (const int32_t& t : tokens) seqs.emplace_back(&t, 1);
-  return run(*impl_, attention_, precision_, seqs, states, Rows::kLastOfEach, Output::kLogits,
-             nullptr);
+  run(*impl_, *runtime_, attention_, precision_, seqs, states, Rows::kLastOfEach, Output::kLogits,
+      nullptr, Dest{nullptr, logits});
 }
 
 bool Model::has_lm_head() const { return impl_->weights.head != nullptr; }
@@ -471,21 +552,24 @@ bool Model::has_lm_head() const { return impl_->weights.head != nullptr; }
 std::vector<float> Model::hidden(std::span<const int32_t> tokens, State& state,
                                  bool all_positions) const {
   State* st = &state;
-  return run(*impl_, attention_, precision_, std::span<const std::span<const int32_t>>(&tokens, 1),
-             std::span<State* const>(&st, 1), all_positions ? Rows::kAll : Rows::kLastOfEach,
-             Output::kHidden, nullptr);
+  std::vector<float> out;
+  run(*impl_, *runtime_, attention_, precision_, one(tokens), std::span<State* const>(&st, 1),
+      all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kHidden, nullptr, Dest{&out, {}});
+  return out;
 }
 
 std::vector<float> Model::hidden_batch(std::span<const std::span<const int32_t>> sequences,
                                        std::span<State* const> states, bool all_positions) const {
-  return run(*impl_, attention_, precision_, sequences, states,
-             all_positions ? Rows::kAll : Rows::kLastOfEach,
-             Output::kHidden, nullptr);
+  std::vector<float> out;
+  run(*impl_, *runtime_, attention_, precision_, sequences, states,
+      all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kHidden, nullptr, Dest{&out, {}});
+  return out;
 }
 
 void Model::absorb_batch(std::span<const std::span<const int32_t>> sequences,
                          std::span<State* const> states) const {
-  run(*impl_, attention_, precision_, sequences, states, Rows::kNone, Output::kHidden, nullptr);
+  run(*impl_, *runtime_, attention_, precision_, sequences, states, Rows::kNone, Output::kHidden,
+      nullptr, Dest{});
 }
 
 }  // namespace wick

@@ -35,7 +35,8 @@ std::vector<Int8Target> int8_targets(ModelWeights& w) {
   return out;
 }
 
-Int8Conversion quantize_weights_int8(ModelWeights& w, const std::string& source) {
+Int8Conversion quantize_weights_int8(ModelWeights& w, const std::string& source,
+                                     kernels::ThreadPool& pool) {
   const std::vector<Int8Target> targets = int8_targets(w);
   // The embedding table's bytes, to recognise a head tied to it (it borrows the same bytes).
   const void* emb_data = nullptr;
@@ -62,7 +63,7 @@ Int8Conversion quantize_weights_int8(ModelWeights& w, const std::string& source)
                                         " for which the int32 sum is exact; load it without "
                                         "--quantize int8");
     }
-    kernels::Int8Weights q = kernels::quantize_matrix_int8(m);
+    kernels::Int8Weights q = kernels::quantize_matrix_int8(m, pool);
     if (q.first_nonfinite_row >= 0) {
       throw CheckpointError(source, "cannot quantise '" + t.name + "' to int8: row " +
                                         std::to_string(q.first_nonfinite_row) +
@@ -83,7 +84,7 @@ Int8Conversion quantize_weights_int8(ModelWeights& w, const std::string& source)
   return c;
 }
 
-void quantize_model_int8(Model::Impl& impl) {
+void quantize_model_int8(Model::Impl& impl, kernels::ThreadPool& pool) {
   ModelInfo& info = impl.info;
   if (!info.packed_parameters.empty() || info.container.rfind("rwkvq", 0) == 0) {
     throw CheckpointError(info.source,
@@ -92,7 +93,7 @@ void quantize_model_int8(Model::Impl& impl) {
                               "load. Load this file without --quantize int8, or quantise the "
                               "dense checkpoint it was made from");
   }
-  const Int8Conversion c = quantize_weights_int8(impl.weights, info.source);
+  const Int8Conversion c = quantize_weights_int8(impl.weights, info.source, pool);
   info.weight_bytes = info.weight_bytes - c.released_bytes + c.int8_bytes;
   info.bytes_per_token = info.bytes_per_token - c.step_bytes_before + c.int8_bytes;
   std::vector<std::pair<DType, uint64_t>> dtypes;

@@ -32,8 +32,8 @@ class Int8Linear final : public Linear {
   int64_t in_features() const override { return q_.cols; }
   // Quantises each row of X on its own (so a T-row call equals T one-row calls bit for bit), then
   // the exact integer product of kernels/int8_matmul.h.
-  void apply(const float* x, int64_t T, float* y) const override {
-    kernels::int8_matmul(view_, x, T, y);
+  void apply(const float* x, int64_t T, float* y, kernels::ThreadPool& pool) const override {
+    kernels::int8_matmul(view_, x, T, y, pool);
   }
   DType stored_dtype() const override { return DType::I8; }
   // Bytes held in memory: the codes (rows padded to kernels::kInt8ColumnAlign) + fp32 scales.
@@ -76,7 +76,8 @@ struct Int8Conversion {
 // Throws CheckpointError(source, ...) when a covered matrix is not dense (a packed .rwkvq model
 // is already quantised) or holds a non-finite weight, or its in-features exceed
 // kernels::kInt8MaxCols. Runs the row quantisation on the kernel thread pool.
-Int8Conversion quantize_weights_int8(ModelWeights& w, const std::string& source);
+Int8Conversion quantize_weights_int8(ModelWeights& w, const std::string& source,
+                                     kernels::ThreadPool& pool);
 
 // Converts a freshly built model (before it is shared) and updates its ModelInfo: weight_bytes
 // and bytes_per_token count the int8 codes and scales instead of the replaced dense bytes;
@@ -84,6 +85,7 @@ Int8Conversion quantize_weights_int8(ModelWeights& w, const std::string& source)
 // {kInt8LayoutName, parameters}; quantization = kInt8; fingerprint becomes
 // "sha256:" + SHA-256("wick-int8-per-row-v1" 0x00 <dense fingerprint>). Throws like
 // quantize_weights_int8, and CheckpointError for a model loaded from a .rwkvq file.
-void quantize_model_int8(Model::Impl& impl);
+// Rows are quantised on `pool`.
+void quantize_model_int8(Model::Impl& impl, kernels::ThreadPool& pool);
 
 }  // namespace wick::model

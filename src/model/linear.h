@@ -19,7 +19,8 @@ class Linear {
   virtual int64_t out_features() const = 0;
   virtual int64_t in_features() const = 0;
   // Y [T, out] = X [T, in] . W^T; T = 1 is the GEMV of the recurrent step. Y must not alias X.
-  virtual void apply(const float* x, int64_t T, float* y) const = 0;
+  // `pool` runs the kernel and holds its scratch (the caller's Runtime lease).
+  virtual void apply(const float* x, int64_t T, float* y, kernels::ThreadPool& pool) const = 0;
   virtual DType stored_dtype() const = 0;
   virtual uint64_t stored_bytes() const = 0;
 };
@@ -35,7 +36,9 @@ class DenseLinear final : public Linear {
 
   int64_t out_features() const override { return ref_.rows; }
   int64_t in_features() const override { return ref_.cols; }
-  void apply(const float* x, int64_t T, float* y) const override { kernels::matmul(ref_, x, T, y); }
+  void apply(const float* x, int64_t T, float* y, kernels::ThreadPool& pool) const override {
+    kernels::matmul(ref_, x, T, y, pool);
+  }
   DType stored_dtype() const override { return ref_.dtype; }
   uint64_t stored_bytes() const override {
     return static_cast<uint64_t>(ref_.rows * ref_.cols) * dtype_size(ref_.dtype);

@@ -16,6 +16,7 @@
 #include "kernels/dot.h"
 #include "model/int8_linear.h"
 #include "model/model_impl.h"
+#include "runtime/runtime_impl.h"
 #include "model/quant_linear.h"
 #include "quant/dequant.h"
 #include "wick/errors.h"
@@ -779,22 +780,32 @@ std::shared_ptr<Model::Impl> load_default_impl() {
   return impl;
 }
 
-// LoadOptions run on the built weights before they are shared.
-std::shared_ptr<Model::Impl> apply_load_options(std::shared_ptr<Model::Impl> impl,
-                                                const LoadOptions& options) {
-  if (options.quantize == WeightQuantization::kInt8) model::quantize_model_int8(*impl);
-  return impl;
+// LoadOptions run on the built weights before they are shared, on the Runtime the Model gets.
+Model with_load_options(std::shared_ptr<Model::Impl> impl, const LoadOptions& options) {
+  auto runtime = std::make_shared<Runtime>();
+  if (options.quantize == WeightQuantization::kInt8) {
+    RuntimeLease lease(*runtime);
+    model::quantize_model_int8(*impl, lease.pool());
+  }
+  return Model::from_impl(std::move(impl)).with_runtime(runtime).with_precision(options.precision);
 }
 
 }  // namespace
 
-Model Model::load(const std::string& path) { return Model(load_impl(path)); }
+Model Model::load(const std::string& path) { return from_impl(load_impl(path)); }
 Model Model::load(const std::string& path, const LoadOptions& options) {
-  return Model(apply_load_options(load_impl(path), options)).with_precision(options.precision);
+  return with_load_options(load_impl(path), options);
 }
-Model Model::load_default() { return Model(load_default_impl()); }
+Model Model::load_default() { return from_impl(load_default_impl()); }
 Model Model::load_default(const LoadOptions& options) {
-  return Model(apply_load_options(load_default_impl(), options)).with_precision(options.precision);
+  return with_load_options(load_default_impl(), options);
+}
+
+Model Model::with_runtime(std::shared_ptr<Runtime> runtime) const {
+  if (!runtime) throw InputError("Model::with_runtime: the runtime must not be null");
+  Model m = *this;
+  m.runtime_ = std::move(runtime);
+  return m;
 }
 
 Model Model::with_precision(Precision p) const {
@@ -805,10 +816,12 @@ Model Model::with_precision(Precision p) const {
 
 std::string_view precision_name(Precision p) { return p == Precision::kBf16 ? "bf16" : "fp32"; }
 
-Model::Model(std::shared_ptr<const Impl> impl)
-    : impl_(std::move(impl)), attention_(impl_->default_attention) {}
+Model::Model(std::shared_ptr<const Impl> impl, std::shared_ptr<Runtime> runtime)
+    : impl_(std::move(impl)), runtime_(std::move(runtime)), attention_(impl_->default_attention) {}
 
-Model Model::from_impl(std::shared_ptr<const Impl> impl) { return Model(std::move(impl)); }
+Model Model::from_impl(std::shared_ptr<const Impl> impl) {
+  return Model(std::move(impl), std::make_shared<Runtime>());
+}
 
 Model Model::with_attention(const AttentionOptions& o) const {
   if (o.moba_block < 1 || o.moba_topk < 1 || o.kv_max < 0) {

@@ -29,11 +29,11 @@ PackedLinear::PackedLinear(const quant::QuantTensor& t, std::shared_ptr<const vo
   }
 }
 
-void PackedLinear::apply(const float* x, int64_t T, float* y) const {
+void PackedLinear::apply(const float* x, int64_t T, float* y, kernels::ThreadPool& pool) const {
   if (layout_ == quant::Layout::kSb6) {
-    kernels::qmatmul(sb6_, x, T, y);
+    kernels::qmatmul(sb6_, x, T, y, pool);
   } else {
-    kernels::qmatmul(sym_, x, T, y);
+    kernels::qmatmul(sym_, x, T, y, pool);
   }
 }
 

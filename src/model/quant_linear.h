@@ -22,7 +22,7 @@ class PackedLinear final : public Linear {
 
   int64_t out_features() const override { return rows_; }
   int64_t in_features() const override { return cols_; }
-  void apply(const float* x, int64_t T, float* y) const override;
+  void apply(const float* x, int64_t T, float* y, kernels::ThreadPool& pool) const override;
   DType stored_dtype() const override { return DType::U8; }
   uint64_t stored_bytes() const override { return bytes_; }
   quant::Layout layout() const { return layout_; }

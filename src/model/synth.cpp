@@ -43,6 +43,8 @@
 // the four 16-bit quarters of one output (Irwin-Hall: sum of 4 uniforms, centred and scaled to
 // unit variance, tails bounded at +-3.46): integer arithmetic plus one correctly rounded multiply,
 // no libm, so the noise is identical everywhere.
+#include "kernels/thread_pool.h"
+#include "wick/runtime.h"
 #include "wick/synth.h"
 
 #include <algorithm>
@@ -147,11 +149,18 @@ void fill_chunk(const Recipe& r, uint64_t first, char* out, int64_t n) {
   }
   const float mean = r.mean, sd = r.stddev;
   const uint64_t start = r.start;
-#pragma omp parallel for schedule(static) if (n >= (int64_t{1} << 16))
-  for (int64_t j = 0; j < n; ++j) {
-    const float z = noise(start, first + static_cast<uint64_t>(j));
-    store<D>(out + j * es, mean + sd * z);
-  }
+  // Every element is a function of its index alone: any split over threads gives the same bytes.
+  constexpr int64_t kBlock = int64_t{1} << 16;
+  auto fill = [&](int64_t b) {
+    for (int64_t j = b * kBlock; j < std::min(n, (b + 1) * kBlock); ++j) {
+      const float z = noise(start, first + static_cast<uint64_t>(j));
+      store<D>(out + j * es, mean + sd * z);
+    }
+  };
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  if (blocks <= 1) return fill(0);
+  kernels::ThreadPool pool(default_thread_count());
+  pool.run(blocks, fill);
 }
 
 std::vector<Recipe> make_recipes(const SynthGeometry& sg, DType dtype, uint64_t seed) {

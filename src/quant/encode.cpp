@@ -9,6 +9,7 @@
 
 #include "kernels/fp16.h"
 #include "kernels/thread_pool.h"
+#include "wick/runtime.h"
 #include "quant/dequant.h"
 #include "wick/errors.h"
 
@@ -121,13 +122,19 @@ EncodedBuffer make_buffer(std::string field, DType dtype, std::vector<int64_t> s
   return b;
 }
 
-// Runs fn(row0, row1) over the rows in bands on the global pool (rows are independent).
+// Runs fn(row0, row1) over the rows in bands on `pool` (rows are independent); null: a pool of
+// the default size for this call.
 template <typename Fn>
-void for_row_bands(int64_t rows, int64_t cols, Fn&& fn) {
+void for_row_bands(kernels::ThreadPool* pool, int64_t rows, int64_t cols, Fn&& fn) {
+  std::unique_ptr<kernels::ThreadPool> own;
+  if (!pool) {
+    own = std::make_unique<kernels::ThreadPool>(default_thread_count());
+    pool = own.get();
+  }
   // About 64K weights per band: enough work per claim, enough bands to balance.
   const int64_t band = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(cols, 1));
   const int64_t n = (rows + band - 1) / band;
-  kernels::parallel_for(n, [&](int64_t b) {
+  kernels::parallel_for(*pool, n, [&](int64_t b) {
     fn(b * band, std::min(rows, (b + 1) * band));
   });
 }
@@ -406,7 +413,7 @@ std::vector<float> column_weights(const float* act, int64_t cols, bool needed, c
 }  // namespace
 
 EncodedTensor encode_sb6(const float* w, int64_t rows, int64_t cols, int bits, Sb6Mode mode,
-                         const float* act) {
+                         const float* act, kernels::ThreadPool* pool) {
   check_matrix(rows, cols, "sb6");
   if (bits < 4 || bits > 6) {
     throw InputError("sb6 encoder: bits must be 4, 5 or 6, got " + std::to_string(bits));
@@ -432,7 +439,7 @@ EncodedTensor encode_sb6(const float* w, int64_t rows, int64_t cols, int bits, S
   EncodedBuffer qh, qh2;
   if (bits >= 5) qh = make_buffer("gw_qh", DType::U8, {rows, cols / 8});
   if (bits == 6) qh2 = make_buffer("gw_qh2", DType::U8, {rows, cols / 8});
-  for_row_bands(rows, cols, [&](int64_t r0, int64_t r1) {
+  for_row_bands(pool, rows, cols, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       sb6_row(w + r * cols, ep, cols, bits, mode, packed.bytes.data() + r * (cols / 2),
               bits >= 5 ? qh.bytes.data() + r * (cols / 8) : nullptr,
@@ -451,7 +458,7 @@ EncodedTensor encode_sb6(const float* w, int64_t rows, int64_t cols, int bits, S
 }
 
 EncodedTensor encode_sym(const float* w, int64_t rows, int64_t cols, int bits, SymMode mode,
-                         const float* act) {
+                         const float* act, kernels::ThreadPool* pool) {
   check_matrix(rows, cols, "sym");
   if (bits != 6 && bits != 8) {
     throw InputError("sym encoder: bits must be 6 or 8, got " + std::to_string(bits));
@@ -481,7 +488,7 @@ EncodedTensor encode_sym(const float* w, int64_t rows, int64_t cols, int bits, S
   const float* ep = e.empty() ? nullptr : e.data();
   EncodedBuffer d = make_buffer("gw_d", DType::F16, {rows, nsb});
   EncodedBuffer qs = make_buffer("gw_qs", DType::I8, {rows, nb});
-  for_row_bands(rows, cols, [&](int64_t r0, int64_t r1) {
+  for_row_bands(pool, rows, cols, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       sym_row(w + r * cols, ep, cols, bits, mode,
               bits == 8 ? reinterpret_cast<int8_t*>(codes.bytes.data()) + r * cols : nullptr,
@@ -505,7 +512,8 @@ EncodedTensor encode_sym(const float* w, int64_t rows, int64_t cols, int bits, S
   return t;
 }
 
-EncodedTensor encode_asym(const float* w, int64_t rows, int64_t cols, int bits, int gs) {
+EncodedTensor encode_asym(const float* w, int64_t rows, int64_t cols, int bits, int gs,
+                          kernels::ThreadPool* pool) {
   check_matrix(rows, cols, "asym");
   if (bits < 5 || bits > 8) {
     throw InputError("asym encoder: bits must be 5..8, got " + std::to_string(bits));
@@ -523,7 +531,7 @@ EncodedTensor encode_asym(const float* w, int64_t rows, int64_t cols, int bits, 
   EncodedBuffer codes = make_buffer("codes", DType::U8, {rows, cols});
   EncodedBuffer scale = make_buffer("gw_scale", DType::F32, {rows, nb});
   EncodedBuffer mins = make_buffer("gw_min", DType::F32, {rows, nb});
-  for_row_bands(rows, cols, [&](int64_t r0, int64_t r1) {
+  for_row_bands(pool, rows, cols, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* wr = w + r * cols;
       for (int64_t b = 0; b < nb; ++b) {
@@ -554,7 +562,7 @@ EncodedTensor encode_asym(const float* w, int64_t rows, int64_t cols, int bits, 
 }
 
 EncodedTensor encode_rtn(const float* w, const std::vector<int64_t>& shape, int bits,
-                         const float* act) {
+                         const float* act, kernels::ThreadPool* pool) {
   if (shape.size() < 2) {
     throw InputError("rtn encoder: expected a tensor of rank >= 2, found rank " +
                      std::to_string(shape.size()));
@@ -593,7 +601,7 @@ EncodedTensor encode_rtn(const float* w, const std::vector<int64_t>& shape, int 
     const float mean = total / static_cast<float>(cols);
     for (float& x : e) x = x / mean;
   }
-  for_row_bands(rows, cols, [&](int64_t r0, int64_t r1) {
+  for_row_bands(pool, rows, cols, [&](int64_t r0, int64_t r1) {
     std::vector<int> q(static_cast<size_t>(cols)), trial(static_cast<size_t>(cols));
     for (int64_t r = r0; r < r1; ++r) {
       const float* wr = w + r * cols;

@@ -33,6 +33,10 @@
 #include "quant/rwkvq.h"
 #include "wick/dtype.h"
 
+namespace wick::kernels {
+class ThreadPool;
+}
+
 namespace wick::quant {
 
 // One buffer of an encoded tensor: the field name of §1.4 (without the "<key>::" prefix), its
@@ -89,8 +93,10 @@ enum class SymMode {
 // Throws InputError when bits is not 4..6, cols is not a positive multiple of 256 or rows < 1.
 // The weights must be finite. `act` (kActivationWeighted only, else ignored): E[x^2] [cols];
 // InputError when it is missing or holds a negative or non-finite value.
+// `pool` (every encoder with one): rows are encoded in bands on it (results do not depend on
+// the thread count); null: a pool of default_thread_count() threads for this call.
 EncodedTensor encode_sb6(const float* w, int64_t rows, int64_t cols, int bits, Sb6Mode mode,
-                         const float* act = nullptr);
+                         const float* act = nullptr, kernels::ThreadPool* pool = nullptr);
 
 // sym (§2.3, §3.3): w is [rows, cols], bits 8 or 6, gs 16, sb 16. Buffers: bits 8 -> codes I8
 // [rows, cols]; bits 6 -> codes_packed U8 [rows, cols/2], gw_qh, gw_qh2 U8 [rows, cols/8]; both
@@ -98,13 +104,14 @@ EncodedTensor encode_sb6(const float* w, int64_t rows, int64_t cols, int bits, S
 // 8, cols is not a positive multiple of 256 or rows < 1. The weights must be finite. `act` as for
 // encode_sb6.
 EncodedTensor encode_sym(const float* w, int64_t rows, int64_t cols, int bits, SymMode mode,
-                         const float* act = nullptr);
+                         const float* act = nullptr, kernels::ThreadPool* pool = nullptr);
 
 // asym (§2.4, §3.4): w is [rows, cols], bits 5..8, block width gs (64 in the presets); the row is
 // padded on the right with zeros to a multiple of gs (the padding takes part in the last block's
 // min and max). Buffers: codes U8 [rows, cols], gw_scale F32 [rows, ceil(cols/gs)], gw_min F32
 // [rows, ceil(cols/gs)]. Throws InputError for bits outside 5..8, gs < 1, rows or cols < 1.
-EncodedTensor encode_asym(const float* w, int64_t rows, int64_t cols, int bits, int gs = 64);
+EncodedTensor encode_asym(const float* w, int64_t rows, int64_t cols, int bits, int gs = 64,
+                          kernels::ThreadPool* pool = nullptr);
 
 // Plain per-row rtn (§2.5, §3.5): w has `shape` (rank >= 2), a row is everything after the first
 // axis. bits 2..8. Buffers: bits >= 5 -> codes I8 `shape`; bits <= 4 -> codes_packed U8
@@ -117,7 +124,7 @@ EncodedTensor encode_asym(const float* w, int64_t rows, int64_t cols, int bits, 
 // <), then the least-squares scale Σ e·w·q / max(Σ e·q², 1e-12) for the chosen codes (kept only
 // when positive).
 EncodedTensor encode_rtn(const float* w, const std::vector<int64_t>& shape, int bits,
-                         const float* act = nullptr);
+                         const float* act = nullptr, kernels::ThreadPool* pool = nullptr);
 
 // Dense (§2.6): one buffer `dense` BF16 of `shape` (any rank), each value rounded to nearest even.
 EncodedTensor encode_dense_bf16(const float* w, const std::vector<int64_t>& shape);

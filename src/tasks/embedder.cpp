@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/runtime_impl.h"
 #include "io/safetensors_writer.h"
 #include "kernels/norm.h"
 #include "model/linear.h"
@@ -300,9 +301,10 @@ std::vector<float> Embedder::finish(std::span<const float> pooled_rows) const {
   if (e.fc1) {
     const int64_t hidden = e.fc1->out_features();
     std::vector<float> h(static_cast<size_t>(N * hidden)), r(static_cast<size_t>(N * C));
-    e.fc1->apply(pooled_rows.data(), N, h.data());
+    RuntimeLease lease(*e.model.runtime());
+    e.fc1->apply(pooled_rows.data(), N, h.data(), lease.pool());
     for (float& v : h) v = v > 0.f ? v : 0.f;
-    e.fc2->apply(h.data(), N, r.data());
+    e.fc2->apply(h.data(), N, r.data(), lease.pool());
     for (int64_t i = 0; i < N * C; ++i) r[i] += pooled_rows[i];
     for (int64_t i = 0; i < N; ++i)
       kernels::layer_norm(r.data() + i * C, e.norm_w.data(), e.norm_b.data(), y.data() + i * C, C,

@@ -61,8 +61,8 @@ KlResult kl_divergence(const Model& reference, const Model& model,
     const int64_t rows = static_cast<int64_t>(ids.size()) - 1;
     std::vector<double> kl(static_cast<size_t>(rows));
     std::vector<char> same_top1(static_cast<size_t>(rows));
-    std::vector<double> scratch(static_cast<size_t>(tasks::row_blocks(rows) * V));
-    tasks::for_row_blocks(rows, [&](int64_t r0, int64_t r1, int64_t block) {
+    std::vector<double> scratch(static_cast<size_t>(tasks::row_blocks(*model.runtime(), rows) * V));
+    tasks::for_row_blocks(*model.runtime(), rows, [&](int64_t r0, int64_t r1, int64_t block) {
       for (int64_t t = r0; t < r1; ++t) {
         const float* pt = p.data() + t * V;
         const float* qt = q.data() + t * V;

@@ -10,6 +10,7 @@
 #include "kernels/thread_pool.h"
 #include "tasks/logit_rows.h"
 #include "wick/errors.h"
+#include "runtime/runtime_impl.h"
 #include "wick/runtime.h"
 
 namespace wick {
@@ -50,15 +51,17 @@ std::vector<float> window_logits(const Model& model, std::span<const int32_t> wi
   return logits;
 }
 
-int64_t row_blocks(int64_t rows) {
+int64_t row_blocks(const Runtime& runtime, int64_t rows) {
   // A few blocks per thread balance the load on a shared machine; contiguous rows keep each
   // block's logits in one stretch of memory.
-  return std::max<int64_t>(1, std::min<int64_t>(rows, 4 * int64_t{threads()}));
+  return std::max<int64_t>(1, std::min<int64_t>(rows, 4 * int64_t{runtime.threads()}));
 }
 
-void for_row_blocks(int64_t rows, const std::function<void(int64_t, int64_t, int64_t)>& fn) {
-  const int64_t n = row_blocks(rows);
-  kernels::parallel_for(n, [&](int64_t b) { fn(rows * b / n, rows * (b + 1) / n, b); });
+void for_row_blocks(const Runtime& runtime, int64_t rows,
+                    const std::function<void(int64_t, int64_t, int64_t)>& fn) {
+  const int64_t n = row_blocks(runtime, rows);
+  RuntimeLease lease(runtime);
+  kernels::parallel_for(lease.pool(), n, [&](int64_t b) { fn(rows * b / n, rows * (b + 1) / n, b); });
 }
 
 }  // namespace tasks
@@ -100,7 +103,7 @@ PerplexityResult perplexity(const Model& model, std::span<const std::vector<int3
     const std::vector<float> logits = tasks::window_logits(model, ids, pass);
     const int64_t rows = static_cast<int64_t>(ids.size()) - 1;
     std::vector<double> nll(static_cast<size_t>(rows));
-    tasks::for_row_blocks(rows, [&](int64_t r0, int64_t r1, int64_t) {
+    tasks::for_row_blocks(*model.runtime(), rows, [&](int64_t r0, int64_t r1, int64_t) {
       for (int64_t t = r0; t < r1; ++t) nll[t] = tasks::nll(logits.data() + t * V, V, ids[t + 1]);
     });
     for (const double x : nll) total_nll += x;  // fixed order: independent of the thread count

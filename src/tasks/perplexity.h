@@ -24,9 +24,11 @@ std::vector<float> window_logits(const Model& model, std::span<const int32_t> wi
                                  ScoringPass pass);
 
 // Calls fn(row_begin, row_end, block) for contiguous ranges covering [0, rows), spread over the
-// kernel thread pool; block < n_blocks(rows). Every row is handled by exactly one call, so
-// results written per row do not depend on the thread count. fn must not throw.
-int64_t row_blocks(int64_t rows);
-void for_row_blocks(int64_t rows, const std::function<void(int64_t, int64_t, int64_t)>& fn);
+// threads of `runtime` (under a lease: not from inside a pass); block < row_blocks(runtime, rows).
+// Every row is handled by exactly one call, so results written per row do not depend on the
+// thread count. fn must not throw.
+int64_t row_blocks(const Runtime& runtime, int64_t rows);
+void for_row_blocks(const Runtime& runtime, int64_t rows,
+                    const std::function<void(int64_t, int64_t, int64_t)>& fn);
 
 }  // namespace wick::tasks

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/runtime_impl.h"
 #include "model/linear.h"
 #include "model/model_impl.h"
 #include "tasks/head_file.h"
@@ -463,7 +464,10 @@ std::vector<float> Reranker::head_logits(std::span<const State* const> pair_stat
   const std::vector<float> y = r.head->hidden_batch(seqs, ptrs);  // [B, C] after ln_out
   const int64_t hidden = r.fc1->out_features();
   std::vector<float> h(static_cast<size_t>(B) * hidden);
-  r.fc1->apply(y.data(), static_cast<int64_t>(B), h.data());
+  {
+    RuntimeLease lease(*r.head->runtime());
+    r.fc1->apply(y.data(), static_cast<int64_t>(B), h.data(), lease.pool());
+  }
   std::vector<float> logits(B);
   for (size_t b = 0; b < B; ++b) {
     float s = 0.f;

@@ -15,6 +15,7 @@
 #include "tokenizer/bpe_tokenizer.h"
 
 #include <algorithm>
+#include <mutex>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -177,20 +178,17 @@ class MergeMap {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Per-thread cache of recent words (direct-mapped): the BPE of a word is a pure function of the
-// tokenizer and the word's bytes, and natural text repeats words a lot. Entries belong to one
-// tokenizer, told apart by a serial number that is never reused, so a cache line left by a
-// destroyed tokenizer can never be taken for another's.
-
-std::atomic<uint64_t> g_next_serial{1};
+// A cache of recent words (direct-mapped): the BPE of a word is a pure function of the tokenizer
+// and the word's bytes, and natural text repeats words a lot. Each tokenizer keeps its own caches
+// (one per concurrent encode() call, reused across calls), so nothing is shared between
+// tokenizers or threads.
 
 struct WordCache {
   static constexpr size_t kSlots = 4096;
   static constexpr size_t kMaxBytes = 24;
   static constexpr size_t kMaxIds = 6;
   struct Entry {
-    uint64_t owner = 0;
-    uint8_t len = 0;
+    uint8_t len = 0;  // 0: empty
     uint8_t nids = 0;
     char bytes[kMaxBytes];
     int32_t ids[kMaxIds];
@@ -213,10 +211,6 @@ struct WordCache {
   }
 };
 
-WordCache& word_cache() {
-  thread_local std::unique_ptr<WordCache> cache = std::make_unique<WordCache>();
-  return *cache;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Added-token matcher: a byte trie, leftmost-longest, non-overlapping.
@@ -411,7 +405,6 @@ constexpr int64_t kMaxId = int64_t(1) << 24;
 
 struct BpeTokenizer::Impl {
   BpeOptions options;
-  uint64_t serial = g_next_serial.fetch_add(1);
   Normalizer normalizer = Normalizer::kNone;
   bool add_prefix_space = false;
   bool ignore_merges = false;
@@ -434,10 +427,15 @@ struct BpeTokenizer::Impl {
   int32_t vocab_size = 0;
 
   void bpe_word(const unsigned char* w, size_t n, std::vector<int32_t>& out) const;
-  void bpe_word_cached(const unsigned char* w, size_t n, std::vector<int32_t>& out) const;
+  void bpe_word_cached(const unsigned char* w, size_t n, std::vector<int32_t>& out,
+                       WordCache& cache) const;
   void bpe_long(const unsigned char* w, size_t n, std::vector<int32_t>& out) const;
-  void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
-  void encode_words(std::string_view piece, std::vector<int32_t>& out) const;
+  void encode_piece(std::string_view piece, std::vector<int32_t>& out, WordCache& cache) const;
+  void encode_words(std::string_view piece, std::vector<int32_t>& out, WordCache& cache) const;
+
+  // Word caches not in use by an encode() call (taken and returned under cache_mutex).
+  mutable std::mutex cache_mutex;
+  mutable std::vector<std::unique_ptr<WordCache>> spare_caches;
 };
 
 void BpeTokenizer::Impl::bpe_word(const unsigned char* w, size_t n,
@@ -505,14 +503,13 @@ void BpeTokenizer::Impl::bpe_word(const unsigned char* w, size_t n,
 }
 
 void BpeTokenizer::Impl::bpe_word_cached(const unsigned char* w, size_t n,
-                                         std::vector<int32_t>& out) const {
+                                         std::vector<int32_t>& out, WordCache& cache) const {
   if (n == 1 || n > WordCache::kMaxBytes) {
     bpe_word(w, n, out);
     return;
   }
-  WordCache& cache = word_cache();
   WordCache::Entry& e = cache.entries[WordCache::hash(w, n) & (WordCache::kSlots - 1)];
-  if (e.owner == serial && e.len == n && std::memcmp(e.bytes, w, n) == 0) {
+  if (e.len == n && std::memcmp(e.bytes, w, n) == 0) {
     out.insert(out.end(), e.ids, e.ids + e.nids);
     return;
   }
@@ -520,7 +517,6 @@ void BpeTokenizer::Impl::bpe_word_cached(const unsigned char* w, size_t n,
   bpe_word(w, n, out);
   const size_t got = out.size() - before;
   if (got <= WordCache::kMaxIds) {
-    e.owner = serial;
     e.len = uint8_t(n);
     e.nids = uint8_t(got);
     std::memcpy(e.bytes, w, n);
@@ -546,10 +542,9 @@ void BpeTokenizer::Impl::bpe_long(const unsigned char* w, size_t n,
       return rank != o.rank ? rank > o.rank : pos > o.pos;
     }
   };
-  thread_local std::vector<Sym> sym;
-  thread_local std::vector<Cand> heap;
-  sym.clear();
-  heap.clear();
+  std::vector<Sym> sym;  // words this long are rare: their scratch is allocated per word
+  std::vector<Cand> heap;
+  sym.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const int32_t id = byte_id[w[i]];
     if (id < 0) continue;
@@ -587,20 +582,23 @@ void BpeTokenizer::Impl::bpe_long(const unsigned char* w, size_t n,
   for (int32_t k = 0; k >= 0; k = sym[size_t(k)].next) out.push_back(sym[size_t(k)].id);
 }
 
-void BpeTokenizer::Impl::encode_words(std::string_view piece, std::vector<int32_t>& out) const {
+void BpeTokenizer::Impl::encode_words(std::string_view piece, std::vector<int32_t>& out,
+                                      WordCache& cache) const {
   const auto* s = reinterpret_cast<const unsigned char*>(piece.data());
-  split_words(s, piece.size(), [&](size_t b, size_t e) { bpe_word_cached(s + b, e - b, out); });
+  split_words(s, piece.size(),
+              [&](size_t b, size_t e) { bpe_word_cached(s + b, e - b, out, cache); });
 }
 
-void BpeTokenizer::Impl::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
+void BpeTokenizer::Impl::encode_piece(std::string_view piece, std::vector<int32_t>& out,
+                                      WordCache& cache) const {
   if (add_prefix_space && piece[0] != ' ') {
     std::string spaced;
     spaced.reserve(piece.size() + 1);
     spaced.push_back(' ');
     spaced.append(piece);
-    encode_words(spaced, out);
+    encode_words(spaced, out, cache);
   } else {
-    encode_words(piece, out);
+    encode_words(piece, out, cache);
   }
 }
 
@@ -1035,6 +1033,24 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_specia
                      std::to_string(bad) + " starts an invalid sequence");
   }
   const Impl& im = *impl_;
+  // A word cache of this tokenizer for this call: a spare one, or a new one that joins the spares.
+  std::unique_ptr<WordCache> cache;
+  {
+    std::lock_guard<std::mutex> lock(im.cache_mutex);
+    if (!im.spare_caches.empty()) {
+      cache = std::move(im.spare_caches.back());
+      im.spare_caches.pop_back();
+    }
+  }
+  if (!cache) cache = std::make_unique<WordCache>();
+  struct GiveBack {
+    const Impl& im;
+    std::unique_ptr<WordCache>& cache;
+    ~GiveBack() {
+      std::lock_guard<std::mutex> lock(im.cache_mutex);
+      im.spare_caches.push_back(std::move(cache));
+    }
+  } give_back{im, cache};
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 8);
   if (add_special_tokens) out.insert(out.end(), im.prefix_ids.begin(), im.prefix_ids.end());
@@ -1052,7 +1068,7 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_specia
           p = norm;
         }
         im.norm_tokens.split(
-            p, [&](std::string_view q) { im.encode_piece(q, out); }, push_id);
+            p, [&](std::string_view q) { im.encode_piece(q, out, *cache); }, push_id);
       },
       push_id);
   if (add_special_tokens) out.insert(out.end(), im.suffix_ids.begin(), im.suffix_ids.end());

@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "test_util.h"
 #include "kernels/cpu_features.h"
 #include "kernels/fp16.h"
 #include "kernels/int8_matmul.h"
@@ -22,6 +23,9 @@
 
 namespace wick::kernels {
 namespace {
+
+using test::set_test_threads;
+using test::test_pool;
 
 // The kernel tables this CPU can run (the VNNI one only where the CPU reports VNNI; this
 // project's development machine has no AVX-512, so there it is not run).
@@ -159,7 +163,7 @@ TEST(Int8Quantizer, MatrixQuantiserWidensRowsAndPadsWithZeros) {
     const void* data = dt == DType::F32    ? static_cast<const void*>(f32.data())
                        : dt == DType::BF16 ? static_cast<const void*>(bf.data())
                                            : static_cast<const void*>(hf.data());
-    const Int8Weights q = quantize_matrix_int8({data, dt, rows, cols});
+    const Int8Weights q = quantize_matrix_int8({data, dt, rows, cols}, test_pool());
     ASSERT_EQ(q.stride, 128);
     ASSERT_EQ(q.codes.size(), static_cast<size_t>(rows * 128));
     EXPECT_EQ(q.first_nonfinite_row, -1);
@@ -181,7 +185,7 @@ TEST(Int8Quantizer, MatrixQuantiserWidensRowsAndPadsWithZeros) {
   }
   // A non-finite weight is reported by row.
   f32[37 * cols + 5] = std::numeric_limits<float>::infinity();
-  EXPECT_EQ(quantize_matrix_int8({f32.data(), DType::F32, rows, cols}).first_nonfinite_row, 37);
+  EXPECT_EQ(quantize_matrix_int8({f32.data(), DType::F32, rows, cols}, test_pool()).first_nonfinite_row, 37);
 }
 
 // Random codes in [-127, 127], rows padded with zeros as the quantiser leaves them.
@@ -315,7 +319,7 @@ TEST(Int8Matmul, EqualsFp32MatmulOfTheDequantisedOperands) {
     const int64_t rows = 97, T = 3;
     std::vector<float> wf = random_floats(rows * cols, 11, 0.05f);
     for (int64_t i = 0; i < cols; ++i) wf[5 * cols + i] = 0.0f;  // an all-zero row
-    const Int8Weights q = quantize_matrix_int8({wf.data(), DType::F32, rows, cols});
+    const Int8Weights q = quantize_matrix_int8({wf.data(), DType::F32, rows, cols}, test_pool());
     std::vector<float> x = random_floats(T * cols, 12, 2.0f);
     for (int64_t i = 0; i < cols; ++i) x[cols + i] = 0.0f;  // an all-zero input row
     std::vector<float> w_deq(rows * cols), x_deq(T * cols);
@@ -328,10 +332,10 @@ TEST(Int8Matmul, EqualsFp32MatmulOfTheDequantisedOperands) {
       for (int64_t i = 0; i < cols; ++i) x_deq[t * cols + i] = static_cast<float>(xc[i]) * sx;
     }
     std::vector<float> ref(T * rows);
-    matmul({w_deq.data(), DType::F32, rows, cols}, x_deq.data(), T, ref.data());
+    matmul({w_deq.data(), DType::F32, rows, cols}, x_deq.data(), T, ref.data(), test_pool());
     for (Isa isa : supported_isas()) {
       std::vector<float> y(T * rows);
-      int8::int8_matmul_isa(isa, q.view(), x.data(), T, y.data());
+      int8::int8_matmul_isa(isa, q.view(), x.data(), T, y.data(), test_pool());
       for (int64_t t = 0; t < T; ++t)
         for (int64_t r = 0; r < rows; ++r) {
           double mag = 0;
@@ -345,8 +349,8 @@ TEST(Int8Matmul, EqualsFp32MatmulOfTheDequantisedOperands) {
     // And the quantised product stays near the exact one (sanity of the scales): within
     // (sw/2 * sum|x| + sx/2 * sum|w| + sw*sx/4 * cols) per output.
     std::vector<float> exact(T * rows), y(T * rows);
-    matmul({wf.data(), DType::F32, rows, cols}, x.data(), T, exact.data());
-    int8_matmul(q.view(), x.data(), T, y.data());
+    matmul({wf.data(), DType::F32, rows, cols}, x.data(), T, exact.data(), test_pool());
+    int8_matmul(q.view(), x.data(), T, y.data(), test_pool());
     for (int64_t t = 0; t < T; ++t) {
       float amax = 0;
       double xsum = 0;
@@ -369,11 +373,11 @@ TEST(Int8Matmul, EqualsFp32MatmulOfTheDequantisedOperands) {
 TEST(Int8Matmul, NonFiniteInputRowGivesNaNOutputsForThatRowOnly) {
   const int64_t rows = 9, cols = 40;
   const std::vector<float> wf = random_floats(rows * cols, 1);
-  const Int8Weights q = quantize_matrix_int8({wf.data(), DType::F32, rows, cols});
+  const Int8Weights q = quantize_matrix_int8({wf.data(), DType::F32, rows, cols}, test_pool());
   std::vector<float> x = random_floats(2 * cols, 2);
   x[cols + 3] = std::numeric_limits<float>::infinity();
   std::vector<float> y(2 * rows);
-  int8_matmul(q.view(), x.data(), 2, y.data());
+  int8_matmul(q.view(), x.data(), 2, y.data(), test_pool());
   for (int64_t r = 0; r < rows; ++r) {
     EXPECT_TRUE(std::isfinite(y[r]));
     EXPECT_TRUE(std::isnan(y[rows + r]));
@@ -385,21 +389,21 @@ TEST(Int8Matmul, NonFiniteInputRowGivesNaNOutputsForThatRowOnly) {
 TEST(Int8Matmul, BatchRowsAreBitIdenticalToSingleInputsForAnyThreadCountAndIsa) {
   const int64_t rows = 131, cols = 300, T = 37;  // 131 rows: partial blocks and register tiles
   const std::vector<float> wf = random_floats(rows * cols, 5, 0.1f);
-  const Int8Weights q = quantize_matrix_int8({wf.data(), DType::F32, rows, cols});
+  const Int8Weights q = quantize_matrix_int8({wf.data(), DType::F32, rows, cols}, test_pool());
   const std::vector<float> x = random_floats(T * cols, 6);
   std::vector<float> first;
   for (Isa isa : supported_isas()) {
     for (int threads : {1, 2}) {
-      ThreadPool::set_global_threads(threads);
+      set_test_threads(threads);
       std::vector<float> y(T * rows), y1(rows);
-      int8::int8_matmul_isa(isa, q.view(), x.data(), T, y.data());
+      int8::int8_matmul_isa(isa, q.view(), x.data(), T, y.data(), test_pool());
       for (int64_t t = 0; t < T; ++t) {
-        int8::int8_matmul_isa(isa, q.view(), x.data() + t * cols, 1, y1.data());
+        int8::int8_matmul_isa(isa, q.view(), x.data() + t * cols, 1, y1.data(), test_pool());
         ASSERT_EQ(std::memcmp(y1.data(), y.data() + t * rows, rows * sizeof(float)), 0)
             << isa_name(isa) << " threads=" << threads << " t=" << t;
       }
       std::vector<float> y5(5 * rows);
-      int8::int8_matmul_isa(isa, q.view(), x.data() + 3 * cols, 5, y5.data());
+      int8::int8_matmul_isa(isa, q.view(), x.data() + 3 * cols, 5, y5.data(), test_pool());
       ASSERT_EQ(std::memcmp(y5.data(), y.data() + 3 * rows, y5.size() * sizeof(float)), 0)
           << isa_name(isa) << " threads=" << threads;
       if (first.empty()) {
@@ -410,7 +414,7 @@ TEST(Int8Matmul, BatchRowsAreBitIdenticalToSingleInputsForAnyThreadCountAndIsa) 
       }
     }
   }
-  ThreadPool::set_global_threads(0);
+  set_test_threads(0);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 
+#include "test_util.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dot.h"
 #include "kernels/matmul.h"
@@ -16,6 +17,9 @@
 
 namespace wick::kernels {
 namespace {
+
+using test::set_test_threads;
+using test::test_pool;
 
 uint16_t to_bf16(float f) {
   uint32_t u;
@@ -81,14 +85,14 @@ TEST(Kernels, GemmRowsAreBitIdenticalToGemv) {
   for (auto& v : x) v = nd(rng);
   MatrixRef ref{w.data(), DType::F32, rows, cols};
   std::vector<float> y(T * rows), y1(rows);
-  matmul(ref, x.data(), T, y.data());
+  matmul(ref, x.data(), T, y.data(), test_pool());
   for (int64_t t = 0; t < T; ++t) {
-    matmul(ref, x.data() + t * cols, 1, y1.data());
+    matmul(ref, x.data() + t * cols, 1, y1.data(), test_pool());
     EXPECT_EQ(std::memcmp(y1.data(), y.data() + t * rows, rows * 4), 0) << t;
   }
   // and a different input gives a different output
   x[0] += 1.f;
-  matmul(ref, x.data(), 1, y1.data());
+  matmul(ref, x.data(), 1, y1.data(), test_pool());
   EXPECT_NE(std::memcmp(y1.data(), y.data(), rows * 4), 0);
 }
 
@@ -151,13 +155,13 @@ TEST(Kernels, MatmulIsBitIdenticalAcrossPassesDtypesAndThreadCounts) {
   }
   std::vector<float> first;
   for (int threads : {1, 2}) {
-    ThreadPool::set_global_threads(threads);
+    set_test_threads(threads);
     for (auto ref : {MatrixRef{w.data(), DType::F32, rows, cols},
                      MatrixRef{wb.data(), DType::BF16, rows, cols}}) {
       std::vector<float> y(T * rows), y1(rows);
-      matmul(ref, x.data(), T, y.data());
+      matmul(ref, x.data(), T, y.data(), test_pool());
       for (int64_t t = 0; t < T; t += 10) {
-        matmul(ref, x.data() + t * cols, 1, y1.data());
+        matmul(ref, x.data() + t * cols, 1, y1.data(), test_pool());
         ASSERT_EQ(std::memcmp(y1.data(), y.data() + t * rows, rows * 4), 0) << t;
       }
       if (ref.dtype == DType::BF16) {
@@ -166,7 +170,7 @@ TEST(Kernels, MatmulIsBitIdenticalAcrossPassesDtypesAndThreadCounts) {
       }
     }
   }
-  ThreadPool::set_global_threads(0);
+  set_test_threads(0);
 }
 
 TEST(Kernels, Wkv7TokenMatchesTheFormulaInDouble) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
 #include "io/tensor_set.h"
 #include "kernels/cpu_features.h"
 #include "kernels/qmatmul.h"
@@ -23,6 +24,9 @@
 
 namespace wick::kernels {
 namespace {
+
+using test::set_test_threads;
+using test::test_pool;
 
 std::vector<Isa> supported_isas() {
   std::vector<Isa> out;
@@ -54,9 +58,9 @@ struct Packed {
 
   void qmatmul(Isa isa, const float* x, int64_t T, float* y) const {
     if (sym) {
-      qmat::qmatmul_isa(isa, symm, x, T, y);
+      qmat::qmatmul_isa(isa, symm, x, T, y, test_pool());
     } else {
-      qmat::qmatmul_isa(isa, sb6, x, T, y);
+      qmat::qmatmul_isa(isa, sb6, x, T, y, test_pool());
     }
   }
 
@@ -373,7 +377,7 @@ TEST(Qmatmul, BatchRowsAreBitIdenticalToSingleInputsForAnyThreadCount) {
     for (Isa isa : supported_isas()) {
       std::vector<float> first;
       for (int threads : {1, 2}) {
-        ThreadPool::set_global_threads(threads);
+        set_test_threads(threads);
         std::vector<float> y(T * rows), y1(rows);
         p->qmatmul(isa, x.data(), T, y.data());
         for (int64_t t = 0; t < T; ++t) {
@@ -395,7 +399,7 @@ TEST(Qmatmul, BatchRowsAreBitIdenticalToSingleInputsForAnyThreadCount) {
       }
     }
   }
-  ThreadPool::set_global_threads(0);
+  set_test_threads(0);
 }
 
 TEST(Qmatmul, DifferentInputsGiveDifferentOutputs) {
@@ -419,10 +423,10 @@ TEST(Qmatmul, PublicEntryPointUsesTheActiveIsa) {
   auto p = random_sb6(5, rows, cols, 4);
   auto q = random_sym(8, rows, cols, 4);
   std::vector<float> y(2 * rows), want(2 * rows);
-  qmatmul(p->sb6, x.data(), 2, y.data());
+  qmatmul(p->sb6, x.data(), 2, y.data(), test_pool());
   p->qmatmul(active_isa(), x.data(), 2, want.data());
   EXPECT_EQ(y, want);
-  qmatmul(q->symm, x.data(), 2, y.data());
+  qmatmul(q->symm, x.data(), 2, y.data(), test_pool());
   q->qmatmul(active_isa(), x.data(), 2, want.data());
   EXPECT_EQ(y, want);
 }

@@ -39,7 +39,7 @@ bool contains(const std::string& s, const std::string& sub) {
 TEST(Int8Model, ConvertsExactlyTheListedMatrices) {
   auto mapped = io::MappedFile::open(test::fixture(kModel));
   auto impl = model::build_model(io::read_safetensors(mapped), "", "");
-  model::quantize_model_int8(*impl);
+  model::quantize_model_int8(*impl, test::test_pool());
   model::ModelWeights& w = impl->weights;
   const std::vector<model::Int8Target> targets = model::int8_targets(w);
   ASSERT_EQ(targets.size(), 12u * 6 + 1);
@@ -55,7 +55,7 @@ TEST(Int8Model, ConvertsExactlyTheListedMatrices) {
   }
   EXPECT_NE(dynamic_cast<const model::DenseEmbedding*>(w.emb.get()), nullptr);
   // Converting twice is refused (all or nothing: nothing changes).
-  EXPECT_THROW(model::quantize_weights_int8(w, "x"), CheckpointError);
+  EXPECT_THROW(model::quantize_weights_int8(w, "x", test::test_pool()), CheckpointError);
 }
 
 TEST(Int8Model, InfoCountsTheInt8BytesAndChangesTheFingerprint) {

@@ -496,11 +496,11 @@ TEST(EncodeErrors, ShapesAndBitsOutsideTheLayoutsAreRefused) {
 TEST(EncodeSb6, ResultsDoNotDependOnTheThreadCount) {
   const int64_t rows = 300, cols = 512;
   const std::vector<float> w = gaussian(static_cast<size_t>(rows * cols), 21);
-  kernels::ThreadPool::set_global_threads(3);
-  const EncodedTensor a = quant::encode_sb6(w.data(), rows, cols, 5, quant::Sb6Mode::kSearch);
-  kernels::ThreadPool::set_global_threads(1);
-  const EncodedTensor b = quant::encode_sb6(w.data(), rows, cols, 5, quant::Sb6Mode::kSearch);
-  kernels::ThreadPool::set_global_threads(0);
+  kernels::ThreadPool three(3), one(1);
+  const EncodedTensor a =
+      quant::encode_sb6(w.data(), rows, cols, 5, quant::Sb6Mode::kSearch, nullptr, &three);
+  const EncodedTensor b =
+      quant::encode_sb6(w.data(), rows, cols, 5, quant::Sb6Mode::kSearch, nullptr, &one);
   ASSERT_EQ(a.buffers.size(), b.buffers.size());
   for (size_t i = 0; i < a.buffers.size(); ++i) EXPECT_EQ(a.buffers[i].bytes, b.buffers[i].bytes);
 }
