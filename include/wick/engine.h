@@ -154,9 +154,12 @@ struct EngineStats {
 
 class Engine {
  public:
-  // Starts the engine thread. `tokenizer` must outlive the engine. Throws InputError for invalid
-  // options or a model without LM head.
-  Engine(Model model, const Tokenizer& tokenizer, EngineOptions options = {});
+  // Starts the engine thread. `tokenizer` must outlive the engine. The passes run on `runtime`
+  // when given (the model is moved onto it: Model::with_runtime), else on the model's own. Give
+  // each engine its own Runtime to run engines in parallel. Throws InputError for invalid options
+  // or a model without LM head.
+  Engine(Model model, const Tokenizer& tokenizer, EngineOptions options = {},
+         std::shared_ptr<Runtime> runtime = nullptr);
   // Cancels every queued and running request (each completes with kCancelled) and joins the
   // engine thread.
   ~Engine();

@@ -118,8 +118,9 @@ struct Engine::Row {
 
 // ---------------------------------------------------------------------------------------------
 
-Engine::Engine(Model model, const Tokenizer& tokenizer, EngineOptions options)
-    : model_(std::move(model)),
+Engine::Engine(Model model, const Tokenizer& tokenizer, EngineOptions options,
+               std::shared_ptr<Runtime> runtime)
+    : model_(runtime ? model.with_runtime(std::move(runtime)) : std::move(model)),
       tokenizer_(tokenizer),
       options_((options.validate(), std::move(options))),
       scope_base_([&] {
