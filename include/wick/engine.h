@@ -80,6 +80,8 @@ struct EngineResult : GenerationResult {
   int cached_tokens = 0;  // prompt tokens taken from the prefix cache instead of prefilled
   CacheTier cache_tier = CacheTier::kNone;
   std::string error;      // with StopReason::kError: what went wrong
+  std::exception_ptr exception;  // with StopReason::kError: the exception itself (the sampler's
+                                 // InputError, a callback's exception, a ContextFullError)
   double queue_ms = 0;    // submit() to admission
   double ttft_ms = 0;     // submit() to the first generated token (0 when none)
   double total_ms = 0;    // submit() to completion

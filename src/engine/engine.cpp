@@ -112,6 +112,7 @@ struct Engine::Row {
   std::vector<double> token_times;
   bool failed = false;
   std::string error;
+  std::exception_ptr exception;
   bool finished = false;
   size_t pass_len = 0;  // tokens this row contributes to the current pass
 };
@@ -409,7 +410,9 @@ void Engine::admit(Row& row) {
     row.error = "the KV cache holds " + std::to_string(row.state.kv_length()) +
                 " tokens and the prompt adds " + std::to_string(rest) +
                 ", which passes its limit of " + std::to_string(kv_max) +
-                " (kv_max); start a new context or raise the limit";
+                " (kv_max); nothing was changed. Start a new context (a fresh state) or raise the "
+                "limit (--kv-max)";
+    row.exception = std::make_exception_ptr(ContextFullError(row.error));
     row.decoder->stop(StopReason::kError);
     finish(row);
     return;
@@ -433,6 +436,13 @@ void Engine::begin_decode(Row& row, std::span<const float> logits) {
   } catch (const std::exception& e) {
     row.failed = true;
     row.error = e.what();
+    row.exception = std::current_exception();
+    row.decoder->stop(StopReason::kError);
+    finish(row);
+  } catch (...) {
+    row.failed = true;
+    row.error = "a callback threw a non-standard exception";
+    row.exception = std::current_exception();
     row.decoder->stop(StopReason::kError);
     finish(row);
   }
@@ -462,11 +472,17 @@ void Engine::finish(Row& row) {
     } catch (const std::exception& e) {
       row.failed = true;
       row.error = e.what();
+      row.exception = std::current_exception();
+    } catch (...) {
+      row.failed = true;
+      row.error = "a callback threw a non-standard exception";
+      row.exception = std::current_exception();
     }
   }
   if (row.failed) {
     r.stop_reason = StopReason::kError;
     r.error = row.error;
+    r.exception = row.exception;
   }
   r.prompt_tokens = static_cast<int>(ctl.prompt.size());
   r.cached_tokens = row.cached;
@@ -550,6 +566,7 @@ void Engine::iterate(std::vector<std::unique_ptr<Row>>& rows) {
     for (Row* r : pass) {
       r->failed = true;
       r->error = e.what();
+      r->exception = std::current_exception();
       r->decoder->stop(StopReason::kError);
       finish(*r);
     }

@@ -8,16 +8,11 @@
 #include <ostream>
 
 #include "generate/row_decoder.h"
+#include "wick/engine.h"
 #include "wick/errors.h"
 
 namespace wick {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
 
 void check_prompt(std::span<const int32_t> prompt, const std::string& where) {
   if (prompt.empty())
@@ -68,38 +63,69 @@ int32_t argmax(std::span<const float> logits) {
   return best;
 }
 
-using gen::kv_cache_full;
+
+namespace {
+
+// Runs rows on a private engine (the one generation loop, wick/engine.h) and copies the results
+// and final states back. All-or-nothing on refusal: the engine works on copies of the states, so
+// an InputError from submit() leaves every caller state unchanged. A row that failed after its
+// prefill (sampler error, callback exception) still hands its state back - the prompt and the
+// tokens stepped so far - and its exception is rethrown once every row has ended.
+std::vector<GenerationResult> run_rows(const Model& model, const Tokenizer& tokenizer,
+                                       std::span<const std::vector<int32_t>> prompts,
+                                       std::span<const GenerationConfig> configs,
+                                       std::span<State> states,
+                                       std::span<const ChunkCallback> callbacks) {
+  const size_t R = prompts.size();
+  size_t total = 0;
+  for (const auto& p : prompts) total += p.size();
+  EngineOptions o;
+  o.max_rows = static_cast<int>(R);
+  o.queue_length = static_cast<int>(R);
+  // One pass prefills every prompt (as a batched forward over all of them would).
+  o.prefill_chunk = o.prefill_chunk_idle = static_cast<int>(std::max<size_t>(total, 1));
+  o.cache_bytes = 0;
+  Engine engine(model, tokenizer, o);
+  std::vector<RequestHandle> handles;
+  handles.reserve(R);
+  try {
+    for (size_t r = 0; r < R; ++r) {
+      Request q;
+      q.prompt_tokens = prompts[r];
+      q.config = configs[r];
+      q.initial_state = states[r];
+      q.use_cache = false;
+      q.on_chunk = callbacks[r];
+      handles.push_back(engine.submit(std::move(q)));
+    }
+  } catch (...) {
+    for (auto& h : handles) h.cancel();
+    for (auto& h : handles) h.wait();
+    throw;
+  }
+  std::vector<GenerationResult> results(R);
+  std::exception_ptr failure;
+  for (size_t r = 0; r < R; ++r) {
+    const EngineResult& e = handles[r].wait();
+    if (!e.state.empty()) states[r] = e.state;
+    if (e.stop_reason == StopReason::kError && !failure)
+      failure = e.exception ? e.exception : std::make_exception_ptr(InputError(e.error));
+    results[r] = static_cast<const GenerationResult&>(e);
+  }
+  if (failure) std::rethrow_exception(failure);
+  return results;
+}
+
+}  // namespace
 
 GenerationResult generate_tokens(const Model& model, const Tokenizer& tokenizer,
                                  std::span<const int32_t> prompt, const GenerationConfig& config,
                                  State& state, const ChunkCallback& on_chunk) {
-  const int vocab = model.geometry().vocab;
-  config.validate(vocab);
+  config.validate(model.geometry().vocab);
   check_prompt(prompt, "");
-  gen::RowDecoder row(config, tokenizer, vocab, prompt);
-
-  auto t0 = Clock::now();
-  std::vector<float> logits = model.forward(prompt, state);
-  const double prefill_ms = ms_since(t0);
-
-  t0 = Clock::now();
-  int steps = 0;
-  while (!row.finished()) {
-    if (kv_cache_full(model, state)) {
-      row.stop_kv_cache_full();
-      break;
-    }
-    const int32_t id = row.next(logits, on_chunk);
-    // Every returned token is absorbed, including one that stopped the row (the catch-up step).
-    logits = model.step(id, state);
-    ++steps;
-  }
-  const double decode_ms = ms_since(t0);
-  GenerationResult res = row.finish(on_chunk);
-  res.timings.prefill_ms = prefill_ms;
-  res.timings.decode_ms = decode_ms;
-  res.timings.decode_steps = steps;
-  return res;
+  const std::vector<int32_t> ids(prompt.begin(), prompt.end());
+  return run_rows(model, tokenizer, std::span(&ids, 1), std::span(&config, 1),
+                  std::span(&state, 1), std::span(&on_chunk, 1))[0];
 }
 
 GenerationResult generate(const Model& model, const Tokenizer& tokenizer, std::string_view prompt,
@@ -143,85 +169,11 @@ std::vector<GenerationResult> generate_batch(const Model& model, const Tokenizer
     own_states.assign(R, model.new_state());
     states = own_states;
   }
-
-  std::vector<std::unique_ptr<gen::RowDecoder>> rows;
-  for (size_t r = 0; r < R; ++r)
-    rows.push_back(std::make_unique<gen::RowDecoder>(row_configs[r], tokenizer, vocab, prompts[r]));
   std::vector<ChunkCallback> callbacks(R);
   if (on_chunk)
     for (size_t r = 0; r < R; ++r)
       callbacks[r] = [&on_chunk, r](std::string_view c, int32_t id) { return on_chunk(r, c, id); };
-
-  auto t0 = Clock::now();
-  std::vector<std::span<const int32_t>> seqs(prompts.begin(), prompts.end());
-  std::vector<State*> ptrs;
-  for (State& s : states) ptrs.push_back(&s);
-  std::vector<float> logits = model.forward_batch(seqs, ptrs);
-  const double prefill_ms = ms_since(t0);
-
-  // active[i] = the row whose logits are row i of `logits` (rows with max_tokens 0 drop out now).
-  std::vector<size_t> active;
-  std::vector<float> kept;
-  for (size_t r = 0; r < R; ++r) {
-    if (rows[r]->finished()) continue;
-    active.push_back(r);
-    kept.insert(kept.end(), logits.begin() + r * vocab, logits.begin() + (r + 1) * vocab);
-  }
-  logits = std::move(kept);
-  std::vector<int> steps(R, 0);
-  t0 = Clock::now();
-  while (!active.empty()) {
-    // Rows whose KV cache cannot take another token stop here, before choosing one.
-    if (std::any_of(active.begin(), active.end(),
-                    [&](size_t r) { return kv_cache_full(model, states[r]); })) {
-      std::vector<size_t> room;
-      std::vector<float> room_logits;
-      for (size_t i = 0; i < active.size(); ++i) {
-        if (kv_cache_full(model, states[active[i]])) {
-          rows[active[i]]->stop_kv_cache_full();
-          continue;
-        }
-        room.push_back(active[i]);
-        room_logits.insert(room_logits.end(), logits.begin() + i * vocab,
-                           logits.begin() + (i + 1) * vocab);
-      }
-      active = std::move(room);
-      logits = std::move(room_logits);
-      if (active.empty()) break;
-    }
-    std::vector<int32_t> ids(active.size());
-    std::vector<State*> step_states(active.size());
-    for (size_t i = 0; i < active.size(); ++i) {
-      const size_t r = active[i];
-      ids[i] = rows[r]->next(std::span<const float>(logits).subspan(i * vocab, vocab), callbacks[r]);
-      step_states[i] = &states[r];
-      ++steps[r];
-    }
-    // One batched step absorbs every row's token, also the last token of rows that just stopped.
-    logits = model.step_batch(ids, step_states);
-    bool any_finished = false;
-    for (size_t r : active) any_finished |= rows[r]->finished();
-    if (!any_finished) continue;
-    std::vector<size_t> still;
-    std::vector<float> kept;
-    for (size_t i = 0; i < active.size(); ++i) {
-      if (rows[active[i]]->finished()) continue;
-      still.push_back(active[i]);
-      kept.insert(kept.end(), logits.begin() + i * vocab, logits.begin() + (i + 1) * vocab);
-    }
-    active = std::move(still);
-    logits = std::move(kept);
-  }
-  const double decode_ms = ms_since(t0);
-
-  std::vector<GenerationResult> results;
-  for (size_t r = 0; r < R; ++r) {
-    results.push_back(rows[r]->finish(callbacks[r]));
-    results.back().timings.prefill_ms = prefill_ms;
-    results.back().timings.decode_ms = decode_ms;
-    results.back().timings.decode_steps = steps[r];
-  }
-  return results;
+  return run_rows(model, tokenizer, prompts, row_configs, states, callbacks);
 }
 
 }  // namespace wick
