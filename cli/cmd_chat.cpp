@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "common.h"
 #include "generation_options.h"
+#include "wick/engine.h"
 #include "wick/chat.h"
 #include "wick/errors.h"
 #include "wick/generate.h"
@@ -58,7 +59,10 @@ class ChatSession {
       : o_(o),
         interactive_(interactive),
         model_(with_attention_flags(load_model_or_default(o.model, o.load), o.attention)),
-        tokenizer_(tokenizer_for(model_, o.tokenizer)) {
+        tokenizer_(tokenizer_for(model_, o.tokenizer)),
+        // Replies run on the serving engine (the one generation loop); the conversation's state
+        // travels with each request, so the prefix cache is not needed.
+        engine_(model_, *tokenizer_, EngineOptions{.max_rows = 1, .queue_length = 1, .cache_bytes = 0}) {
     GenerationConfig base;
     base.max_tokens = o.max_tokens;
     base.sampling = SamplingConfig::chatrwkv_chat();
@@ -103,12 +107,20 @@ class ChatSession {
     GenerationResult r;
     try {
       InterruptScope scope;
-      r = generate(model_, *tokenizer_, last_turn_, cfg, state_,
-                   [](std::string_view chunk, int32_t) {
-                     std::fwrite(chunk.data(), 1, chunk.size(), stdout);
-                     std::fflush(stdout);
-                     return !g_interrupted.load();
-                   });
+      Request q;
+      q.prompt = last_turn_;
+      q.config = cfg;
+      q.initial_state = state_;
+      q.use_cache = false;
+      q.on_chunk = [](std::string_view chunk, int32_t) {  // on the engine thread
+        std::fwrite(chunk.data(), 1, chunk.size(), stdout);
+        std::fflush(stdout);
+        return !g_interrupted.load();
+      };
+      EngineResult done = engine_.submit(std::move(q)).wait();
+      if (done.stop_reason == StopReason::kError) std::rethrow_exception(done.exception);
+      state_ = std::move(done.state);
+      r = std::move(done);
     } catch (const Error& e) {
       // Keep the conversation: back to the state before this turn.
       state_ = before_turn_;
@@ -184,6 +196,7 @@ class ChatSession {
   bool interactive_;
   Model model_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  Engine engine_;
   GenerationConfig config_;
   State state_, initial_, before_turn_;
   std::string last_turn_;

@@ -16,6 +16,7 @@
 #include "common.h"
 #include "generation_options.h"
 #include "wick/errors.h"
+#include "wick/engine.h"
 #include "wick/generate.h"
 
 namespace wick::cli {
@@ -87,28 +88,47 @@ void run_batch(const GenerateOptions& o, const Model& model, const Tokenizer& to
   if (o.stream) throw InputError("--stream is not available with --batch-file");
   if (!o.flags.save_state.empty())
     throw InputError("--save-state saves one state; it cannot be combined with --batch-file");
+  if (o.batch_size < 1)
+    throw InputError("--batch-size must be at least 1, got " + std::to_string(o.batch_size));
   const std::vector<std::string> texts = read_batch_file(o.batch_file);
   int64_t n_loaded = 0;
   const State start = initial_state(o.flags, model, n_loaded);
-  // Groups of --batch-size rows bound the memory of the parallel pass; row i still samples with
-  // seed + i, so the output does not depend on the group size.
-  for (size_t g0 = 0; g0 < texts.size(); g0 += static_cast<size_t>(o.batch_size)) {
-    const size_t g1 = std::min(texts.size(), g0 + static_cast<size_t>(o.batch_size));
-    std::vector<std::vector<int32_t>> prompts;
-    std::vector<GenerationConfig> configs;
-    for (size_t i = g0; i < g1; ++i) {
-      prompts.push_back(tokenizer.encode(texts[i]));
-      if (prompts.back().empty())
-        throw InputError(o.batch_file + ": prompt " + std::to_string(i + 1) +
-                         " is empty; every line needs a non-empty \"prompt\"");
-      configs.push_back(cfg);
-      configs.back().sampling.seed = cfg.sampling.seed + i;
-    }
-    std::vector<State> states(prompts.size(), start);
-    const std::vector<GenerationResult> results =
-        generate_batch(model, tokenizer, prompts, configs, states);
-    for (const GenerationResult& r : results) std::cout << dump(result_json(r, load_ms)) << "\n";
-    std::cout << std::flush;
+  std::vector<std::vector<int32_t>> prompts;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    prompts.push_back(tokenizer.encode(texts[i]));
+    if (prompts.back().empty())
+      throw InputError(o.batch_file + ": prompt " + std::to_string(i + 1) +
+                       " is empty; every line needs a non-empty \"prompt\"");
+  }
+  // Continuous batching on the engine: at most --batch-size rows run at once (bounding the
+  // memory of a pass), a finished row's place is taken at the next iteration, prompts sharing a
+  // prefix reuse its state from the prefix cache. Row i samples with seed + i, so the output does
+  // not depend on the batch size or on the other rows (batch invariance).
+  EngineOptions eo;
+  eo.max_rows = o.batch_size;
+  eo.queue_length = static_cast<int>(prompts.size());
+  eo.prefill_chunk_idle = std::max(eo.prefill_chunk, 2048);
+  Engine engine(model, tokenizer, eo);
+  std::string state_id;
+  if (!(start == model.new_state())) {
+    state_id = "start";
+    engine.register_state(state_id, start);
+  }
+  std::vector<RequestHandle> handles;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Request q;
+    q.prompt_tokens = std::move(prompts[i]);
+    q.config = cfg;
+    q.config.sampling.seed = cfg.sampling.seed + i;
+    q.state_id = state_id;
+    handles.push_back(engine.submit(std::move(q)));
+  }
+  for (const RequestHandle& h : handles) {
+    const EngineResult& r = h.wait();
+    if (r.stop_reason == StopReason::kError) std::rethrow_exception(r.exception);
+    nlohmann::json j = result_json(r, load_ms);
+    j["cached_tokens"] = r.cached_tokens;
+    std::cout << dump(j) << "\n" << std::flush;
   }
 }
 
