@@ -60,6 +60,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--runs", o->runs, "Repetitions (median reported)")->check(CLI::Range(1, 1000));
   cmd->callback([o] { run_bench_tokenizer(*o); });
   register_bench_generate(bench);
+  register_bench_serve(bench);
   register_bench_model(bench);
   register_bench_tasks(bench);
 }

@@ -53,6 +53,15 @@ struct ChatOptions {
   GenerationFlags flags;
 };
 
+// One conversation: one row, no queue, no prefix cache (its state travels with each request).
+EngineOptions one_row_engine() {
+  EngineOptions o;
+  o.max_rows = 1;
+  o.queue_length = 1;
+  o.cache_bytes = 0;
+  return o;
+}
+
 class ChatSession {
  public:
   ChatSession(const ChatOptions& o, bool interactive)
@@ -62,7 +71,7 @@ class ChatSession {
         tokenizer_(tokenizer_for(model_, o.tokenizer)),
         // Replies run on the serving engine (the one generation loop); the conversation's state
         // travels with each request, so the prefix cache is not needed.
-        engine_(model_, *tokenizer_, EngineOptions{.max_rows = 1, .queue_length = 1, .cache_bytes = 0}) {
+        engine_(model_, *tokenizer_, one_row_engine()) {
     GenerationConfig base;
     base.max_tokens = o.max_tokens;
     base.sampling = SamplingConfig::chatrwkv_chat();

@@ -13,6 +13,7 @@ void register_tokenize(CLI::App& app);
 void register_detokenize(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_bench_generate(CLI::App* bench);  // `wick bench generate`, under register_bench
+void register_bench_serve(CLI::App* bench);     // `wick bench serve`, under register_bench
 void register_bench_model(CLI::App* bench);
 void register_bench_tasks(CLI::App* bench);      // `wick bench rerank` / `wick bench embed`     // `wick bench --model ...`, under register_bench
 void register_synth(CLI::App& app);

@@ -45,8 +45,10 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // The loops over all V ids get an AVX2 copy chosen at run time where the CPU has it (GCC/Clang
 // function multi-versioning, ELF ifunc). AVX2 without FMA: the same IEEE operations in wider
-// registers, lane for lane, so both copies give bit-identical results.
-#if defined(__x86_64__) && defined(__linux__) && defined(__has_attribute)
+// registers, lane for lane, so both copies give bit-identical results. Not under ThreadSanitizer:
+// the ifunc resolvers run before its runtime is up and crash an instrumented binary at start.
+#if defined(__x86_64__) && defined(__linux__) && defined(__has_attribute) && \
+    !defined(__SANITIZE_THREAD__)
 #if __has_attribute(target_clones)
 #define WICK_VECTOR_LOOP __attribute__((target_clones("avx2", "default")))
 #endif

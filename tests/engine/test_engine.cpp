@@ -292,23 +292,34 @@ TEST(Engine, CancelBeforeDuringAndAfter) {
     o.prefill_chunk = 8;
     o.prefill_chunk_idle = 8;
     o.cache_bytes = 0;
-    Engine engine(tiny(), tok, o);
+    // What the callback touches outlives the engine (declared first, destroyed last).
+    std::mutex hb_mutex;
+    std::condition_variable hb_set;
     RequestHandle hb;
     std::string streamed_a;
     int a_tokens = 0;
+    Engine engine(tiny(), tok, o);
     Request a;
     a.prompt_tokens = pa;
     a.config = ca;
     a.on_chunk = [&](std::string_view chunk, int32_t) {
       streamed_a += chunk;
-      if (++a_tokens == 5) hb.cancel();  // on the engine thread, between passes
+      if (++a_tokens == 5) {  // on the engine thread, between passes
+        std::unique_lock<std::mutex> l(hb_mutex);
+        hb_set.wait(l, [&] { return hb.valid(); });
+        hb.cancel();
+      }
       return true;
     };
     Request b;
     b.prompt_tokens = mode == 1 ? long_prompt : tok.encode("B");
     b.config = config_for(2, 200, false);
     RequestHandle ha = engine.submit(std::move(a));
-    hb = engine.submit(b);
+    {
+      std::lock_guard<std::mutex> l(hb_mutex);
+      hb = engine.submit(b);
+    }
+    hb_set.notify_all();
     const EngineResult& rb = hb.wait();
     const EngineResult& ra = ha.wait();
     expect_same(solo_a, ra, streamed_a, "A, mode " + std::to_string(mode));
@@ -563,7 +574,11 @@ TEST(Engine, SoakRandomArrivalsAndCancels) {
   o.queue_length = 1000;
   o.cache_bytes = size_t{32} << 20;
   Engine engine(tiny(), tok, o);
+#if defined(__SANITIZE_THREAD__)
+  constexpr int kRequests = 120;  // ThreadSanitizer runs ~40x slower; the ASan/plain runs do 500
+#else
   constexpr int kRequests = 500;
+#endif
   // A few shared prefixes so the cache is exercised too.
   std::vector<std::vector<int32_t>> stems;
   for (int i = 0; i < 5; ++i) stems.push_back(random_prompt(rng, 32, 126, 10 + 7 * i));
