@@ -7,6 +7,9 @@
 // in forward_batch). Then the mixed test: --streams streams decoding, alone and with one
 // --long-prompt-token prompt arriving while they decode; the streams' inter-token p99 in both.
 // Every figure is the median over --reps repetitions, the variants interleaved in each one.
+// Last, the prefix cache's hit rate on a scripted --chat-turns chat in the World format whose
+// client re-sends the whole history as text each turn (as OpenAI clients do): prompt tokens
+// served from the cache / prompt tokens sent.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,6 +21,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "wick/chat.h"
 #include "wick/engine.h"
 #include "wick/errors.h"
 
@@ -37,6 +41,8 @@ struct BenchServeOptions {
   int prefill_chunk = 0;  // 0: the engine's default
   int reps = 3;
   int threads = 0;
+  int chat_turns = 10;
+  int chat_gen = 48;
   bool json = false;
 };
 
@@ -140,6 +146,45 @@ std::pair<double, double> run_mixed(const Model& model, const Tokenizer& tok, co
   return {quantile(gaps, 0.99), quantile(gaps, 0.5)};
 }
 
+struct ChatStats {
+  int64_t prompt_tokens = 0, cached_tokens = 0;
+  std::vector<int> cached_per_turn, prompt_per_turn;
+};
+
+// The scripted chat: each turn sends "System: ...\n\n" + every earlier "User: q\n\nAssistant: a\n\n"
+// + "User: q\n\nAssistant:" as text; the reply is cleaned as a client shows it (stripped) and
+// re-sent in the next turn's history.
+ChatStats run_chat(const Model& model, const Tokenizer& tok, int turns, int gen) {
+  static const char* const kQuestions[] = {
+      "Hello! Who are you?", "What is the capital of France?", "Tell me about its history.",
+      "Which museums should I visit there?", "How do I get from the airport to the centre?",
+      "What food is the city known for?", "Write a short poem about it.",
+      "Translate the poem into German.", "Summarise our conversation in one sentence.",
+      "Thank you, goodbye!"};
+  EngineOptions eo;
+  eo.cache_bytes = size_t{512} << 20;
+  Engine engine(model, tok, eo);
+  std::string history = "System: You are a helpful assistant.\n\n";
+  ChatStats s;
+  for (int k = 0; k < turns; ++k) {
+    history += chat_user_turn(kQuestions[k % 10]);
+    Request q;
+    q.prompt = history;
+    q.config.max_tokens = gen;
+    q.config.stop_strings = {std::string(kChatStopString), "\nUser:"};
+    q.config.sampling = SamplingConfig::chatrwkv_chat();
+    q.config.sampling.seed = static_cast<uint64_t>(k);
+    const EngineResult r = engine.submit(std::move(q)).wait();
+    if (r.stop_reason == StopReason::kError) throw InputError("bench serve chat: " + r.error);
+    s.prompt_tokens += r.prompt_tokens;
+    s.cached_tokens += r.cached_tokens;
+    s.prompt_per_turn.push_back(r.prompt_tokens);
+    s.cached_per_turn.push_back(r.cached_tokens);
+    history += " " + chat_clean_message(r.text) + "\n\n";
+  }
+  return s;
+}
+
 void run_bench_serve(const BenchServeOptions& o) {
   if (o.threads > 0) set_cli_threads(o.threads);
   const Model model = with_attention_flags(load_model_or_default(o.model, o.load), o.attention);
@@ -173,7 +218,19 @@ void run_bench_serve(const BenchServeOptions& o) {
     return median(x);
   };
   const Geometry& g = model.geometry();
+  ChatStats chat;
+  if (o.chat_turns > 0) chat = run_chat(model, *tok, o.chat_turns, o.chat_gen);
+  const double hit_rate =
+      chat.prompt_tokens ? static_cast<double>(chat.cached_tokens) / chat.prompt_tokens : 0.0;
   if (o.json) {
+    if (o.chat_turns > 0)
+      std::cout << nlohmann::json{{"test", "chat"}, {"turns", o.chat_turns},
+                                  {"prompt_tokens", chat.prompt_tokens},
+                                  {"cached_tokens", chat.cached_tokens}, {"hit_rate", hit_rate},
+                                  {"prompt_tokens_per_turn", chat.prompt_per_turn},
+                                  {"cached_tokens_per_turn", chat.cached_per_turn}}
+                       .dump()
+                << "\n";
     for (int C : o.clients) {
       const auto& v = runs[C];
       std::cout << nlohmann::json{{"test", "clients"}, {"clients", C},
@@ -221,6 +278,10 @@ void run_bench_serve(const BenchServeOptions& o) {
                o.streams, median(alone_p99), median(mixed_p99), o.long_prompt,
                median(mixed_p99) / median(alone_p99), median(alone_p50), median(mixed_p50),
                median(long_ttft));
+  if (o.chat_turns > 0)
+    fmt::print("chat: {} turns re-sending the history as text: {} of {} prompt tokens from the "
+               "prefix cache ({:.1f} %)\n",
+               o.chat_turns, chat.cached_tokens, chat.prompt_tokens, 100.0 * hit_rate);
 }
 
 }  // namespace
@@ -252,6 +313,11 @@ void register_bench_serve(CLI::App* bench) {
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--reps", o->reps, "Repetitions (medians; default 3)")->check(CLI::Range(1, 100));
   cmd->add_option("-t,--threads", o->threads, "Threads (default: WICK_THREADS or one per core)");
+  cmd->add_option("--chat-turns", o->chat_turns,
+                  "Scripted chat for the prefix-cache hit rate (default 10; 0 skips it)")
+      ->check(CLI::Range(0, 1000));
+  cmd->add_option("--chat-gen", o->chat_gen, "Most tokens per chat reply (default 48)")
+      ->check(CLI::Range(1, 1 << 16));
   cmd->add_flag("--json", o->json, "One JSON object per test and line");
   cmd->callback([o] { run_bench_serve(*o); });
 }

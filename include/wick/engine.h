@@ -57,11 +57,17 @@ namespace wick {
 
 struct EngineOptions {
   int max_rows = 16;  // requests running at once (rows of the batched pass); >= 1
-  // Prompt tokens prefilled per iteration, all rows in prefill together, while other rows are
-  // decoding (bounds how long a long prompt delays their next token); >= 1.
-  int prefill_chunk = 64;
+  // Most prompt tokens prefilled per iteration, all rows in prefill together, while other rows
+  // are decoding (bounds how long a long prompt delays their next token); >= 1.
+  int prefill_chunk = 256;
   // The same budget when no row is decoding (throughput of the prefill itself); >= prefill_chunk.
   int prefill_chunk_idle = 1024;
+  // While rows decode, the prefill chunk is also kept small enough that an iteration takes at
+  // most this many times a decode-only iteration (estimated from the passes measured so far), so
+  // the decoding streams' inter-token latency stays within that factor while a long prompt
+  // prefills. 0: only prefill_chunk bounds it. Chunk sizes never change results (batch
+  // invariance). >= 1 or 0.
+  double itl_ratio = 1.6;
   int queue_length = 256;                        // requests waiting for a row; >= 0
   size_t cache_bytes = size_t{256} << 20;        // local prefix-cache budget; 0 disables it
   std::shared_ptr<PrefixCacheTier> second_tier;  // optional shared tier (replicas); may be null
@@ -202,6 +208,8 @@ class Engine {
   void begin_decode(Row& row, std::span<const float> logits);
   void finish(Row& row);
   void store_prefix(Row& row, std::span<const int32_t> tokens, std::span<const float> logits);
+  void observe_pass(bool any_decode, int64_t prefill_tokens, double ms);
+  int64_t latency_budget() const;
 
   Model model_;
   const Tokenizer& tokenizer_;
@@ -219,6 +227,8 @@ class Engine {
   bool cancel_all_ = false;
   bool quit_ = false;       // engine thread leaves
   int running_ = 0;         // rows held by the engine thread
+  double decode_ms_ = 0;    // engine thread: moving average of decode-only passes
+  double token_ms_ = 0;     // engine thread: moving average cost of one prefill token
   uint64_t next_id_ = 1;
   EngineStats stats_;
   std::thread thread_;

@@ -60,6 +60,8 @@ void EngineOptions::validate() const {
        "prefill_chunk_idle (" + std::to_string(prefill_chunk_idle) +
            ") must be >= prefill_chunk (" + std::to_string(prefill_chunk) + ")");
   need(queue_length >= 0, "queue_length must be >= 0, got " + std::to_string(queue_length));
+  need(itl_ratio == 0 || itl_ratio >= 1,
+       "itl_ratio must be 0 (off) or >= 1, got " + std::to_string(itl_ratio));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -507,6 +509,27 @@ void Engine::finish(Row& row) {
   complete(ctl, std::move(r));
 }
 
+// Pass-time model for the latency budget: t(pass) ~ t_decode + prefill_tokens * t_token, with
+// t_decode from decode-only passes and t_token from passes that mixed in prefill (moving
+// averages; only timing, never results, depends on them).
+void Engine::observe_pass(bool any_decode, int64_t prefill_tokens, double ms) {
+  constexpr double kAlpha = 0.2;
+  if (any_decode && prefill_tokens == 0) {
+    decode_ms_ = decode_ms_ > 0 ? (1 - kAlpha) * decode_ms_ + kAlpha * ms : ms;
+  } else if (prefill_tokens > 0) {
+    const double base = any_decode ? decode_ms_ : 0;
+    const double per = std::max(0.0, ms - base) / static_cast<double>(prefill_tokens);
+    token_ms_ = token_ms_ > 0 ? (1 - kAlpha) * token_ms_ + kAlpha * per : per;
+  }
+}
+
+int64_t Engine::latency_budget() const {
+  // Until both costs are measured, a small chunk (it measures them).
+  if (decode_ms_ <= 0 || token_ms_ <= 0) return std::min<int64_t>(options_.prefill_chunk, 16);
+  const double fit = (options_.itl_ratio - 1) * decode_ms_ / token_ms_;
+  return std::clamp<int64_t>(static_cast<int64_t>(fit), 1, options_.prefill_chunk);
+}
+
 void Engine::iterate(std::vector<std::unique_ptr<Row>>& rows) {
   const auto it_start = EngineClock::now();
   // Cancels and deadlines. A decoding row still absorbs the token it returned (state rule).
@@ -544,6 +567,7 @@ void Engine::iterate(std::vector<std::unique_ptr<Row>>& rows) {
     any_decode = true;
   }
   int64_t budget = any_decode ? options_.prefill_chunk : options_.prefill_chunk_idle;
+  if (any_decode && options_.itl_ratio >= 1) budget = std::min(budget, latency_budget());
   for (auto& r : rows) {
     if (budget <= 0) break;
     if (r->finished || r->decoding) continue;
@@ -573,6 +597,10 @@ void Engine::iterate(std::vector<std::unique_ptr<Row>>& rows) {
     return;
   }
   const double pass_ms = ms_between(p0, EngineClock::now());
+  int64_t prefill_tokens = 0;
+  for (Row* r : pass)
+    if (!r->decoding) prefill_tokens += static_cast<int64_t>(r->pass_len);
+  observe_pass(any_decode, prefill_tokens, pass_ms);
   const size_t V = static_cast<size_t>(model_.geometry().vocab);
   size_t tokens = 0;
   for (size_t i = 0; i < pass.size(); ++i) {

@@ -43,7 +43,13 @@ void ThreadPool::drain(uint32_t gen, Arena& arena) {
   uint64_t t = ticket_.load(std::memory_order_acquire);
   while (static_cast<uint32_t>(t >> 32) == gen) {
     const int64_t block = static_cast<int64_t>(t & 0xffffffffu);
-    if (block >= n_blocks_.load(std::memory_order_relaxed)) break;
+    // The bound must be this generation's: a worker holding a stale ticket of the previous job
+    // could otherwise compare against the next job's block count and claim a block that does
+    // not exist, running it with the next job's function half-published.
+    const uint64_t bound = bound_.load(std::memory_order_acquire);
+    if (static_cast<uint32_t>(bound >> 32) != gen ||
+        block >= static_cast<int64_t>(bound & 0xffffffffu))
+      break;
     if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel)) continue;
     // The claim pins the generation: the caller cannot publish another job before this block is
     // counted as done, so fn_ / ctx_ still belong to `gen`.
@@ -96,10 +102,11 @@ void ThreadPool::run_impl(int64_t n_blocks, BlockFn fn, void* ctx) {
     return;
   }
   const uint32_t gen = generation_.load() + 1;
-  n_blocks_.store(n_blocks, std::memory_order_relaxed);
   fn_ = fn;
   ctx_ = ctx;
   done_.store(0, std::memory_order_relaxed);
+  bound_.store((static_cast<uint64_t>(gen) << 32) | static_cast<uint64_t>(n_blocks),
+               std::memory_order_release);
   ticket_.store(static_cast<uint64_t>(gen) << 32, std::memory_order_release);
   generation_.store(gen);  // seq_cst: pairs with the sleepers_ check below
   if (sleepers_.load() > 0) {

@@ -103,7 +103,8 @@ class ThreadPool {
   std::atomic<int64_t> done_{0};         // blocks finished in the current generation
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
-  std::atomic<int64_t> n_blocks_{0};
+  // (generation << 32) | block count of the job published for that generation.
+  std::atomic<uint64_t> bound_{0};
   BlockFn fn_ = nullptr;
   void* ctx_ = nullptr;
 };

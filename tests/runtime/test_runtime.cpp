@@ -135,5 +135,28 @@ TEST(Runtime, ConcurrentPassesOnASharedRuntimeAndOnTwoRuntimes) {
   EXPECT_EQ(bad.load(), 0);
 }
 
+// Many short jobs back to back (decode issues hundreds per token): every block of every job runs
+// exactly once, on the job it belongs to. A worker holding a stale ticket of the previous job must
+// never claim a block of the next one.
+TEST(ThreadPool, EveryBlockOfEveryJobRunsExactlyOnce) {
+  kernels::ThreadPool pool(3);
+  std::vector<std::atomic<int>> hits(8);
+  int wrong = 0;
+  for (int job = 0; job < 20000; ++job) {
+    const int n = 2 + job % 6;
+    for (int b = 0; b < 8; ++b) hits[b].store(0);
+    std::atomic<int> foreign{0};
+    const int tag = job;
+    pool.run(n, [&, tag](int64_t b, kernels::Arena& arena) {
+      if (b < 0 || b >= n || tag != job) foreign.fetch_add(1);
+      *arena.get<int>(1) = tag;  // each thread's own scratch
+      hits[static_cast<size_t>(b)].fetch_add(1);
+    });
+    for (int b = 0; b < 8; ++b) wrong += hits[b].load() != (b < n ? 1 : 0);
+    wrong += foreign.load();
+  }
+  EXPECT_EQ(wrong, 0);
+}
+
 }  // namespace
 }  // namespace wick::test
