@@ -13,22 +13,7 @@
 
 #include "kernels/matmul.h"
 #include "kernels/qmatmul.h"
-#include <cstdlib>
-#include <thread>
-
-#include "kernels/thread_pool.h"
-
-namespace {
-// The kernels' thread pool for these benchmarks: WICK_THREADS threads when set, else one per core.
-wick::kernels::ThreadPool& bench_pool() {
-  static wick::kernels::ThreadPool pool([] {
-    const char* env = std::getenv("WICK_THREADS");
-    const int n = env ? std::atoi(env) : 0;
-    return n >= 1 ? n : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  }());
-  return pool;
-}
-}  // namespace
+#include "bench_pool.h"
 
 namespace {
 

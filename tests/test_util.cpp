@@ -1,6 +1,10 @@
 #include "test_util.h"
 
 #include "wick/runtime.h"
+#include "wick/synth.h"
+
+#include <atomic>
+#include <filesystem>
 
 #include <sys/wait.h>
 
@@ -28,6 +32,18 @@ std::unique_ptr<kernels::ThreadPool> g_test_pool;
 kernels::ThreadPool& test_pool() {
   if (!g_test_pool) g_test_pool = std::make_unique<kernels::ThreadPool>(default_thread_count());
   return *g_test_pool;
+}
+
+Model synthetic_model(const std::string& geometry, DType dtype, uint64_t seed) {
+  static std::atomic<int> serial{0};
+  const std::string path =
+      (std::filesystem::temp_directory_path() /
+       ("wick-synth-" + std::to_string(::getpid()) + "-" + std::to_string(serial++) + ".safetensors"))
+          .string();
+  write_synthetic_checkpoint(path, parse_synth_geometry(geometry), dtype, seed);
+  Model model = Model::load(path);
+  std::filesystem::remove(path);
+  return model;
 }
 
 void set_test_threads(int threads) {

@@ -10,6 +10,7 @@
 
 #include "io/tensor_set.h"
 #include "kernels/thread_pool.h"
+#include "wick/model.h"
 
 namespace wick::test {
 
@@ -17,6 +18,10 @@ namespace wick::test {
 // set_test_threads(n) replaces it (n <= 0: the default); not while a kernel runs.
 kernels::ThreadPool& test_pool();
 void set_test_threads(int threads);
+
+// A deterministic synthetic checkpoint (wick synth) of `geometry` ("L:C[:vocab]"), loaded; the
+// file is removed at once (the mapping keeps the bytes alive).
+Model synthetic_model(const std::string& geometry, DType dtype, uint64_t seed);
 
 // ../shared/fixtures (override with the environment variable WICK_FIXTURES).
 std::string fixtures_dir();

@@ -30,8 +30,10 @@
 //
 // Threading. submit(), cancel(), register_state(), stats() and RequestHandle's members may be
 // called from any thread. Callbacks (Request::on_chunk, on_done) run on the engine thread: they
-// must not block (hand chunks to a queue) and must not call wait() on a handle of this engine.
-// The engine runs its passes on its Model's Runtime (wick/runtime.h).
+// must not block (hand chunks to a queue), and must not call wait() on a handle of this engine,
+// shutdown(), or destroy the engine (each would wait on itself). An exception thrown by on_chunk
+// ends that request with StopReason::kError; one thrown by on_done is ignored. The engine runs
+// its passes on its Model's Runtime (wick/runtime.h).
 #pragma once
 
 #include <chrono>
@@ -68,7 +70,7 @@ struct EngineOptions {
   // prefills. 0: only prefill_chunk bounds it. Chunk sizes never change results (batch
   // invariance). >= 1 or 0.
   double itl_ratio = 1.6;
-  int queue_length = 256;                        // requests waiting for a row; >= 0
+  int queue_length = 256;                        // requests waiting for a row; >= 1
   size_t cache_bytes = size_t{256} << 20;        // local prefix-cache budget; 0 disables it
   std::shared_ptr<PrefixCacheTier> second_tier;  // optional shared tier (replicas); may be null
   // Adapter set the model runs with, part of every cache scope (empty: none).
@@ -82,7 +84,10 @@ enum class CacheTier { kNone, kLocal, kSecond };
 std::string_view cache_tier_name(CacheTier t);  // "none", "local", "redis"
 
 struct EngineResult : GenerationResult {
-  State state;            // the row's final state (state rule above); empty when it failed early
+  State state;            // the row's final state (state rule above); empty for a request that
+                          // never got a row (cancelled or past its deadline while queued).
+                          // Cancelled or past its deadline during prefill: the prompt tokens
+                          // absorbed so far. StopReason::kError: what the row had absorbed
   int cached_tokens = 0;  // prompt tokens taken from the prefix cache instead of prefilled
   CacheTier cache_tier = CacheTier::kNone;
   std::string error;      // with StopReason::kError: what went wrong
@@ -129,11 +134,13 @@ class RequestHandle {
   uint64_t id() const;
   bool done() const;
   // Blocks until the request ends; the result lives as long as any handle of the request.
-  // Must not be called from a callback of the same engine (it would wait on itself).
+  // Must not be called from a callback of the same engine (it would wait on itself). Throws
+  // InputError on an empty handle (not from submit()); a failed request is not an exception here:
+  // its result has StopReason::kError, `error` and `exception`.
   const EngineResult& wait() const&;
   // On a temporary handle (engine.submit(r).wait()): a copy, which outlives the handle.
   EngineResult wait() const&& { return static_cast<const RequestHandle&>(*this).wait(); }
-  // As wait(), up to `timeout`; null on timeout.
+  // As wait(), up to `timeout`; null on timeout. Throws InputError on an empty handle.
   const EngineResult* wait_for(std::chrono::milliseconds timeout) const;
   // Asks the engine to end the request (StopReason::kCancelled); no effect once done. A row in
   // decode still absorbs the token it already returned (state rule); a row in prefill ends with
@@ -180,6 +187,11 @@ class Engine {
   // given; QueueFullError when queue_length requests are already waiting; EngineStoppedError
   // after shutdown() began.
   RequestHandle submit(Request request);
+  // Queues several requests at once, all or none: each is checked as submit() checks it (an
+  // InputError names the request's index), and a queue without room for all of them throws
+  // QueueFullError with nothing queued. Requests queued together are admitted together when
+  // max_rows allows (their prompts then share the first passes).
+  std::vector<RequestHandle> submit_all(std::vector<Request> requests);
   // Same as handle.cancel().
   void cancel(const RequestHandle& handle);
 
@@ -188,8 +200,9 @@ class Engine {
   void register_state(const std::string& id, State state);
   std::vector<std::string> state_ids() const;
 
-  // Stops accepting requests; running and queued ones finish normally unless `cancel` is true.
-  // Returns when the engine is idle or `grace` passed (then the rest are cancelled).
+  // Stops accepting requests (submit() then throws EngineStoppedError); running and queued ones
+  // finish normally unless `cancel` is true. Returns when the engine is idle; when `grace` passes
+  // first, the rest are cancelled and it returns once they have ended. Never throws.
   void shutdown(std::chrono::milliseconds grace, bool cancel = false);
 
   EngineStats stats() const;
@@ -197,7 +210,8 @@ class Engine {
   const EngineOptions& options() const { return options_; }
 
   // The cache scope of requests starting from the initial state `init` ("zero", or a registered
-  // or given state's content digest) on this engine.
+  // or given state's content digest) on this engine: the weights' fingerprint, precision,
+  // quantisation, attention options, EngineOptions::adapters and the state format, then `init`.
   std::string cache_scope(const std::string& init) const;
 
  private:
@@ -209,6 +223,10 @@ class Engine {
   void finish(Row& row);
   void store_prefix(Row& row, std::span<const int32_t> tokens, std::span<const float> logits);
   void observe_pass(bool any_decode, int64_t prefill_tokens, double ms);
+  void fail(Row& row, std::exception_ptr e);
+  std::shared_ptr<detail::RequestControl> prepare(Request request) const;
+  void enqueue_locked(std::vector<std::shared_ptr<detail::RequestControl>>& ctls);
+  void request_ended();
   int64_t latency_budget() const;
 
   Model model_;
@@ -227,6 +245,8 @@ class Engine {
   bool cancel_all_ = false;
   bool quit_ = false;       // engine thread leaves
   int running_ = 0;         // rows held by the engine thread
+  int unfinished_ = 0;      // taken from the queue, completion (on_done, waiters) not yet done
+  std::vector<float> logits_;  // engine thread: the pass's logits, reused
   double decode_ms_ = 0;    // engine thread: moving average of decode-only passes
   double token_ms_ = 0;     // engine thread: moving average cost of one prefill token
   uint64_t next_id_ = 1;

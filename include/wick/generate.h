@@ -7,6 +7,12 @@
 // prompt and every returned token, including the token that triggered a stop (so the next call
 // can simply continue the conversation).
 //
+// Execution: generate_tokens() / generate() / generate_batch() run on a private serving engine
+// (wick/engine.h) - the library's one generation loop - started for the call: the streaming
+// callbacks run on that engine's thread (the caller waits), and the passes on the Model's Runtime
+// (calls on Models sharing a Runtime take turns). Calling them from inside a pass on the same
+// Runtime (an ActivationTrace callback) throws InputError.
+//
 // Thread-safety: the functions keep no shared state; a Model may be used from several threads,
 // each with its own State (and its own Tokenizer use is read-only).
 #pragma once
@@ -123,8 +129,10 @@ using BatchChunkCallback =
 //            as in generate().
 // Returns one result per row, in order. Rows agree with single-row generation: greedy tokens
 // equal, logits within rounding (here bit-identical, as the batched pass computes every row with
-// the single-row arithmetic). Throws InputError (no state changed) for R == 0, an empty prompt,
-// mismatched counts, or anything generate_tokens() refuses.
+// the single-row arithmetic). Throws InputError (no state changed, no callback called) for R == 0,
+// an empty prompt, mismatched counts, or anything generate_tokens() refuses. When a row fails
+// later (its callback throws, the sampler finds nothing to sample), the other rows still run to
+// their end; every state is then written back and the first row's exception is rethrown.
 std::vector<GenerationResult> generate_batch(const Model& model, const Tokenizer& tokenizer,
                                              std::span<const std::vector<int32_t>> prompts,
                                              std::span<const GenerationConfig> configs,

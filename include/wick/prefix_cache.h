@@ -55,7 +55,8 @@ class PrefixCacheTier {
  public:
   virtual ~PrefixCacheTier() = default;
   // The longest entry of `scope` whose ids are tokens[0, n) for some n in `lengths` (ascending,
-  // each <= tokens.size()), or null. Called on the engine thread: keep it to one round trip.
+  // each <= tokens.size()), or null. Called on the engine thread at admission, which blocks every
+  // running stream meanwhile: keep it to one round trip with a short timeout.
   virtual std::shared_ptr<const CachedPrefix> fetch(std::string_view scope,
                                                     std::span<const int32_t> tokens,
                                                     std::span<const size_t> lengths) = 0;

@@ -59,7 +59,7 @@ void EngineOptions::validate() const {
   need(prefill_chunk_idle >= prefill_chunk,
        "prefill_chunk_idle (" + std::to_string(prefill_chunk_idle) +
            ") must be >= prefill_chunk (" + std::to_string(prefill_chunk) + ")");
-  need(queue_length >= 0, "queue_length must be >= 0, got " + std::to_string(queue_length));
+  need(queue_length >= 1, "queue_length must be >= 1, got " + std::to_string(queue_length));
   need(itl_ratio == 0 || itl_ratio >= 1,
        "itl_ratio must be 0 (off) or >= 1, got " + std::to_string(itl_ratio));
 }
@@ -137,7 +137,9 @@ Engine::Engine(Model model, const Tokenizer& tokenizer, EngineOptions options,
                std::to_string(a.moba_block) + "/" + std::to_string(a.moba_topk) + "/" +
                std::string(moba_scope_name(a.moba_scope)) + "/" +
                (a.moba_past_k_minus_1 ? "k-1" : "k");
-        s += ";adapters=" + options_.adapters + ";state_format=1";
+        // The kernels' instruction set: AVX-512 / AVX2 / scalar sums are each exact for their
+        // machine but not the same bits as one another.
+        s += ";adapters=" + options_.adapters + ";state_format=1;kernels=" + kernel_isa();
         return s;
       }()),
       cache_(options_.cache_bytes) {
@@ -182,7 +184,7 @@ std::vector<std::string> Engine::state_ids() const {
   return ids;
 }
 
-RequestHandle Engine::submit(Request request) {
+std::shared_ptr<detail::RequestControl> Engine::prepare(Request request) const {
   const int vocab = model_.geometry().vocab;
   request.config.validate(vocab);
   if (!request.prompt.empty() && !request.prompt_tokens.empty())
@@ -199,7 +201,7 @@ RequestHandle Engine::submit(Request request) {
     if (ctl->prompt[i] < 0 || ctl->prompt[i] >= vocab)
       throw InputError("token id " + std::to_string(ctl->prompt[i]) + " at position " +
                        std::to_string(i) + " is outside this model's vocabulary [0, " +
-                       std::to_string(vocab) + ")");
+                       std::to_string(vocab) + "); was the text encoded with another tokenizer?");
   if (request.initial_state && !request.state_id.empty())
     throw InputError("a request starts from a given State or from a registered state id, not both");
   if (request.initial_state) {
@@ -207,33 +209,70 @@ RequestHandle Engine::submit(Request request) {
       throw InputError("the request's initial state does not match the model's geometry; create "
                        "it with Model::new_state() of this model");
     ctl->init_digest = request.use_cache ? state_digest(*request.initial_state) : "";
+  } else if (request.state_id.empty()) {
+    ctl->init_digest = "zero";
   }
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (!request.state_id.empty()) {
-    auto it = states_.find(request.state_id);
+  ctl->request = std::move(request);
+  return ctl;
+}
+
+// Queues prepared requests, all or none. Caller holds mutex_.
+void Engine::enqueue_locked(std::vector<std::shared_ptr<detail::RequestControl>>& ctls) {
+  for (auto& ctl : ctls) {
+    const std::string& id = ctl->request.state_id;
+    if (id.empty()) continue;
+    auto it = states_.find(id);
     if (it == states_.end())
-      throw InputError("unknown initial state '" + request.state_id + "': register it first (" +
+      throw InputError("unknown initial state '" + id + "': register it first (" +
                        std::to_string(states_.size()) + " registered)");
     ctl->init = it->second.first;
-    ctl->init_digest = "state:" + request.state_id + ":" + it->second.second;
-  } else if (!request.initial_state) {
-    ctl->init_digest = "zero";
+    ctl->init_digest = "state:" + id + ":" + it->second.second;
   }
   if (stopping_)
     throw EngineStoppedError("the engine is shutting down and accepts no new requests");
-  if (static_cast<int>(queue_.size()) >= options_.queue_length) {
-    ++stats_.refused;
+  if (queue_.size() + ctls.size() > static_cast<size_t>(options_.queue_length)) {
+    stats_.refused += ctls.size();
     throw QueueFullError("the request queue is full (" + std::to_string(queue_.size()) +
                          " waiting, queue_length " + std::to_string(options_.queue_length) +
+                         (ctls.size() > 1 ? ", " + std::to_string(ctls.size()) + " more asked"
+                                          : std::string()) +
                          "): retry later or raise the queue length");
   }
-  ctl->request = std::move(request);
-  ctl->id = next_id_++;
-  queue_.push_back(ctl);
-  ++stats_.submitted;
-  lock.unlock();
+  for (auto& ctl : ctls) {
+    ctl->id = next_id_++;
+    queue_.push_back(ctl);
+    ++stats_.submitted;
+  }
+}
+
+RequestHandle Engine::submit(Request request) {
+  std::vector<std::shared_ptr<detail::RequestControl>> one = {prepare(std::move(request))};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    enqueue_locked(one);
+  }
   wake_.notify_all();
-  return RequestHandle(ctl);
+  return RequestHandle(one[0]);
+}
+
+std::vector<RequestHandle> Engine::submit_all(std::vector<Request> requests) {
+  std::vector<std::shared_ptr<detail::RequestControl>> ctls;
+  ctls.reserve(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    try {
+      ctls.push_back(prepare(std::move(requests[i])));
+    } catch (const InputError& e) {
+      throw InputError("request " + std::to_string(i) + ": " + e.what());
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    enqueue_locked(ctls);
+  }
+  wake_.notify_all();
+  std::vector<RequestHandle> handles;
+  for (auto& c : ctls) handles.push_back(RequestHandle(c));
+  return handles;
 }
 
 void Engine::cancel(const RequestHandle& handle) { handle.cancel(); }
@@ -243,11 +282,12 @@ void Engine::shutdown(std::chrono::milliseconds grace, bool cancel) {
   stopping_ = true;
   if (cancel) cancel_all_ = true;
   wake_.notify_all();
-  const bool idle = idle_.wait_for(lock, grace, [&] { return queue_.empty() && running_ == 0; });
+  auto all_ended = [&] { return queue_.empty() && unfinished_ == 0; };
+  const bool idle = idle_.wait_for(lock, grace, all_ended);
   if (!idle) {
     cancel_all_ = true;
     wake_.notify_all();
-    idle_.wait(lock, [&] { return queue_.empty() && running_ == 0; });
+    idle_.wait(lock, all_ended);
   }
 }
 
@@ -294,6 +334,26 @@ void complete_unstarted(detail::RequestControl& ctl, StopReason reason) {
 
 }  // namespace
 
+void Engine::request_ended() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  --unfinished_;
+  if (unfinished_ == 0 && queue_.empty()) idle_.notify_all();
+}
+
+void Engine::fail(Row& row, std::exception_ptr e) {
+  row.failed = true;
+  row.exception = e;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    row.error = x.what();
+  } catch (...) {
+    row.error = "an unknown exception";
+  }
+  if (row.decoder) row.decoder->stop(StopReason::kError);
+  finish(row);
+}
+
 void Engine::loop() {
   std::vector<std::unique_ptr<Row>> rows;
   while (true) {
@@ -302,7 +362,6 @@ void Engine::loop() {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       if (rows.empty() && queue_.empty()) {
-        idle_.notify_all();
         if (quit_) break;
         // Sleep until a request arrives (or the earliest queued deadline: none are queued here).
         wake_.wait(lock, [&] { return quit_ || !queue_.empty(); });
@@ -327,6 +386,7 @@ void Engine::loop() {
       if (cancel_all_)
         for (auto& r : rows) r->ctl->cancel.store(true);
       running_ += static_cast<int>(admitted.size());
+      unfinished_ += static_cast<int>(admitted.size() + ended.size());
     }
     for (size_t i = 0; i < ended.size(); ++i) {
       {
@@ -334,14 +394,26 @@ void Engine::loop() {
         ++stats_.completed;
       }
       complete_unstarted(*ended[i], ended_reason[i]);
+      request_ended();
     }
     for (auto& ctl : admitted) {
       auto row = std::make_unique<Row>();
       row->ctl = std::move(ctl);
-      admit(*row);
+      try {
+        admit(*row);
+      } catch (...) {
+        fail(*row, std::current_exception());  // e.g. out of memory copying a state
+      }
       rows.push_back(std::move(row));
     }
-    iterate(rows);
+    try {
+      iterate(rows);
+    } catch (...) {
+      // Nothing in an iteration should throw (rows fail on their own); if something does, every
+      // row it held ends with the error rather than the engine thread dying.
+      for (auto& r : rows)
+        if (!r->finished) fail(*r, std::current_exception());
+    }
     rows.erase(std::remove_if(rows.begin(), rows.end(), [](const auto& r) { return r->finished; }),
                rows.end());
   }
@@ -432,28 +504,49 @@ void Engine::begin_decode(Row& row, std::span<const float> logits) {
     row.decoder->stop_kv_cache_full();
     return finish(row);
   }
+  const size_t before = row.decoder->tokens().size();
   try {
     row.pending = row.decoder->next(logits, row.ctl->request.on_chunk);
     row.token_times.push_back(ms_between(row.ctl->submitted, EngineClock::now()));
-  } catch (const std::exception& e) {
-    row.failed = true;
-    row.error = e.what();
-    row.exception = std::current_exception();
-    row.decoder->stop(StopReason::kError);
-    finish(row);
   } catch (...) {
     row.failed = true;
-    row.error = "a callback threw a non-standard exception";
     row.exception = std::current_exception();
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      row.error = e.what();
+    } catch (...) {
+      row.error = "a callback threw a non-standard exception";
+    }
     row.decoder->stop(StopReason::kError);
-    finish(row);
+    // The callback threw after the token was chosen: the row absorbs it in the next pass (state
+    // rule: the state has absorbed every returned token), then ends with the error.
+    if (row.decoder->tokens().size() > before) {
+      row.pending = row.decoder->tokens().back();
+    } else {
+      finish(row);
+    }
   }
 }
 
 void Engine::store_prefix(Row& row, std::span<const int32_t> tokens,
                           std::span<const float> logits) {
-  if (row.scope.empty() || tokens.empty()) return;
-  auto entry = cache_.insert(row.scope, tokens, row.state, logits);
+  if (row.scope.empty() || tokens.empty() || row.failed) return;
+  std::shared_ptr<const CachedPrefix> entry;
+  try {
+    entry = cache_.insert(row.scope, tokens, row.state, logits);
+    if (!entry && options_.second_tier) {
+      // The local tier is off or too small for it: the second tier still gets the entry.
+      auto e = std::make_shared<CachedPrefix>();
+      e->scope = row.scope;
+      e->tokens.assign(tokens.begin(), tokens.end());
+      e->state = row.state;
+      e->logits.assign(logits.begin(), logits.end());
+      entry = std::move(e);
+    }
+  } catch (const std::bad_alloc&) {
+    return;  // a cache entry is an optimisation: out of memory skips it
+  }
   if (entry && options_.second_tier) {
     try {
       options_.second_tier->store(std::move(entry));
@@ -507,6 +600,7 @@ void Engine::finish(Row& row) {
     --running_;
   }
   complete(ctl, std::move(r));
+  request_ended();
 }
 
 // Pass-time model for the latency budget: t(pass) ~ t_decode + prefill_tokens * t_token, with
@@ -526,8 +620,9 @@ void Engine::observe_pass(bool any_decode, int64_t prefill_tokens, double ms) {
 int64_t Engine::latency_budget() const {
   // Until both costs are measured, a small chunk (it measures them).
   if (decode_ms_ <= 0 || token_ms_ <= 0) return std::min<int64_t>(options_.prefill_chunk, 16);
-  const double fit = (options_.itl_ratio - 1) * decode_ms_ / token_ms_;
-  return std::clamp<int64_t>(static_cast<int64_t>(fit), 1, options_.prefill_chunk);
+  const double fit = std::clamp((options_.itl_ratio - 1) * decode_ms_ / token_ms_, 1.0,
+                                static_cast<double>(options_.prefill_chunk));
+  return static_cast<int64_t>(fit);
 }
 
 void Engine::iterate(std::vector<std::unique_ptr<Row>>& rows) {
@@ -581,31 +676,38 @@ void Engine::iterate(std::vector<std::unique_ptr<Row>>& rows) {
   }
   if (pass.empty()) return;
 
-  std::vector<float> logits;
+  const size_t V = static_cast<size_t>(model_.geometry().vocab);
+  // Logits of the pass in a buffer kept between iterations (grown, never shrunk).
+  if (logits_.size() < pass.size() * V) logits_.resize(pass.size() * V);
+  const std::span<float> logits(logits_.data(), pass.size() * V);
   const auto p0 = EngineClock::now();
   try {
-    logits = model_.forward_batch(seqs, states);
-  } catch (const std::exception& e) {
-    // Every input was checked before any state changed: the rows end with their states intact.
-    for (Row* r : pass) {
-      r->failed = true;
-      r->error = e.what();
-      r->exception = std::current_exception();
-      r->decoder->stop(StopReason::kError);
-      finish(*r);
-    }
+    model_.forward_batch(seqs, states, logits);
+  } catch (...) {
+    // Input errors are found before any state changes; anything else (out of memory inside the
+    // pass) may leave these rows' states part-advanced. Either way these rows end with it.
+    const std::exception_ptr e = std::current_exception();
+    for (Row* r : pass) fail(*r, e);
     return;
   }
   const double pass_ms = ms_between(p0, EngineClock::now());
   int64_t prefill_tokens = 0;
-  for (Row* r : pass)
-    if (!r->decoding) prefill_tokens += static_cast<int64_t>(r->pass_len);
-  observe_pass(any_decode, prefill_tokens, pass_ms);
-  const size_t V = static_cast<size_t>(model_.geometry().vocab);
   size_t tokens = 0;
+  for (Row* r : pass) {
+    tokens += r->pass_len;
+    if (!r->decoding) prefill_tokens += static_cast<int64_t>(r->pass_len);
+  }
+  observe_pass(any_decode, prefill_tokens, pass_ms);
+  {
+    // Counted before any row of this pass completes (a waiter reading stats() sees this pass).
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.iterations;
+    stats_.pass_rows += pass.size();
+    stats_.pass_tokens += static_cast<uint64_t>(tokens);
+    stats_.pass_ms += pass_ms;
+  }
   for (size_t i = 0; i < pass.size(); ++i) {
     Row& r = *pass[i];
-    tokens += r.pass_len;
     const std::span<const float> row_logits(logits.data() + i * V, V);
     if (r.decoding) {
       r.pending = -1;
@@ -630,10 +732,6 @@ void Engine::iterate(std::vector<std::unique_ptr<Row>>& rows) {
     }
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  ++stats_.iterations;
-  stats_.pass_rows += pass.size();
-  stats_.pass_tokens += tokens;
-  stats_.pass_ms += pass_ms;
   stats_.busy_ms += ms_between(it_start, EngineClock::now());
 }
 

@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "generate/row_decoder.h"
+#include "runtime/runtime_impl.h"
 #include "wick/engine.h"
 #include "wick/errors.h"
 
@@ -84,25 +85,25 @@ std::vector<GenerationResult> run_rows(const Model& model, const Tokenizer& toke
   o.queue_length = static_cast<int>(R);
   // One pass prefills every prompt (as a batched forward over all of them would).
   o.prefill_chunk = o.prefill_chunk_idle = static_cast<int>(std::max<size_t>(total, 1));
+  o.itl_ratio = 0;  // the rows start together: nothing decodes while they prefill
   o.cache_bytes = 0;
+  if (RuntimeLease::held_by_this_thread(*model.runtime()))
+    throw InputError("generate() was called from inside a pass on the same Runtime (for example "
+                     "from an ActivationTrace callback); use a Model with a Runtime of its own "
+                     "(Model::with_runtime)");
   Engine engine(model, tokenizer, o);
-  std::vector<RequestHandle> handles;
-  handles.reserve(R);
-  try {
-    for (size_t r = 0; r < R; ++r) {
-      Request q;
-      q.prompt_tokens = prompts[r];
-      q.config = configs[r];
-      q.initial_state = states[r];
-      q.use_cache = false;
-      q.on_chunk = callbacks[r];
-      handles.push_back(engine.submit(std::move(q)));
-    }
-  } catch (...) {
-    for (auto& h : handles) h.cancel();
-    for (auto& h : handles) h.wait();
-    throw;
+  std::vector<Request> requests(R);
+  for (size_t r = 0; r < R; ++r) {
+    Request& q = requests[r];
+    q.prompt_tokens = prompts[r];
+    q.config = configs[r];
+    q.initial_state = states[r];
+    q.use_cache = false;
+    q.on_chunk = callbacks[r];
   }
+  // All or nothing: every row is checked before any starts (no callback runs for a call that
+  // throws InputError).
+  const std::vector<RequestHandle> handles = engine.submit_all(std::move(requests));
   std::vector<GenerationResult> results(R);
   std::exception_ptr failure;
   for (size_t r = 0; r < R; ++r) {

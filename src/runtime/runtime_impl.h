@@ -37,6 +37,10 @@ class RuntimeLease {
   RuntimeLease& operator=(const RuntimeLease&) = delete;
 
   kernels::ThreadPool& pool();
+  // True when the calling thread holds a lease of `runtime` (it is inside a pass on it).
+  static bool held_by_this_thread(const Runtime& runtime) {
+    return runtime.impl().owner.load() == std::this_thread::get_id();
+  }
   // The workspace kept in the Runtime, as W (created, or replaced when it is another type).
   template <class W>
   W& workspace() {

@@ -23,15 +23,7 @@ const Model& tiny() {
 }
 
 const Model& world_model() {
-  static const Model m = [] {
-    const std::string path = (std::filesystem::temp_directory_path() /
-                              ("wick-engine-world-" + std::to_string(::getpid()) + ".safetensors"))
-                                 .string();
-    write_synthetic_checkpoint(path, parse_synth_geometry("2:128"), DType::F32, 11);
-    Model model = Model::load(path);
-    std::filesystem::remove(path);
-    return model;
-  }();
+  static const Model m = synthetic_model("2:128", DType::F32, 11);
   return m;
 }
 
@@ -550,6 +542,106 @@ TEST(Engine, TwoEnginesOnTwoModelsConcurrently) {
   for (size_t i = 0; i < jobs.size(); ++i)
     expect_same(run_solo(*jobs[i].m, *jobs[i].t, jobs[i].prompt, jobs[i].c), hs[i].wait(),
                 streamed[i], "job " + std::to_string(i));
+}
+
+TEST(Engine, SubmitAllIsAllOrNothing) {
+  ByteTokenizer tok;
+  Engine engine(tiny(), tok, EngineOptions{.max_rows = 4, .queue_length = 3});
+  std::vector<Request> rs(3);
+  for (auto& r : rs) r.prompt = "ok";
+  rs[2].prompt_tokens = {1, 999};
+  rs[2].prompt.clear();
+  try {
+    engine.submit_all(rs);
+    ADD_FAILURE() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("request 2"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(engine.stats().submitted, 0u);
+  rs[2].prompt_tokens = {1, 2};
+  std::vector<Request> four = rs;
+  four.push_back(rs[0]);
+  EXPECT_THROW(engine.submit_all(four), QueueFullError);  // 4 > queue_length 3: none queued
+  EXPECT_EQ(engine.stats().submitted, 0u);
+  for (const RequestHandle& h : engine.submit_all(rs)) EXPECT_EQ(h.wait().generated_tokens, 128);
+  EXPECT_THROW(Engine(tiny(), tok, EngineOptions{.queue_length = 0}), InputError);
+}
+
+TEST(Engine, AThrowingCallbackStillLeavesTheStateRule) {
+  ByteTokenizer tok;
+  Engine engine(tiny(), tok, EngineOptions{});
+  Request r;
+  r.prompt = "state rule";
+  r.config = config_for(3, 20, true);
+  int n = 0;
+  r.on_chunk = [&n](std::string_view, int32_t) -> bool {
+    if (++n == 4) throw std::runtime_error("disconnected");
+    return true;
+  };
+  const EngineResult got = engine.submit(std::move(r)).wait();
+  EXPECT_EQ(got.stop_reason, StopReason::kError);
+  ASSERT_EQ(got.tokens.size(), 4u);
+  State s = tiny().new_state();
+  std::vector<int32_t> all = tok.encode("state rule");
+  all.insert(all.end(), got.tokens.begin(), got.tokens.end());
+  tiny().forward(all, s);
+  EXPECT_TRUE(got.state == s);  // the token returned before the throw was absorbed
+  ASSERT_TRUE(got.exception);
+  EXPECT_THROW(std::rethrow_exception(got.exception), std::runtime_error);
+}
+
+TEST(Engine, GenerateInsideAPassIsRefusedNotDeadlocked) {
+  ByteTokenizer tok;
+  const Model& m = tiny();
+  bool refused = false;
+  ActivationTrace trace = [&](std::string_view name, int, const float*, int64_t, int64_t) {
+    if (name != "emb_ln0") return;
+    try {
+      generate(m, tok, "x", config_for(1, 2, false));
+    } catch (const InputError&) {
+      refused = true;
+    }
+  };
+  State s = m.new_state();
+  m.forward(tok.encode("ab"), s, false, &trace);
+  EXPECT_TRUE(refused);
+}
+
+TEST(Engine, SecondTierGetsEntriesWithTheLocalTierOff) {
+  ByteTokenizer tok;
+  auto tier = std::make_shared<MemoryTier>();
+  EngineOptions o;
+  o.cache_bytes = 0;
+  o.second_tier = tier;
+  const std::vector<int32_t> p = tok.encode("only the second tier");
+  {
+    Engine first(tiny(), tok, o);
+    EXPECT_EQ(first.submit(Request{.prompt_tokens = p, .config = config_for(1, 4, false)})
+                  .wait()
+                  .cached_tokens,
+              0);
+  }
+  Engine second(tiny(), tok, o);
+  const EngineResult r =
+      second.submit(Request{.prompt_tokens = p, .config = config_for(1, 4, false)}).wait();
+  EXPECT_EQ(r.cached_tokens, static_cast<int>(p.size()));
+  EXPECT_EQ(r.cache_tier, CacheTier::kSecond);
+}
+
+TEST(Engine, ShutdownReturnsAfterCompletionCallbacks) {
+  ByteTokenizer tok;
+  std::atomic<int> done{0};
+  Engine engine(tiny(), tok, EngineOptions{.max_rows = 1});
+  for (int i = 0; i < 3; ++i) {
+    Request r{.prompt = "bye", .config = config_for(1, 5, false)};
+    r.on_done = [&done](const EngineResult&) {
+      std::this_thread::sleep_for(5ms);
+      done.fetch_add(1);
+    };
+    engine.submit(std::move(r));
+  }
+  engine.shutdown(10s);
+  EXPECT_EQ(done.load(), 3);
 }
 
 TEST(Engine, ShutdownFinishesRunningRequestsAndRefusesNewOnes) {

@@ -11,15 +11,7 @@ namespace wick::test {
 namespace {
 
 const Model& world_model() {
-  static const Model m = [] {
-    const std::string path = (std::filesystem::temp_directory_path() /
-                              ("wick-world-synth-" + std::to_string(::getpid()) + ".safetensors"))
-                                 .string();
-    write_synthetic_checkpoint(path, parse_synth_geometry("2:128"), DType::F32, 7);
-    Model model = Model::load(path);
-    std::filesystem::remove(path);  // the mapping keeps the bytes alive
-    return model;
-  }();
+  static const Model m = synthetic_model("2:128", DType::F32, 7);
   return m;
 }
 

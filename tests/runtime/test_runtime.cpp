@@ -14,15 +14,7 @@ namespace wick::test {
 namespace {
 
 const Model& synth_model() {
-  static const Model m = [] {
-    const std::string path = (std::filesystem::temp_directory_path() /
-                              ("wick-runtime-synth-" + std::to_string(::getpid()) + ".safetensors"))
-                                 .string();
-    write_synthetic_checkpoint(path, parse_synth_geometry("2:256"), DType::BF16, 5);
-    Model model = Model::load(path);
-    std::filesystem::remove(path);
-    return model;
-  }();
+  static const Model m = synthetic_model("2:256", DType::BF16, 5);
   return m;
 }
 
