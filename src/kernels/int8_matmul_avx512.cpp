@@ -28,6 +28,17 @@
 namespace wick::kernels::int8 {
 namespace {
 
+// The 16 int32 lanes added modulo 2^32. The offset trick's partial sums may pass the int32 range
+// (only the difference of two of them is exact), so the adds must wrap: the intrinsics' vector
+// adds do, whereas _mm512_reduce_add_epi32 adds as int in GCC's header (signed overflow, UB).
+inline uint32_t lane_sum_mod32(__m512i v) {
+  const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+  const __m128i q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+  alignas(16) uint32_t lanes[4];
+  _mm_store_si128(reinterpret_cast<__m128i*>(lanes), q);
+  return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+}
+
 template <int NR, int NT>
 inline void tile(const Int8Matrix& w, int64_t r, const int8_t* xq, int64_t xs, int32_t* sums,
                  int64_t ss) {
@@ -58,9 +69,9 @@ inline void tile(const Int8Matrix& w, int64_t r, const int8_t* xq, int64_t xs, i
     }
   }
   for (int t = 0; t < NT; ++t) {
-    const uint32_t o = static_cast<uint32_t>(_mm512_reduce_add_epi32(off[t]));
+    const uint32_t o = lane_sum_mod32(off[t]);
     for (int k = 0; k < NR; ++k) {
-      const uint32_t a = static_cast<uint32_t>(_mm512_reduce_add_epi32(acc[k][t]));
+      const uint32_t a = lane_sum_mod32(acc[k][t]);
       sums[t * ss + k] = static_cast<int32_t>(a - o);
     }
   }
