@@ -223,6 +223,7 @@ class Engine {
   void finish(Row& row);
   void store_prefix(Row& row, std::span<const int32_t> tokens, std::span<const float> logits);
   void observe_pass(bool any_decode, int64_t prefill_tokens, double ms);
+  void mark_failed(Row& row, std::exception_ptr e);
   void fail(Row& row, std::exception_ptr e);
   std::shared_ptr<detail::RequestControl> prepare(Request request) const;
   void enqueue_locked(std::vector<std::shared_ptr<detail::RequestControl>>& ctls);

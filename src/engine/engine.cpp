@@ -340,7 +340,8 @@ void Engine::request_ended() {
   if (unfinished_ == 0 && queue_.empty()) idle_.notify_all();
 }
 
-void Engine::fail(Row& row, std::exception_ptr e) {
+// Records a row's failure (what the result reports), without ending the row.
+void Engine::mark_failed(Row& row, std::exception_ptr e) {
   row.failed = true;
   row.exception = e;
   try {
@@ -348,8 +349,12 @@ void Engine::fail(Row& row, std::exception_ptr e) {
   } catch (const std::exception& x) {
     row.error = x.what();
   } catch (...) {
-    row.error = "an unknown exception";
+    row.error = "a non-standard exception (not derived from std::exception)";
   }
+}
+
+void Engine::fail(Row& row, std::exception_ptr e) {
+  mark_failed(row, e);
   if (row.decoder) row.decoder->stop(StopReason::kError);
   finish(row);
 }
@@ -509,15 +514,7 @@ void Engine::begin_decode(Row& row, std::span<const float> logits) {
     row.pending = row.decoder->next(logits, row.ctl->request.on_chunk);
     row.token_times.push_back(ms_between(row.ctl->submitted, EngineClock::now()));
   } catch (...) {
-    row.failed = true;
-    row.exception = std::current_exception();
-    try {
-      throw;
-    } catch (const std::exception& e) {
-      row.error = e.what();
-    } catch (...) {
-      row.error = "a callback threw a non-standard exception";
-    }
+    mark_failed(row, std::current_exception());
     row.decoder->stop(StopReason::kError);
     // The callback threw after the token was chosen: the row absorbs it in the next pass (state
     // rule: the state has absorbed every returned token), then ends with the error.
@@ -564,14 +561,8 @@ void Engine::finish(Row& row) {
     try {
       static_cast<GenerationResult&>(r) = row.decoder->finish(
           row.failed || !row.decoding ? ChunkCallback() : ctl.request.on_chunk);
-    } catch (const std::exception& e) {
-      row.failed = true;
-      row.error = e.what();
-      row.exception = std::current_exception();
     } catch (...) {
-      row.failed = true;
-      row.error = "a callback threw a non-standard exception";
-      row.exception = std::current_exception();
+      mark_failed(row, std::current_exception());
     }
   }
   if (row.failed) {

@@ -74,6 +74,14 @@ RequestHandle submit_streamed(Engine& e, std::vector<int32_t> prompt, const Gene
   return e.submit(std::move(r));
 }
 
+// The state after `prompt` then `generated` from a zero state (what the state rule promises).
+State state_after(std::vector<int32_t> prompt, const std::vector<int32_t>& generated) {
+  State s = tiny().new_state();
+  prompt.insert(prompt.end(), generated.begin(), generated.end());
+  tiny().forward(prompt, s);
+  return s;
+}
+
 void expect_same(const Solo& solo, const EngineResult& got, const std::string& streamed,
                  const std::string& what) {
   EXPECT_EQ(got.tokens, solo.result.tokens) << what;
@@ -330,11 +338,7 @@ TEST(Engine, CancelBeforeDuringAndAfter) {
       ASSERT_FALSE(rb.tokens.empty());
       ASSERT_LT(rb.tokens.size(), solo_b.result.tokens.size());
       EXPECT_TRUE(std::equal(rb.tokens.begin(), rb.tokens.end(), solo_b.result.tokens.begin()));
-      State s = tiny().new_state();
-      std::vector<int32_t> all = b.prompt_tokens;
-      all.insert(all.end(), rb.tokens.begin(), rb.tokens.end());
-      tiny().forward(all, s);
-      EXPECT_TRUE(rb.state == s);
+      EXPECT_TRUE(rb.state == state_after(b.prompt_tokens, rb.tokens));
     }
     hb.cancel();  // after completion: nothing happens
     EXPECT_EQ(hb.wait().stop_reason, StopReason::kCancelled);
@@ -361,11 +365,7 @@ TEST(Engine, DeadlineEndsARequest) {
   const EngineResult& r1 = engine.submit(slow).wait();
   EXPECT_EQ(r1.stop_reason, StopReason::kDeadline);
   ASSERT_FALSE(r1.tokens.empty());
-  State s = tiny().new_state();
-  std::vector<int32_t> all = tok.encode("slow");
-  all.insert(all.end(), r1.tokens.begin(), r1.tokens.end());
-  tiny().forward(all, s);
-  EXPECT_TRUE(r1.state == s);  // every returned token absorbed
+  EXPECT_TRUE(r1.state == state_after(tok.encode("slow"), r1.tokens));  // every token absorbed
 }
 
 TEST(Engine, CallbackErrorsEndOnlyTheirRow) {
@@ -581,11 +581,10 @@ TEST(Engine, AThrowingCallbackStillLeavesTheStateRule) {
   const EngineResult got = engine.submit(std::move(r)).wait();
   EXPECT_EQ(got.stop_reason, StopReason::kError);
   ASSERT_EQ(got.tokens.size(), 4u);
-  State s = tiny().new_state();
-  std::vector<int32_t> all = tok.encode("state rule");
-  all.insert(all.end(), got.tokens.begin(), got.tokens.end());
-  tiny().forward(all, s);
-  EXPECT_TRUE(got.state == s);  // the token returned before the throw was absorbed
+  // The token returned before the throw was absorbed, and only it: one token fewer differs.
+  EXPECT_TRUE(got.state == state_after(tok.encode("state rule"), got.tokens));
+  EXPECT_FALSE(got.state == state_after(tok.encode("state rule"),
+                                        {got.tokens.begin(), got.tokens.end() - 1}));
   ASSERT_TRUE(got.exception);
   EXPECT_THROW(std::rethrow_exception(got.exception), std::runtime_error);
 }
