@@ -115,11 +115,17 @@ struct Request {
   EngineClock::time_point deadline = EngineClock::time_point::max();
   // Streamed text as in generate() (return false to cancel); may be empty.
   ChunkCallback on_chunk;
+  // With config.logprobs >= 0: each generated token's log-probabilities, on the engine thread,
+  // before that token's on_chunk call; may be empty.
+  std::function<void(const TokenLogprob&)> on_logprob;
   // Called once with the result when the request ends (any reason); may be empty.
   std::function<void(const EngineResult&)> on_done;
   bool use_cache = true;  // look up and store prefixes of this request
-  // Extra prefix lengths (ascending, each < the prompt length) to probe in the second tier (the
-  // chat template's message boundaries); the whole prompt is always probed.
+  // Extra prefix lengths (ascending, each < the prompt length): the chat template's message
+  // boundaries. They are probed in the second tier (the whole prompt always is), and the prefill
+  // stores the state at each one it passes in the cache (a chunk then ends there, which never
+  // changes results), so a later request sharing only the first messages (a long system prompt)
+  // starts from there.
   std::vector<size_t> cache_boundaries;
 };
 

@@ -41,9 +41,15 @@ struct GenerationConfig {
   bool penalize_prompt = false;           // prompt tokens enter the penalty history (standard
                                           // sampler only; the ChatRWKV mode never observes them)
   SamplingConfig sampling;                // default: greedy
+  // Log-probabilities of the generated tokens (GenerationResult::logprobs): -1 = off; 0..20 =
+  // record each chosen id's log-probability and this many of the most probable ids. They are the
+  // log-softmax of the logits after logit_bias, banned ids and penalties (Sampler::
+  // adjusted_logits), before temperature and top-k / top-p: what the model and the penalties say,
+  // not the truncated distribution drawn from. Costs one extra pass over the V logits per token.
+  int logprobs = -1;
 
   // Throws InputError for max_tokens < 0, an empty stop string, a stop token outside [0, vocab)
-  // (when vocab > 0), and every error of SamplingConfig::validate().
+  // (when vocab > 0), logprobs outside [-1, 20], and every error of SamplingConfig::validate().
   void validate(int vocab = 0) const;
 };
 
@@ -63,6 +69,15 @@ std::string_view stop_reason_name(StopReason r);
 // Prints stop_reason_name(r) (test output, logs).
 std::ostream& operator<<(std::ostream& os, StopReason r);
 
+// One generated token's log-probability (GenerationConfig::logprobs), natural log.
+struct TokenLogprob {
+  int32_t token = -1;
+  float logprob = 0;
+  // The `logprobs` most probable ids and their log-probabilities, most probable first (ties by
+  // ascending id); ids banned or at -inf are never listed.
+  std::vector<std::pair<int32_t, float>> top;
+};
+
 struct GenerationTimings {
   double prefill_ms = 0;  // the parallel pass over the prompt
   double decode_ms = 0;   // the recurrent steps and the sampling between them
@@ -81,6 +96,8 @@ struct GenerationResult {
   std::string stop_string;      // the stop string found, with StopReason::kStopString
   int prompt_tokens = 0;
   int generated_tokens = 0;     // == tokens.size()
+  std::vector<TokenLogprob> logprobs;  // one per generated token when GenerationConfig::logprobs
+                                       // >= 0 (the stop token included), else empty
   GenerationTimings timings;
 };
 

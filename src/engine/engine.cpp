@@ -194,6 +194,13 @@ std::shared_ptr<detail::RequestControl> Engine::prepare(Request request) const {
   ctl->prompt = request.prompt_tokens.empty() ? tokenizer_.encode(request.prompt)
                                               : std::move(request.prompt_tokens);
   request.prompt_tokens.clear();
+  {
+    // Boundaries as the loop expects them: ascending, distinct, inside the prompt.
+    auto& b = request.cache_boundaries;
+    std::sort(b.begin(), b.end());
+    b.erase(std::unique(b.begin(), b.end()), b.end());
+    std::erase_if(b, [&](size_t n) { return n == 0 || n >= ctl->prompt.size(); });
+  }
   if (ctl->prompt.empty())
     throw InputError("empty prompt: generation needs at least one token to continue from (there "
                      "are no logits before the first token)");
@@ -511,7 +518,8 @@ void Engine::begin_decode(Row& row, std::span<const float> logits) {
   }
   const size_t before = row.decoder->tokens().size();
   try {
-    row.pending = row.decoder->next(logits, row.ctl->request.on_chunk);
+    row.pending =
+        row.decoder->next(logits, row.ctl->request.on_chunk, row.ctl->request.on_logprob);
     row.token_times.push_back(ms_between(row.ctl->submitted, EngineClock::now()));
   } catch (...) {
     mark_failed(row, std::current_exception());
@@ -657,7 +665,14 @@ void Engine::iterate(std::vector<std::unique_ptr<Row>>& rows) {
   for (auto& r : rows) {
     if (budget <= 0) break;
     if (r->finished || r->decoding) continue;
-    const int64_t rest = static_cast<int64_t>(r->ctl->prompt.size() - r->absorbed);
+    int64_t rest = static_cast<int64_t>(r->ctl->prompt.size() - r->absorbed);
+    // A chunk ends at the next message boundary, where the state is stored (Request).
+    if (!r->scope.empty())
+      for (size_t b : r->ctl->request.cache_boundaries)
+        if (b > r->absorbed && b < r->ctl->prompt.size()) {
+          rest = static_cast<int64_t>(b - r->absorbed);
+          break;
+        }
     const int64_t n = std::min(rest, budget);
     budget -= n;
     r->pass_len = static_cast<size_t>(n);
@@ -716,7 +731,12 @@ void Engine::iterate(std::vector<std::unique_ptr<Row>>& rows) {
       }
     } else {
       r.absorbed += r.pass_len;
-      if (r.absorbed < r.ctl->prompt.size()) continue;
+      if (r.absorbed < r.ctl->prompt.size()) {
+        const auto& bounds = r.ctl->request.cache_boundaries;
+        if (!r.scope.empty() && std::find(bounds.begin(), bounds.end(), r.absorbed) != bounds.end())
+          store_prefix(r, std::span<const int32_t>(r.ctl->prompt).first(r.absorbed), row_logits);
+        continue;
+      }
       r.prefill_done = EngineClock::now();
       store_prefix(r, r.ctl->prompt, row_logits);
       begin_decode(r, row_logits);

@@ -51,6 +51,9 @@ void GenerationConfig::validate(int vocab) const {
       if (t < 0 || t >= vocab)
         throw InputError("stop token " + std::to_string(t) + " is outside the vocabulary [0, " +
                          std::to_string(vocab) + ")");
+  if (logprobs < -1 || logprobs > 20)
+    throw InputError("logprobs must be -1 (off) or 0..20 alternatives, got " +
+                     std::to_string(logprobs));
   sampling.validate(vocab);
 }
 

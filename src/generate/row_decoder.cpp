@@ -1,6 +1,8 @@
 #include "generate/row_decoder.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "generate/stop_search.h"
 #include "wick/errors.h"
@@ -34,9 +36,45 @@ RowDecoder::RowDecoder(const GenerationConfig& config, const Tokenizer& tokenize
   finished_ = config.max_tokens == 0;
 }
 
-int32_t RowDecoder::next(std::span<const float> logits, const ChunkCallback& on_chunk) {
+TokenLogprob token_logprob(std::span<const float> adjusted, int32_t id, int top) {
+  // log p[i] = z[i] - (m + log sum exp(z - m)), in double; -inf entries contribute nothing.
+  double m = -std::numeric_limits<double>::infinity();
+  for (float z : adjusted) m = std::max(m, static_cast<double>(z));
+  double sum = 0;
+  for (float z : adjusted)
+    if (z > -std::numeric_limits<float>::infinity()) sum += std::exp(static_cast<double>(z) - m);
+  const double lse = m + std::log(sum);
+  auto lp = [&](int32_t i) { return static_cast<float>(static_cast<double>(adjusted[i]) - lse); };
+  TokenLogprob out;
+  out.token = id;
+  out.logprob = lp(id);
+  if (top > 0) {
+    std::vector<int32_t> order;
+    order.reserve(adjusted.size());
+    for (size_t i = 0; i < adjusted.size(); ++i)
+      if (adjusted[i] > -std::numeric_limits<float>::infinity())
+        order.push_back(static_cast<int32_t>(i));
+    const size_t k = std::min(order.size(), static_cast<size_t>(top));
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
+                      [&](int32_t a, int32_t b) {
+                        return adjusted[a] != adjusted[b] ? adjusted[a] > adjusted[b] : a < b;
+                      });
+    for (size_t i = 0; i < k; ++i) out.top.emplace_back(order[i], lp(order[i]));
+  }
+  return out;
+}
+
+int32_t RowDecoder::next(std::span<const float> logits, const ChunkCallback& on_chunk,
+                         const std::function<void(const TokenLogprob&)>& on_logprob) {
   const auto t0 = std::chrono::steady_clock::now();
+  // Before select(): the log-probabilities see the same history as the draw.
+  std::vector<float> adjusted;
+  if (config_.logprobs >= 0) adjusted = sampler_.adjusted_logits(logits);
   const int32_t id = sampler_.select(logits);
+  if (config_.logprobs >= 0) {
+    result_.logprobs.push_back(token_logprob(adjusted, id, config_.logprobs));
+    if (on_logprob) on_logprob(result_.logprobs.back());
+  }
   const bool is_stop = std::find(config_.stop_tokens.begin(), config_.stop_tokens.end(), id) !=
                        config_.stop_tokens.end();
   // ChatRWKV never counts a stop id (§1.6); the standard history observes every chosen token.

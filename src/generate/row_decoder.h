@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -26,7 +27,10 @@ class RowDecoder {
   // Picks the next token from `logits` [V] and runs the loop's checks on it; `on_chunk` may be
   // empty. The caller must absorb the returned token into the row's state (every returned token
   // is stepped, including the one that stopped the row).
-  int32_t next(std::span<const float> logits, const ChunkCallback& on_chunk);
+  // With GenerationConfig::logprobs >= 0 the token's TokenLogprob is recorded (and handed to
+  // `on_logprob`, if any, before `on_chunk` is called for the same token).
+  int32_t next(std::span<const float> logits, const ChunkCallback& on_chunk,
+               const std::function<void(const TokenLogprob&)>& on_logprob = nullptr);
 
   // Ends the row before its next token because the model cannot absorb one more (an RWKV-X KV
   // cache at AttentionOptions::kv_max): stop reason "kv_cache_full".
@@ -57,6 +61,10 @@ class RowDecoder {
   GenerationResult result_;
   double sample_ms_ = 0;
 };
+
+// The log-probability of `id` and the `top` most probable ids under the log-softmax of `adjusted`
+// (GenerationConfig::logprobs).
+TokenLogprob token_logprob(std::span<const float> adjusted, int32_t id, int top);
 
 // An RWKV-X KV cache at its limit cannot absorb another token (every chosen token is absorbed).
 bool kv_cache_full(const Model& model, const State& state);

@@ -418,6 +418,77 @@ TEST(Engine, CacheHitEqualsMissBitForBit) {
   EXPECT_GT(st.cached_tokens, 0u);
 }
 
+TEST(Engine, MessageBoundariesAreStoredAndReused) {
+  ByteTokenizer tok;
+  Engine engine(tiny(), tok, EngineOptions{.prefill_chunk = 64, .prefill_chunk_idle = 64});
+  const std::string system = "System: you are a helpful assistant who answers briefly.\n\n";
+  const GenerationConfig c = config_for(9, 8, true);
+  auto ask = [&](const std::string& user, bool use_cache) {
+    Request r;
+    r.prompt = system + "User: " + user + "\n\nAssistant:";
+    r.config = c;
+    r.use_cache = use_cache;
+    r.cache_boundaries = {system.size(), 0, system.size(), 100000};  // cleaned by submit()
+    return engine.submit(std::move(r)).wait();
+  };
+  const EngineResult first = ask("hello", true);
+  EXPECT_EQ(first.cached_tokens, 0);
+  // Another user message after the same system prompt starts at the stored boundary ...
+  const EngineResult second = ask("what is RWKV?", true);
+  EXPECT_EQ(second.cached_tokens, static_cast<int>(system.size()));
+  // ... and gives what the uncached run gives, bit for bit.
+  const EngineResult plain = ask("what is RWKV?", false);
+  EXPECT_EQ(plain.cached_tokens, 0);
+  EXPECT_EQ(second.tokens, plain.tokens);
+  EXPECT_TRUE(second.state == plain.state);
+  EXPECT_FALSE(second.state == first.state) << "different prompts, same state";
+}
+
+TEST(Engine, LogprobsAreTheLogSoftmaxOfTheAdjustedLogits) {
+  ByteTokenizer tok;
+  Engine engine(tiny(), tok);
+  const std::vector<int32_t> p = tok.encode("The quick brown fox");
+  GenerationConfig c = config_for(3, 4, true);
+  c.logprobs = 5;
+  c.sampling.presence_penalty = 0.5f;
+  c.sampling.logit_bias = {{32, 2.0f}};
+  std::vector<TokenLogprob> streamed;
+  Request r;
+  r.prompt_tokens = p;
+  r.config = c;
+  r.on_logprob = [&](const TokenLogprob& lp) { streamed.push_back(lp); };
+  const EngineResult res = engine.submit(std::move(r)).wait();
+  ASSERT_EQ(res.logprobs.size(), res.tokens.size());
+  ASSERT_EQ(streamed.size(), res.tokens.size());
+  // Recompute each token's distribution: the model's logits, adjusted by a sampler with the same
+  // history, log-softmax in double.
+  State s = tiny().new_state();
+  std::vector<float> logits = tiny().forward(p, s);
+  Sampler sampler(c.sampling, tiny().geometry().vocab);
+  for (size_t i = 0; i < res.tokens.size(); ++i) {
+    const std::vector<float> adj = sampler.adjusted_logits(logits);
+    double m = -1e300, sum = 0;
+    for (float z : adj) m = std::max(m, double(z));
+    for (float z : adj) sum += std::exp(double(z) - m);
+    const double lse = m + std::log(sum);
+    const TokenLogprob& lp = res.logprobs[i];
+    EXPECT_EQ(lp.token, res.tokens[i]);
+    EXPECT_FLOAT_EQ(lp.logprob, float(adj[res.tokens[i]] - lse));
+    ASSERT_EQ(lp.top.size(), 5u);
+    for (size_t k = 1; k < lp.top.size(); ++k) EXPECT_GE(lp.top[k - 1].second, lp.top[k].second);
+    const auto best = std::max_element(adj.begin(), adj.end()) - adj.begin();
+    EXPECT_EQ(lp.top[0].first, best);
+    EXPECT_EQ(streamed[i].token, lp.token);
+    EXPECT_EQ(streamed[i].logprob, lp.logprob);
+    sampler.observe(res.tokens[i]);
+    logits = tiny().step(res.tokens[i], s);
+  }
+  // Off: nothing is recorded.
+  GenerationConfig off = c;
+  off.logprobs = -1;
+  EXPECT_TRUE(engine.submit(Request{.prompt_tokens = p, .config = off}).wait().logprobs.empty());
+}
+
 TEST(PrefixCache, LongestPrefixLruByBytesAndScopes) {
   const Model& m = tiny();
   const State s = m.new_state();
