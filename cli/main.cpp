@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   wick::cli::register_kl(app);
   wick::cli::register_act_stats(app);
   wick::cli::register_calibrate(app);
+  wick::cli::register_serve(app);
   if (argc == 1) {
     std::cout << app.help();
     return 0;

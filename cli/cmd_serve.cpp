@@ -1,0 +1,226 @@
+// wick serve --model M [--host 127.0.0.1] [--port 8080] [--api-key K] ...
+// An OpenAI-compatible HTTP server on the serving engine (README "wick serve", serving.md §3).
+// Prints "wick serve: listening on http://HOST:PORT" on stdout when ready (GET /health is then
+// 200). SIGTERM / SIGINT: /health turns 503 and new requests are refused, running requests finish
+// within --shutdown-grace-s or are cancelled, then the process exits 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "commands.h"
+#include "common.h"
+#include "server/api.h"
+#include "server/http_server.h"
+#include "server/serve_context.h"
+#include "wick/errors.h"
+#include "wick/state_file.h"
+
+namespace wick::cli {
+namespace {
+
+struct ServeOptions {
+  std::string model, tokenizer, host = "127.0.0.1", api_key, head, served_name, cors_origin;
+  std::string chat_template;
+  int port = 8080;
+  LoadOptions load;
+  AttentionFlags attention;
+  int threads = 0;
+  int max_rows = 16, prefill_chunk = 256, queue = 256;
+  int64_t cache_mib = 1024;
+  std::vector<std::string> states;  // NAME=FILE
+  size_t max_body_bytes = 8388608;
+  int64_t max_prompt_tokens = 65536, max_tokens_limit = 65536;
+  double read_timeout_s = 30, idle_timeout_s = 60, shutdown_grace_s = 10;
+};
+
+std::string default_served_name(const Model& model, const std::string& path) {
+  if (!path.empty()) {
+    std::filesystem::path p(path);
+    while (!p.empty() && p.filename().empty()) p = p.parent_path();  // "dir/" -> "dir"
+    const std::string stem = p.stem().string();
+    if (!stem.empty()) return stem;
+  }
+  std::string s = model.info().source;  // "<embedded default model NAME.safetensors>"
+  const size_t sp = s.rfind(' ');
+  if (sp != std::string::npos) s = s.substr(sp + 1);
+  if (!s.empty() && s.back() == '>') s.pop_back();
+  return std::filesystem::path(s).stem().string();
+}
+
+void load_head(server::ServeContext& ctx, const Model& model, const ServeOptions& o) {
+  if (model.info().embedding_rwkv) {
+    ctx.embedder.emplace(Embedder::embedding_rwkv(model, ctx.tokenizer, o.model));
+  }
+  if (o.head.empty()) return;
+  std::string rerank_error;
+  try {
+    ctx.reranker.emplace(Reranker::load(model, ctx.tokenizer, o.head));
+    return;
+  } catch (const Error& e) {
+    rerank_error = e.what();
+  }
+  if (model.info().embedding_rwkv)
+    throw InputError("--head " + o.head + ": not a reranker head for this model (" +
+                     rerank_error + ")");
+  try {
+    ctx.embedder.emplace(Embedder::with_head(model, ctx.tokenizer, o.head));
+  } catch (const Error& e) {
+    throw InputError("--head " + o.head + ": neither a reranker head (" + rerank_error +
+                     ") nor an embedding head (" + e.what() + ")");
+  }
+}
+
+std::chrono::milliseconds seconds(double s, const char* flag) {
+  if (!(s > 0) || s > 86400) throw InputError(std::string(flag) + " must be in (0, 86400] seconds");
+  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+}
+
+void run_serve(const ServeOptions& o) {
+  // Signals are taken by sigwait() below: block them before any thread starts, so every thread
+  // inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  if (o.port < 0 || o.port > 65535) throw InputError("--port must be in 0..65535");
+  if (o.max_rows < 1) throw InputError("--max-rows must be >= 1");
+  if (o.prefill_chunk < 1) throw InputError("--prefill-chunk must be >= 1");
+  if (o.queue < 1) throw InputError("--queue must be >= 1");
+  if (o.cache_mib < 0) throw InputError("--cache-mib must be >= 0");
+  if (o.max_prompt_tokens < 1) throw InputError("--max-prompt-tokens must be >= 1");
+  if (o.max_tokens_limit < 1) throw InputError("--max-tokens-limit must be >= 1");
+  if (o.max_body_bytes < 1024) throw InputError("--max-body-bytes must be >= 1024");
+  if (o.threads > 0) set_cli_threads(o.threads);
+
+  server::ServeContext ctx;
+  Model model = with_attention_flags(load_model_or_default(o.model, o.load), o.attention);
+  ctx.tokenizer = std::shared_ptr<const Tokenizer>(tokenizer_for(model, o.tokenizer));
+  ctx.fingerprint = model.info().fingerprint;
+  ctx.served_id = o.served_name.empty() ? default_served_name(model, o.model) : o.served_name;
+  ctx.created = static_cast<int64_t>(std::time(nullptr));
+  ctx.stop_at_eot = model.geometry().vocab == 65536;
+  ctx.limits.max_prompt_tokens = o.max_prompt_tokens;
+  ctx.limits.max_tokens_limit = o.max_tokens_limit;
+  ctx.api_key = o.api_key;
+  if (ctx.api_key.empty())
+    if (const char* k = std::getenv("WICK_API_KEY")) ctx.api_key = k;
+  ctx.cors_origin = o.cors_origin;
+  if (!o.chat_template.empty()) ctx.chat_template = server::ChatTemplate::load(o.chat_template);
+  load_head(ctx, model, o);
+
+  std::unique_ptr<Engine> engine;
+  if (model.has_lm_head()) {
+    EngineOptions eo;
+    eo.max_rows = o.max_rows;
+    eo.prefill_chunk = o.prefill_chunk;
+    eo.prefill_chunk_idle = std::max(1024, o.prefill_chunk);
+    eo.queue_length = o.queue;
+    eo.cache_bytes = static_cast<size_t>(o.cache_mib) << 20;
+    engine = std::make_unique<Engine>(model, *ctx.tokenizer, eo);
+    for (const std::string& spec : o.states) {
+      const size_t eq = spec.find('=');
+      if (eq == 0 || eq == std::string::npos || eq + 1 == spec.size())
+        throw InputError("--state: expected NAME=FILE, found '" + spec + "'");
+      const std::string name = spec.substr(0, eq), path = spec.substr(eq + 1);
+      LoadedState loaded = load_state(path, model);
+      for (const auto& w : loaded.warnings) std::cerr << "wick serve: " << path << ": " << w << "\n";
+      engine->register_state(name, std::move(loaded.state));
+      ctx.state_sources[name] = std::filesystem::path(path).filename().string();
+    }
+    ctx.engine = engine.get();
+  } else {
+    if (!o.states.empty()) throw InputError("--state: the model has no LM head to generate with");
+    if (!ctx.embedder)
+      throw InputError("the model has no LM head and no embedding head: nothing to serve (give "
+                       "--head FILE, or serve a language model)");
+  }
+
+  server::Api api(ctx);
+  server::HttpServerOptions ho;
+  ho.host = o.host;
+  ho.port = static_cast<uint16_t>(o.port);
+  ho.max_body_bytes = o.max_body_bytes;
+  ho.read_timeout = seconds(o.read_timeout_s, "--read-timeout-s");
+  ho.idle_timeout = seconds(o.idle_timeout_s, "--idle-timeout-s");
+  const auto grace = seconds(o.shutdown_grace_s, "--shutdown-grace-s");
+  server::HttpServer http(ho, [&api](server::HttpRequest&& req,
+                                     std::shared_ptr<server::Exchange> ex) {
+    api.handle(std::move(req), ex);
+  });
+  http.start();
+  std::cerr << "wick serve: " << ctx.served_id << " (" << model.geometry().n_layer << " layers, C="
+            << model.geometry().n_embd << ", V=" << model.geometry().vocab << ")"
+            << (ctx.api_key.empty() ? "" : ", API key required")
+            << (engine ? "" : ", embeddings only") << "\n";
+  std::cout << "wick serve: listening on http://" << o.host << ":" << http.port() << std::endl;
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::cerr << "wick serve: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT")
+            << ": draining (up to " << o.shutdown_grace_s << " s)\n";
+  ctx.draining.store(true);
+  if (engine) engine->shutdown(grace);
+  // Let the last bytes of the finished responses reach their clients.
+  const auto flush_until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (http.pending_responses() > 0 && std::chrono::steady_clock::now() < flush_until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  http.stop();
+  std::cerr << "wick serve: stopped\n";
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "OpenAI-compatible HTTP server (chat, completions, embeddings, rerank) with "
+               "continuous batching");
+  cmd->add_option("-m,--model", o->model,
+                  "Checkpoint (.pth, .safetensors, HF folder, .rwkvq); default: the embedded model");
+  cmd->add_option("--tokenizer", o->tokenizer, "Tokenizer file (default: the model's vocabulary)");
+  cmd->add_option("--host", o->host, "Address to listen on (default 127.0.0.1: this machine only)");
+  cmd->add_option("--port", o->port, "Port (default 8080; 0: any free port, printed at start)");
+  cmd->add_option("--api-key", o->api_key,
+                  "Require 'Authorization: Bearer KEY' (also from WICK_API_KEY); /health needs none");
+  cmd->add_option("--threads", o->threads, "Kernel threads (default: WICK_THREADS or one per core)");
+  add_load_options(cmd, o->load);
+  add_attention_flags(cmd, &o->attention);
+  cmd->add_option("--max-rows", o->max_rows, "Requests decoding at once (default 16)");
+  cmd->add_option("--prefill-chunk", o->prefill_chunk,
+                  "Prompt tokens per iteration while others decode (default 256)");
+  cmd->add_option("--queue", o->queue, "Requests waiting for a row before 503 (default 256)");
+  cmd->add_option("--cache-mib", o->cache_mib, "Prefix state cache in MiB (default 1024; 0: off)");
+  cmd->add_option("--state", o->states,
+                  "NAME=FILE: a wick state file offered as initial state NAME (repeatable)");
+  cmd->add_option("--head", o->head, "Reranker or embedding head file (/v1/rerank, /v1/embeddings)");
+  cmd->add_option("--max-body-bytes", o->max_body_bytes, "Largest request body (default 8388608)");
+  cmd->add_option("--max-prompt-tokens", o->max_prompt_tokens,
+                  "Longest prompt in tokens (default 65536)");
+  cmd->add_option("--max-tokens-limit", o->max_tokens_limit,
+                  "Largest max_tokens a request may ask (default 65536; the chat default)");
+  cmd->add_option("--served-name", o->served_name,
+                  "Model id in responses (default: the checkpoint's file stem)");
+  cmd->add_option("--read-timeout-s", o->read_timeout_s,
+                  "Seconds to receive a whole request from its first byte (default 30)");
+  cmd->add_option("--idle-timeout-s", o->idle_timeout_s,
+                  "Seconds a kept-alive connection may stay silent, or a response unread (default 60)");
+  cmd->add_option("--shutdown-grace-s", o->shutdown_grace_s,
+                  "Seconds running requests get to finish on SIGTERM (default 10)");
+  cmd->add_option("--cors-origin", o->cors_origin,
+                  "Allow this browser origin (CORS headers); default: none");
+  cmd->add_option("--chat-template", o->chat_template,
+                  "JSON chat template (roles, record, sep, prefix, stop); default: RWKV World");
+  cmd->callback([o] { run_serve(*o); });
+}
+
+}  // namespace wick::cli

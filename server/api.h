@@ -1,0 +1,36 @@
+// The router of `wick serve` (serving.md §3): authentication, CORS, draining, and every endpoint
+// but the generation ones (completions.h). Socket-free: it takes an HttpRequest and answers
+// through an Exchange, so tests and fuzzers drive it without a network.
+//
+// Routes: POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/rerank, /tokenize,
+// /detokenize; GET /v1/models, /v1/states, /health, /metrics, / (the chat page). The /v1 prefix
+// is optional on the OpenAI routes (as llama-server accepts). A wrong method is a 405, an unknown
+// path a 404, both as OpenAI error objects.
+#pragma once
+
+#include <memory>
+
+#include "server/background.h"
+#include "server/http.h"
+#include "server/serve_context.h"
+
+namespace wick::server {
+
+class Api {
+ public:
+  explicit Api(ServeContext& ctx);
+  // Never throws: every failure becomes an error reply.
+  void handle(HttpRequest&& req, const std::shared_ptr<Exchange>& ex);
+
+ private:
+  void route(const HttpRequest& req, const std::shared_ptr<Exchange>& ex, std::string& endpoint);
+  void embeddings(const HttpRequest& req, const std::shared_ptr<Exchange>& ex);
+  void rerank(const HttpRequest& req, const std::shared_ptr<Exchange>& ex);
+  void reply_json(const std::shared_ptr<Exchange>& ex, std::string_view endpoint, int status,
+                  std::string body);
+
+  ServeContext& ctx_;
+  BackgroundWorker worker_{64};
+};
+
+}  // namespace wick::server

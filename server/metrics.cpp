@@ -1,0 +1,129 @@
+#include "server/metrics.h"
+
+#include <map>
+#include <mutex>
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+namespace wick::server {
+
+namespace pm = prometheus;
+
+struct Metrics::Impl {
+  std::shared_ptr<pm::Registry> registry = std::make_shared<pm::Registry>();
+  pm::Family<pm::Counter>& requests = pm::BuildCounter()
+                                          .Name("wick_requests_total")
+                                          .Help("HTTP requests answered, by route and status")
+                                          .Register(*registry);
+  pm::Counter& prompt = pm::BuildCounter()
+                            .Name("wick_prompt_tokens_total")
+                            .Help("Prompt tokens of finished requests (cached ones included)")
+                            .Register(*registry)
+                            .Add({});
+  pm::Counter& cached = pm::BuildCounter()
+                            .Name("wick_prompt_tokens_cached_total")
+                            .Help("Prompt tokens served from the prefix state cache")
+                            .Register(*registry)
+                            .Add({});
+  pm::Counter& generated = pm::BuildCounter()
+                               .Name("wick_generated_tokens_total")
+                               .Help("Tokens generated")
+                               .Register(*registry)
+                               .Add({});
+  pm::Gauge& running = pm::BuildGauge()
+                           .Name("wick_requests_running")
+                           .Help("Engine rows running (prefill or decode)")
+                           .Register(*registry)
+                           .Add({});
+  pm::Gauge& queued = pm::BuildGauge()
+                          .Name("wick_requests_queued")
+                          .Help("Requests waiting for an engine row")
+                          .Register(*registry)
+                          .Add({});
+  pm::Gauge& cache_bytes = pm::BuildGauge()
+                               .Name("wick_prefix_cache_bytes")
+                               .Help("Bytes held by the local prefix state cache")
+                               .Register(*registry)
+                               .Add({});
+  pm::Gauge& cache_entries = pm::BuildGauge()
+                                 .Name("wick_prefix_cache_entries")
+                                 .Help("Entries of the local prefix state cache")
+                                 .Register(*registry)
+                                 .Add({});
+  pm::Gauge& draining = pm::BuildGauge()
+                            .Name("wick_draining")
+                            .Help("1 while the server shuts down")
+                            .Register(*registry)
+                            .Add({});
+  pm::Histogram& ttft =
+      pm::BuildHistogram()
+          .Name("wick_time_to_first_token_seconds")
+          .Help("Request arrival to its first generated token")
+          .Register(*registry)
+          .Add({}, pm::Histogram::BucketBoundaries{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+                                                   2.5, 5, 10, 30, 60});
+  pm::Histogram& itl =
+      pm::BuildHistogram()
+          .Name("wick_inter_token_latency_seconds")
+          .Help("Time between consecutive generated tokens of a request")
+          .Register(*registry)
+          .Add({}, pm::Histogram::BucketBoundaries{0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1,
+                                                   0.25, 0.5, 1, 2.5});
+  pm::Histogram& duration =
+      pm::BuildHistogram()
+          .Name("wick_request_duration_seconds")
+          .Help("Generation request arrival to completion")
+          .Register(*registry)
+          .Add({}, pm::Histogram::BucketBoundaries{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+                                                   60, 300});
+  std::mutex mutex;  // the requests family's label map
+  std::map<std::pair<std::string, int>, pm::Counter*> by_route;
+};
+
+Metrics::Metrics() : impl_(std::make_unique<Impl>()) {}
+Metrics::~Metrics() = default;
+
+void Metrics::request(std::string_view endpoint, int status) {
+  pm::Counter* c;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    auto key = std::make_pair(std::string(endpoint), status);
+    auto it = impl_->by_route.find(key);
+    if (it == impl_->by_route.end()) {
+      pm::Counter& added =
+          impl_->requests.Add({{"endpoint", key.first}, {"status", std::to_string(status)}});
+      it = impl_->by_route.emplace(key, &added).first;
+    }
+    c = it->second;
+  }
+  c->Increment();
+}
+
+void Metrics::generation(const EngineResult& r) {
+  impl_->prompt.Increment(r.prompt_tokens);
+  impl_->cached.Increment(r.cached_tokens);
+  impl_->generated.Increment(r.generated_tokens);
+  if (!r.token_times_ms.empty()) impl_->ttft.Observe(r.token_times_ms.front() / 1000.0);
+  for (size_t i = 1; i < r.token_times_ms.size(); ++i)
+    impl_->itl.Observe((r.token_times_ms[i] - r.token_times_ms[i - 1]) / 1000.0);
+  impl_->duration.Observe(r.total_ms / 1000.0);
+}
+
+void Metrics::prompt_tokens(uint64_t n) { impl_->prompt.Increment(static_cast<double>(n)); }
+
+std::string Metrics::scrape(const Engine* engine, bool draining) {
+  if (engine) {
+    const EngineStats s = engine->stats();
+    impl_->running.Set(s.running);
+    impl_->queued.Set(s.queued);
+    impl_->cache_bytes.Set(static_cast<double>(s.cache.bytes));
+    impl_->cache_entries.Set(static_cast<double>(s.cache.entries));
+  }
+  impl_->draining.Set(draining ? 1 : 0);
+  return pm::TextSerializer().Serialize(impl_->registry->Collect());
+}
+
+}  // namespace wick::server
