@@ -1,0 +1,258 @@
+// `wick serve` through the official openai client (npm openai@6): chat and completions, streamed
+// and not, the chunk contract, seeded output equal to `wick generate --seed`, batch invariance
+// over HTTP, the prefix cache, aborted streams, embeddings, the API key.
+import { test, describe, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { writeFileSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { startServer, loadOpenAI, cli, metric, waitFor, fixture } from "./harness.mjs";
+
+const OpenAI = await loadOpenAI();
+const skip = OpenAI ? false : "npm package openai is not installed (run npm ci in tests/server)";
+
+describe("wick serve with the openai client", { skip }, () => {
+  let srv, client;
+  before(async () => {
+    srv = await startServer(["--max-tokens-limit", "1000000", "--served-name", "tiny"]);
+    client = new OpenAI({ baseURL: srv.url + "/v1", apiKey: "unused", maxRetries: 0 });
+  });
+  after(async () => {
+    const { code } = await srv.stop();
+    assert.equal(code, 0, "exit status after SIGTERM:\n" + srv.stderr());
+  });
+
+  test("chat completion: shape, usage, timings, any model name answered with the served id", async () => {
+    const r = await client.chat.completions.create({
+      model: "gpt-4o", messages: [{ role: "user", content: "Hello there" }], max_tokens: 8, seed: 1,
+    });
+    assert.match(r.id, /^chatcmpl-/);
+    assert.equal(r.object, "chat.completion");
+    assert.equal(r.model, "tiny");
+    assert.equal(r.choices.length, 1);
+    assert.equal(r.choices[0].message.role, "assistant");
+    assert.equal(typeof r.choices[0].message.content, "string");
+    assert.ok(["stop", "length"].includes(r.choices[0].finish_reason));
+    assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
+    assert.equal(r.usage.prompt_tokens, "User: Hello there\n\nAssistant:".length);  // byte model
+    assert.ok(r.timings && typeof r.timings.prompt_n === "number" && "predicted_per_second" in r.timings);
+  });
+
+  test("stream chunk contract, with and without include_usage", async () => {
+    for (const includeUsage of [false, true]) {
+      const stream = await client.chat.completions.create({
+        messages: [{ role: "user", content: "Count" }], max_tokens: 12, seed: 3, stream: true,
+        ...(includeUsage ? { stream_options: { include_usage: true } } : {}),
+      });
+      const chunks = [];
+      for await (const c of stream) chunks.push(c);
+      const ids = new Set(chunks.map((c) => c.id));
+      assert.equal(ids.size, 1, "one id for every chunk");
+      assert.equal(new Set(chunks.map((c) => c.created)).size, 1);
+      assert.equal(chunks[0].choices[0].delta.role, "assistant");
+      for (const c of chunks.slice(1)) for (const ch of c.choices) assert.equal(ch.delta.role, undefined);
+      const finishes = chunks.flatMap((c) => c.choices.filter((ch) => ch.finish_reason));
+      assert.equal(finishes.length, 1, "one finish_reason");
+      const usageChunks = chunks.filter((c) => c.usage);
+      if (includeUsage) {
+        assert.equal(usageChunks.length, 1);
+        const last = chunks.at(-1);
+        assert.ok(last.usage && last.choices.length === 0, "usage chunk last with empty choices");
+        for (const c of chunks.slice(0, -1)) assert.equal(c.usage ?? null, null);
+      } else {
+        assert.equal(usageChunks.length, 0, "no usage chunk unless asked");
+        for (const c of chunks) assert.ok(c.choices.length > 0);
+      }
+      // The streamed text equals the non-streamed reply of the same seeded request.
+      const text = chunks.flatMap((c) => c.choices.map((ch) => ch.delta.content ?? "")).join("");
+      const whole = await client.chat.completions.create({
+        messages: [{ role: "user", content: "Count" }], max_tokens: 12, seed: 3,
+      });
+      assert.equal(text, whole.choices[0].message.content);
+    }
+  });
+
+  test("completions: string, strings, token arrays, echo, logprobs, default max_tokens 16", async () => {
+    const a = await client.completions.create({ model: "x", prompt: "The cat", seed: 5 });
+    assert.equal(a.object, "text_completion");
+    assert.equal(a.usage.completion_tokens, 16);
+    const b = await client.completions.create({ prompt: ["ab", "cd"], max_tokens: 4, temperature: 0 });
+    assert.deepEqual(b.choices.map((c) => c.index), [0, 1]);
+    const ids = [...Buffer.from("ab")];
+    const c = await client.completions.create({ prompt: ids, max_tokens: 4, temperature: 0 });
+    assert.equal(c.choices[0].text, b.choices[0].text, "token ids = the same text");
+    const d = await client.completions.create({ prompt: [ids, [...Buffer.from("cd")]], max_tokens: 4, temperature: 0 });
+    assert.equal(d.choices[1].text, b.choices[1].text);
+    assert.notEqual(b.choices[0].text, b.choices[1].text);
+    const e = await client.completions.create({ prompt: "ab", max_tokens: 4, temperature: 0, echo: true });
+    assert.equal(e.choices[0].text, "ab" + b.choices[0].text);
+    const f = await client.completions.create({ prompt: "ab", max_tokens: 4, temperature: 0, logprobs: 3 });
+    const lp = f.choices[0].logprobs;
+    assert.equal(lp.tokens.length, 4);
+    assert.equal(lp.top_logprobs[0] && Object.keys(lp.top_logprobs[0]).length, 3);
+    assert.deepEqual(lp.text_offset, [0, 1, 2, 3]);
+    // Greedy: the chosen token is the most probable one.
+    for (let i = 0; i < 4; i++) {
+      const best = Math.max(...Object.values(lp.top_logprobs[i]));
+      assert.equal(lp.token_logprobs[i], best);
+    }
+    await assert.rejects(client.completions.create({ prompt: ["a", [1, 2]] }), (err) => err.status === 400);
+  });
+
+  test("seeded text over HTTP equals wick generate --seed (completions and chat)", async () => {
+    const prompt = "Once upon a time there was";
+    const http = async (seed) => (await client.completions.create({
+      prompt, seed, temperature: 1, top_p: 1, max_tokens: 24 })).choices[0].text;
+    const cliText = (seed) => JSON.parse(cli(["generate", "-p", prompt, "--seed", String(seed),
+      "--temperature", "1", "--top-p", "1", "-n", "24", "--json"])).text;
+    assert.equal(await http(42), cliText(42));
+    assert.notEqual(await http(42), await http(43), "another seed gives another text");
+    const chat = (await client.chat.completions.create({
+      messages: [{ role: "user", content: "Tell me a story" }], seed: 7, temperature: 1, max_tokens: 32,
+    })).choices[0].message.content;
+    const ref = JSON.parse(cli(["generate", "-p", "User: Tell me a story\n\nAssistant:", "--seed", "7",
+      "--temperature", "1", "--top-p", "1", "-n", "32", "--stop", "\\n\\n", "--stop", "\\nUser:", "--json"])).text;
+    assert.equal(chat, ref.startsWith(" ") ? ref.slice(1) : ref);
+  });
+
+  test("32 concurrent seeded streams each equal their solo run", async () => {
+    const body = (i) => ({ messages: [{ role: "user", content: `Question number ${i}: why?` }],
+                           seed: 1000 + i, temperature: 1, max_tokens: 20 });
+    const concurrent = await Promise.all(Array.from({ length: 32 }, async (_, i) => {
+      const s = await client.chat.completions.create({ ...body(i), stream: true });
+      let t = "";
+      for await (const c of s) t += c.choices[0]?.delta?.content ?? "";
+      return t;
+    }));
+    for (let i = 0; i < 32; i++) {
+      const solo = await client.chat.completions.create(body(i));
+      assert.equal(concurrent[i], solo.choices[0].message.content, `stream ${i}`);
+    }
+    assert.ok(new Set(concurrent).size > 1, "different requests, different texts");
+  });
+
+  test("n choices: row i samples with seed + i", async () => {
+    const r = await client.completions.create({ prompt: "xyz", n: 3, seed: 10, temperature: 1, max_tokens: 10 });
+    assert.equal(r.choices.length, 3);
+    for (let i = 0; i < 3; i++) {
+      const solo = await client.completions.create({ prompt: "xyz", seed: 10 + i, temperature: 1, max_tokens: 10 });
+      assert.equal(r.choices[i].text, solo.choices[0].text);
+    }
+  });
+
+  test("a repeated long system prompt reports cached tokens; a wholly cached prompt is answered the same", async () => {
+    const system = "You are a careful assistant. ".repeat(20);
+    const ask = (q) => client.chat.completions.create({
+      messages: [{ role: "system", content: system }, { role: "user", content: q }], seed: 2, max_tokens: 8 });
+    const first = await ask("first question");
+    const second = await ask("another question");
+    const systemBytes = ("System: " + system.trim() + "\n\n").length;
+    assert.ok(second.usage.prompt_tokens_details.cached_tokens >= systemBytes,
+      `cached ${second.usage.prompt_tokens_details.cached_tokens} of ${second.usage.prompt_tokens}`);
+    assert.equal(second.timings.cache_tier, "local");
+    const again = await ask("another question");
+    assert.equal(again.usage.prompt_tokens_details.cached_tokens, again.usage.prompt_tokens);
+    assert.equal(again.choices[0].message.content, second.choices[0].message.content);
+    assert.notEqual(first.choices[0].message.content + "x", second.choices[0].message.content + "y");
+  });
+
+  test("an aborted stream frees its engine row", async () => {
+    const stream = await client.chat.completions.create({
+      messages: [{ role: "user", content: "go on forever" }], max_tokens: 900000, stream: true });
+    let n = 0;
+    for await (const c of stream) {
+      if (++n === 5) break;  // leaving the loop aborts the request
+    }
+    assert.ok(await waitFor(async () => (await metric(srv.url, "wick_requests_running")) === 0),
+      "wick_requests_running back to 0");
+  });
+
+  test("logprobs and top_logprobs on chat", async () => {
+    const r = await client.chat.completions.create({
+      messages: [{ role: "user", content: "hi" }], max_tokens: 5, temperature: 0, logprobs: true, top_logprobs: 2 });
+    const content = r.choices[0].logprobs.content;
+    assert.ok(content.length >= 1);
+    for (const t of content) {
+      assert.equal(t.top_logprobs.length, 2);
+      assert.equal(t.logprob, t.top_logprobs[0].logprob, "greedy: the top token");
+      assert.ok(t.logprob <= 0);
+    }
+  });
+
+  test("fields wick cannot honour are a 400 naming them", async () => {
+    for (const [extra, param] of [
+      [{ tools: [{ type: "function", function: { name: "f", parameters: {} } }] }, "tools"],
+      [{ response_format: { type: "json_object" } }, "response_format"],
+      [{ lora: [{ id: "a", scale: 1 }] }, "lora"],
+      [{ temperature: 3 }, "temperature"],
+      [{ max_tokens: 2000000 }, "max_tokens"],
+      [{ state: "nope" }, "state"],
+    ]) {
+      await assert.rejects(client.chat.completions.create({ messages: [{ role: "user", content: "x" }], ...extra }),
+        (err) => (err.status === 400 || err.status === 404) && err.param === param, JSON.stringify(extra));
+    }
+  });
+
+  test("models, tokenize, detokenize, health", async () => {
+    const models = await client.models.list();
+    assert.deepEqual(models.data.map((m) => m.id), ["tiny"]);
+    const tok = await (await fetch(srv.url + "/tokenize", { method: "POST", body: JSON.stringify({ content: "hé" }) })).json();
+    assert.deepEqual(tok.tokens, [...Buffer.from("hé")]);
+    const de = await (await fetch(srv.url + "/detokenize", { method: "POST", body: JSON.stringify({ tokens: tok.tokens }) })).json();
+    assert.equal(de.content, "hé");
+    assert.equal((await fetch(srv.url + "/health")).status, 200);
+    assert.equal((await fetch(srv.url + "/v1/nothing")).status, 404);
+    assert.equal((await fetch(srv.url + "/v1/models", { method: "POST" })).status, 405);
+  });
+});
+
+describe("embeddings (EmbeddingRWKV fixture)", { skip: skip || (!fixture("tasks", "er_emb_model.pth") && "fixture tasks/er_emb_model.pth missing") }, () => {
+  let srv, client;
+  before(async () => {
+    srv = await startServer(["--model", fixture("tasks", "er_emb_model.pth")]);
+    client = new OpenAI({ baseURL: srv.url + "/v1", apiKey: "unused", maxRetries: 0 });
+  });
+  after(async () => { assert.equal((await srv.stop()).code, 0); });
+
+  test("float and base64 vectors equal wick embed's", async () => {
+    const texts = ["The quick brown fox.", "Как пчёлы делают мёд?"];
+    const f = await client.embeddings.create({ model: "m", input: texts, encoding_format: "float" });
+    assert.equal(f.object, "list");
+    assert.equal(f.data.length, 2);
+    const b = await fetch(srv.url + "/v1/embeddings", { method: "POST",
+      body: JSON.stringify({ input: texts, encoding_format: "base64" }) }).then((r) => r.json());
+    const dir = mkdtempSync(path.join(tmpdir(), "wick-embed-"));
+    const file = path.join(dir, "texts.jsonl");
+    writeFileSync(file, texts.map((t) => JSON.stringify({ text: t })).join("\n") + "\n");
+    const ref = JSON.parse(cli(["embed", "--model", fixture("tasks", "er_emb_model.pth"), "--file", file, "--json"])).embeddings;
+    for (let i = 0; i < 2; i++) {
+      const fromB64 = Array.from(new Float32Array(new Uint8Array(Buffer.from(b.data[i].embedding, "base64")).buffer));
+      assert.deepEqual(f.data[i].embedding.map(Math.fround), ref[i].map(Math.fround));
+      assert.deepEqual(fromB64, ref[i].map(Math.fround));
+    }
+    assert.notDeepEqual(ref[0], ref[1]);
+    assert.ok(f.usage.prompt_tokens > 0);
+    // No LM head: chat is a 404 saying so.
+    await assert.rejects(client.chat.completions.create({ messages: [{ role: "user", content: "x" }] }),
+      (err) => err.status === 404);
+  });
+});
+
+describe("API key", { skip }, () => {
+  let srv;
+  before(async () => { srv = await startServer([], { WICK_API_KEY: "s3cret-key" }); });
+  after(async () => { assert.equal((await srv.stop()).code, 0); });
+
+  test("401 without or with a wrong key; /health needs none; the right key works", async () => {
+    const body = JSON.stringify({ messages: [{ role: "user", content: "x" }], max_tokens: 2 });
+    const none = await fetch(srv.url + "/v1/chat/completions", { method: "POST", body });
+    assert.equal(none.status, 401);
+    assert.equal((await none.json()).error.type, "authentication_error");
+    const wrong = new OpenAI({ baseURL: srv.url + "/v1", apiKey: "s3cret-kez", maxRetries: 0 });
+    await assert.rejects(wrong.models.list(), (e) => e.status === 401);
+    assert.equal((await fetch(srv.url + "/metrics")).status, 401);
+    assert.equal((await fetch(srv.url + "/health")).status, 200);
+    const right = new OpenAI({ baseURL: srv.url + "/v1", apiKey: "s3cret-key", maxRetries: 0 });
+    assert.equal((await right.chat.completions.create({ messages: [{ role: "user", content: "x" }], max_tokens: 2 })).choices.length, 1);
+  });
+});
