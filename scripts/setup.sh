@@ -1,5 +1,10 @@
 #!/bin/sh
 # Installs what wick needs to build and test on Debian 12 (bookworm). Uses sudo when not root.
+#   C++: the compiler, CMake, nlohmann-json, CLI11, fmt, GoogleTest/Benchmark, nettle (SHA-256),
+#        Boost.Beast/Asio 1.81 and prometheus-cpp (wick serve).
+#   Tests of wick serve: Node.js >= 20 with npm (the machine's, or Debian's nodejs/npm when none
+#        is on PATH), the npm packages pinned in tests/server/package-lock.json (openai@6,
+#        playwright-core) and Debian's chromium for the chat-page test.
 set -e
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -8,5 +13,10 @@ $SUDO apt-get update -qq || true
 $SUDO apt-get install -y -qq --no-install-recommends \
   g++ cmake make ca-certificates \
   nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev \
-  nettle-dev pkg-config \
+  nettle-dev pkg-config libboost1.81-dev prometheus-cpp-dev chromium \
   >/dev/null
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  $SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+# The pinned test clients (no scripts run, nothing written outside tests/server/node_modules).
+(cd "$(dirname "$0")/../tests/server" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)

@@ -86,7 +86,20 @@ async function send(text) {
   controller = new AbortController();
   $("send").disabled = true; $("stop").disabled = false; $("status").textContent = "";
   const t0 = performance.now();
-  let first = 0, tokens = 0, chunks = 0, reply = "";
+  let first = 0, tokens = 0, chunks = 0, reply = "", drawing = false;
+  // One DOM update per frame, however fast the tokens arrive.
+  const render = () => {
+    if (drawing) return;
+    drawing = true;
+    requestAnimationFrame(() => {
+      drawing = false;
+      out.textContent = reply;
+      $("messages").scrollTop = $("messages").scrollHeight;
+      const s = (performance.now() - (first || t0)) / 1000;
+      const n = tokens || chunks;
+      if (s > 0 && first) $("rate").textContent = (n / s).toFixed(1) + " tokens/s";
+    });
+  };
   try {
     const r = await fetch("/v1/chat/completions", {
       method: "POST", headers: headers(), signal: controller.signal,
@@ -118,18 +131,15 @@ async function send(text) {
           for (const c of j.choices || []) {
             if (c.delta && c.delta.content) {
               if (!first) first = performance.now();
-              reply += c.delta.content; out.textContent = reply; chunks++;
-              $("messages").scrollTop = $("messages").scrollHeight;
+              reply += c.delta.content; chunks++;
             }
           }
-          const s = (performance.now() - (first || t0)) / 1000;
-          const n = tokens || chunks;
-          if (s > 0 && first) $("rate").textContent = (n / s).toFixed(1) + " tokens/s";
+          render();
         }
       }
     }
   } catch (e) {
-    if (e.name === "AbortError") { $("status").textContent = "stopped"; }
+    if (e.name === "AbortError") { $("status").textContent = "stopped"; out.textContent = reply; }
     else { out.classList.add("error"); out.textContent = reply + (reply ? "\n" : "") + "error: " + e.message; }
   } finally {
     history.push({ role: "assistant", content: reply });

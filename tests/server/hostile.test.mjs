@@ -1,0 +1,186 @@
+// Hostile input with raw sockets: malformed JSON, wrong types, oversize bodies, slowloris, a
+// client that never reads its stream, many dropped connections, a body cut mid-way, Expect:
+// 100-continue. After each, the server answers the next request normally. SIGTERM with streams
+// open: exit 0 (and, in the ASan build, no leak).
+import { test, describe, before, after } from "node:test";
+import assert from "node:assert/strict";
+import net from "node:net";
+import { startServer, metric, waitFor } from "./harness.mjs";
+
+// Sends raw bytes, collects everything until the server closes or `ms` passes.
+function raw(port, chunks, { ms = 5000, gapMs = 0 } = {}) {
+  return new Promise((resolve) => {
+    const s = net.connect(port, "127.0.0.1");
+    let data = "";
+    let closed = false;
+    const timer = setTimeout(() => { s.destroy(); resolve({ data, closed }); }, ms);
+    s.on("data", (d) => { data += d; });
+    s.on("close", () => { closed = true; clearTimeout(timer); resolve({ data, closed }); });
+    s.on("error", () => {});
+    s.on("connect", async () => {
+      for (const c of chunks) {
+        if (s.destroyed) break;
+        s.write(c);
+        if (gapMs) await new Promise((r) => setTimeout(r, gapMs));
+      }
+    });
+  });
+}
+
+function post(path, body, extra = "") {
+  return `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${extra}` +
+         `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+}
+
+const status = (data) => Number((data.match(/^HTTP\/1\.1 (\d{3})/) || [])[1]);
+
+describe("hostile input", () => {
+  let srv;
+  before(async () => {
+    srv = await startServer(["--read-timeout-s", "2", "--idle-timeout-s", "2", "--max-body-bytes", "65536",
+                             "--max-tokens-limit", "10000000"]);
+  });
+  after(async () => { assert.equal((await srv.stop()).code, 0, srv.stderr()); });
+
+  async function healthy() {
+    const r = await fetch(srv.url + "/v1/chat/completions", { method: "POST",
+      body: JSON.stringify({ messages: [{ role: "user", content: "still there?" }], max_tokens: 3 }) });
+    assert.equal(r.status, 200);
+    assert.equal((await r.json()).choices.length, 1);
+  }
+
+  test("malformed JSON and wrong types are 400s naming the field", async () => {
+    const cases = [
+      ["{not json", null],
+      ["[1,2]", null],
+      [JSON.stringify({ messages: "hi" }), "messages"],
+      [JSON.stringify({ messages: [123] }), "messages[0]"],
+      [JSON.stringify({ messages: [{}] }), "messages[0].role"],
+      [JSON.stringify({ messages: [{ role: "wizard", content: "x" }] }), "messages[0].role"],
+      [JSON.stringify({ messages: [{ role: "user", content: [{ type: "image_url" }] }] }), "messages[0].content[0].type"],
+      [JSON.stringify({ messages: [{ role: "user", content: "x" }], max_tokens: "many" }), "max_tokens"],
+      [JSON.stringify({ messages: [{ role: "user", content: "x" }], stop: [1] }), "stop"],
+      [JSON.stringify({ messages: [{ role: "user", content: "x" }], logit_bias: { "999999": 1 } }), "logit_bias"],
+      [JSON.stringify({ messages: [{ role: "user", content: "x" }], n: 0 }), "n"],
+      [JSON.stringify({ messages: [{ role: "user", content: "x" }], tools: [{ type: "function" }] }), "tools"],
+    ];
+    for (const [body, param] of cases) {
+      const r = await fetch(srv.url + "/v1/chat/completions", { method: "POST", body });
+      assert.equal(r.status, 400, body);
+      const e = (await r.json()).error;
+      assert.equal(e.type, "invalid_request_error");
+      assert.equal(e.param, param, body);
+      assert.ok(e.message.length > 10);
+    }
+    await healthy();
+  });
+
+  test("an oversize body is a 413; Expect: 100-continue is answered", async () => {
+    const big = JSON.stringify({ prompt: "x".repeat(70000) });
+    const r = await raw(srv.port, [post("/v1/completions", big)]);
+    assert.equal(status(r.data), 413);
+    const small = JSON.stringify({ prompt: "hello", max_tokens: 2 });
+    const head = `POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: ${small.length}\r\n\r\n`;
+    const c = await new Promise((resolve) => {
+      const s = net.connect(srv.port, "127.0.0.1");
+      let data = "";
+      s.on("data", (d) => {
+        data += d;
+        if (data.startsWith("HTTP/1.1 100") && !s.sentBody) { s.sentBody = true; s.write(small); }
+        if (/\r\n\r\n\{.*\}$/s.test(data.split("HTTP/1.1 200")[1] || "")) { s.end(); resolve(data); }
+      });
+      s.on("connect", () => s.write(head));
+      setTimeout(() => { s.destroy(); resolve(data); }, 4000);
+    });
+    assert.match(c, /^HTTP\/1\.1 100 Continue/);
+    assert.match(c, /HTTP\/1\.1 200/);
+    // Announced too large: refused before the body is sent.
+    const refused = await raw(srv.port, [`POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 999999\r\n\r\n`]);
+    assert.equal(status(refused.data), 413);
+    await healthy();
+  });
+
+  test("slowloris headers and a body cut mid-way are dropped at the read timeout", async () => {
+    const t0 = Date.now();
+    const slow = "GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " + "a".repeat(10);
+    const r = await raw(srv.port, [...slow], { ms: 15000, gapMs: 500 });
+    assert.ok(r.closed, "connection closed");
+    assert.equal(r.data, "", "no response to an unfinished request");
+    assert.ok(Date.now() - t0 < 9000, "closed near --read-timeout-s");
+    const cut = await raw(srv.port, [post("/v1/completions", JSON.stringify({ prompt: "abc" })).slice(0, -5)], { ms: 8000 });
+    assert.ok(cut.closed);
+    assert.equal(cut.data, "");
+    await healthy();
+  });
+
+  test("malformed HTTP is a 400; 200 connections opened and dropped; silent idle ones time out", async () => {
+    const bad = await raw(srv.port, ["THIS IS NOT HTTP\r\n\r\n"]);
+    assert.equal(status(bad.data), 400);
+    const socks = await Promise.all(Array.from({ length: 200 }, () => new Promise((resolve) => {
+      const s = net.connect(srv.port, "127.0.0.1", () => resolve(s));
+      s.on("error", () => resolve(s));
+    })));
+    for (const [i, s] of socks.entries()) {
+      if (i % 2) s.write("POST /v1/completions HTTP/1.1\r\nContent-Length: 100\r\n\r\n{\"pro");
+      s.destroy();
+    }
+    await healthy();
+    const idle = await raw(srv.port, [], { ms: 8000 });
+    assert.ok(idle.closed, "an idle connection is closed at --idle-timeout-s");
+  });
+
+  test("a client that never reads its stream is dropped and its row freed", async () => {
+    const body = JSON.stringify({ messages: [{ role: "user", content: "flood" }], max_tokens: 5000000,
+                                  stream: true, logprobs: true, top_logprobs: 20 });
+    const s = net.connect(srv.port, "127.0.0.1");
+    await new Promise((r) => s.on("connect", r));
+    s.pause();  // never read
+    s.write(post("/v1/chat/completions", body));
+    assert.ok(await waitFor(async () => (await metric(srv.url, "wick_requests_running")) === 1, 5000));
+    assert.ok(await waitFor(async () => (await metric(srv.url, "wick_requests_running")) === 0, 30000),
+      "the unread stream's row is freed");
+    s.destroy();
+    await healthy();
+  });
+
+  test("a request never crashes the server: junk fields and deep nesting", async () => {
+    for (const body of [
+      JSON.stringify({ messages: [{ role: "user", content: "x" }], max_tokens: 1, extra: { a: [1, { b: null }] } }),
+      "[".repeat(5000) + "]".repeat(5000),
+      JSON.stringify({ prompt: [[]] }),
+      JSON.stringify({ prompt: [-1] }),
+      JSON.stringify({ prompt: "x", seed: -5 }),
+      JSON.stringify({ input: 5 }),
+    ]) {
+      for (const path of ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/tokenize", "/detokenize"]) {
+        const r = await fetch(srv.url + path, { method: "POST", body });
+        assert.ok([200, 400, 404].includes(r.status), `${path} ${body.slice(0, 40)}: ${r.status}`);
+        await r.arrayBuffer();
+      }
+    }
+    await healthy();
+  });
+});
+
+describe("SIGTERM with streams open", () => {
+  test("running streams end, /health turns 503, exit 0", async () => {
+    const srv = await startServer(["--shutdown-grace-s", "1", "--max-tokens-limit", "10000000"]);
+    const streams = Array.from({ length: 3 }, async () => {
+      const r = await fetch(srv.url + "/v1/chat/completions", { method: "POST",
+        body: JSON.stringify({ messages: [{ role: "user", content: "long" }], max_tokens: 5000000, stream: true }) });
+      const text = await r.text();
+      return text;
+    });
+    await waitFor(async () => (await metric(srv.url, "wick_requests_running")) === 3, 5000);
+    srv.proc.kill("SIGTERM");
+    await waitFor(async () => {
+      try { return (await fetch(srv.url + "/health")).status === 503; } catch { return true; }
+    }, 3000);
+    const { code } = await srv.exited;
+    assert.equal(code, 0, srv.stderr());
+    for (const t of await Promise.all(streams)) {
+      assert.match(t, /data: \[DONE\]\n\n$/, "every stream is closed properly");
+      assert.match(t, /shutting down/);
+    }
+  });
+});
