@@ -101,6 +101,15 @@ void ThreadPool::run_impl(int64_t n_blocks, BlockFn fn, void* ctx) {
     for (int64_t b = 0; b < n_blocks; ++b) fn(ctx, b, local);
     return;
   }
+  // Every thread's arena as large as the largest: which thread runs which block varies from run
+  // to run (with the machine's load), so a size one thread has needed is reserved for all, and a
+  // steady state allocates nothing whoever runs the blocks. The workers are idle here.
+  for (int slot = 0; slot < Arena::kBuffers; ++slot) {
+    size_t most = 0;
+    for (const Arena& a : arenas_) most = std::max(most, a.capacity(slot));
+    for (Arena& a : arenas_)
+      if (a.capacity(slot) < most) a.reserve(most, slot);
+  }
   const uint32_t gen = generation_.load() + 1;
   fn_ = fn;
   ctx_ = ctx;

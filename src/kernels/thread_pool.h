@@ -45,6 +45,10 @@ class Arena {
     static_assert(std::is_trivially_copyable_v<T>);
     return static_cast<T*>(bytes(n * sizeof(T), slot));
   }
+  // Bytes buffer `slot` holds without growing.
+  size_t capacity(int slot) const { return buffers_[slot].capacity; }
+  // Grows buffer `slot` to at least n bytes (contents not kept).
+  void reserve(size_t n, int slot) { (void)bytes(n, slot); }
 
  private:
   void* bytes(size_t n, int slot);

@@ -166,8 +166,9 @@ describe("SIGTERM with streams open", () => {
   test("running streams end, /health turns 503, exit 0", async () => {
     const srv = await startServer(["--shutdown-grace-s", "1", "--max-tokens-limit", "10000000"]);
     const streams = Array.from({ length: 3 }, async () => {
-      const r = await fetch(srv.url + "/v1/chat/completions", { method: "POST",
-        body: JSON.stringify({ messages: [{ role: "user", content: "long" }], max_tokens: 5000000, stream: true }) });
+      // Completions: no stop strings, so the streams cannot end by themselves within the grace.
+      const r = await fetch(srv.url + "/v1/completions", { method: "POST",
+        body: JSON.stringify({ prompt: "long", max_tokens: 5000000, stream: true }) });
       const text = await r.text();
       return text;
     });
