@@ -135,7 +135,7 @@ void parse_sampling(const ServeContext& ctx, const Json& b, Job& job) {
           it->get<double>() > 100)
         throw bad_request("logit_bias", "'logit_bias' value of token " + key +
                                             " must be a number between -100 and 100, found " +
-                                            it->dump());
+                                            (it->is_number() ? it->dump() : json_type(*it)));
       s.logit_bias.emplace_back(static_cast<int32_t>(id), it->get<float>());
     }
   }
@@ -170,6 +170,23 @@ int64_t max_tokens_field(const ServeContext& ctx, const Json& b, const char* nam
                                 " (wick serve --max-tokens-limit)");
   return *v;
 }
+
+constexpr size_t kMaxPrompts = 256;
+
+// Rows of one request (prompts x n) must fit the engine's queue at once (all or none).
+void check_rows(const ServeContext& ctx, size_t prompts, int n) {
+  if (!ctx.engine) return;  // no LM head: run_job answers 404
+  const size_t rows = prompts * static_cast<size_t>(n);
+  const size_t room = static_cast<size_t>(ctx.engine->options().queue_length);
+  if (rows > room)
+    throw bad_request("n", "the request needs " + std::to_string(rows) +
+                               " rows (prompts x n), more than this server's queue of " +
+                               std::to_string(room) + " (wick serve --queue)");
+}
+
+// The chat template's message boundaries kept for the prefix cache: the last few (each costs a
+// state copy; a conversation re-sent grows by two messages a turn).
+constexpr size_t kMaxBoundaries = 8;
 
 void check_prompt_length(const ServeContext& ctx, size_t n, const char* param) {
   if (static_cast<int64_t>(n) > ctx.limits.max_prompt_tokens)
@@ -249,6 +266,7 @@ Job parse_chat(const ServeContext& ctx, const Json& b) {
     messages.push_back(std::move(cm));
   }
   parse_sampling(ctx, b, job);
+  check_rows(ctx, 1, job.n);
   job.config.max_tokens = static_cast<int>(std::min<int64_t>(
       INT32_MAX,
       max_tokens_field(ctx, b, field(b, "max_completion_tokens") ? "max_completion_tokens"
@@ -270,6 +288,9 @@ Job parse_chat(const ServeContext& ctx, const Json& b) {
   if (p.tokens.empty()) throw bad_request("messages", "the messages make an empty prompt");
   check_prompt_length(ctx, p.tokens.size(), "messages");
   p.boundaries = token_boundaries(*ctx.tokenizer, p.tokens, chat.boundaries);
+  if (p.boundaries.size() > kMaxBoundaries)
+    p.boundaries.erase(p.boundaries.begin(),
+                       p.boundaries.end() - static_cast<std::ptrdiff_t>(kMaxBoundaries));
   p.continues = chat.continues;
   job.prompts.push_back(std::move(p));
   return job;
@@ -327,6 +348,10 @@ Job parse_completion(const ServeContext& ctx, const Json& b) {
     add_text(pr->get<std::string>(), "prompt");
   } else if (pr->is_array()) {
     if (pr->empty()) throw bad_request("prompt", "'prompt' is an empty array");
+    if (!(*pr)[0].is_number() && pr->size() > kMaxPrompts)
+      throw bad_request("prompt", "'prompt' holds " + std::to_string(pr->size()) +
+                                      " prompts; one request takes at most " +
+                                      std::to_string(kMaxPrompts));
     const Json& first = (*pr)[0];
     if (first.is_number()) {
       add_ids(token_array(ctx, *pr, "prompt"), "prompt");
@@ -351,6 +376,7 @@ Job parse_completion(const ServeContext& ctx, const Json& b) {
   }
   for (const PromptSpec& p : prompts) check_prompt_length(ctx, p.tokens.size(), "prompt");
   parse_sampling(ctx, b, job);
+  check_rows(ctx, prompts.size(), job.n);
   job.config.max_tokens =
       static_cast<int>(std::min<int64_t>(INT32_MAX, max_tokens_field(ctx, b, "max_tokens", 16)));
   const bool echo = opt_bool(b, "echo").value_or(false);
@@ -434,6 +460,7 @@ class Run : public std::enable_shared_from_this<Run> {
                                            {"delta", {{"role", "assistant"}, {"content", ""}}},
                                            {"logprobs", nullptr},
                                            {"finish_reason", nullptr}}});
+          if (job_.include_usage) c["usage"] = nullptr;
           head.body += "data: " + dump(c) + "\n\n";
         }
       }
@@ -463,16 +490,14 @@ class Run : public std::enable_shared_from_this<Run> {
   // The stream is started by the handler after start() succeeded (an error before is a plain
   // reply); chunks queued meanwhile wait in `early_`.
   void open_stream() {
-    std::vector<std::string> early;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      ex_->start_stream(std::move(stream_head_), ": ping\n\n");
-      opened_ = true;
-      early.swap(early_);
-    }
-    for (auto& e : early) ex_->send(std::move(e));
+    // One locked block: the engine thread's emit() cannot overtake the early events.
     std::lock_guard<std::mutex> lock(mutex_);
-    if (ended_pending_) ex_->end();
+    ex_->start_stream(std::move(stream_head_), ": ping\n\n");
+    opened_ = true;
+    for (auto& e : early_)
+      if (!ex_->send(std::move(e))) client_lost_ = true;
+    early_.clear();
+    if (ended_pending_) end_stream_locked();
   }
 
  private:
@@ -654,7 +679,15 @@ class Run : public std::enable_shared_from_this<Run> {
 
   void done(size_t i, const EngineResult& res) {
     Choice& c = choices_[i];
-    c.result = res;
+    // Everything but the final state (megabytes; the server does not return it).
+    static_cast<GenerationResult&>(c.result) = res;
+    c.result.cached_tokens = res.cached_tokens;
+    c.result.cache_tier = res.cache_tier;
+    c.result.error = res.error;
+    c.result.exception = res.exception;
+    c.result.queue_ms = res.queue_ms;
+    c.result.ttft_ms = res.ttft_ms;
+    c.result.total_ms = res.total_ms;
     c.done = true;
     ctx_.metrics.generation(res);
     int left;
@@ -714,11 +747,11 @@ class Run : public std::enable_shared_from_this<Run> {
       emit("data: [DONE]\n\n");
       std::lock_guard<std::mutex> lock(mutex_);
       if (opened_) {
-        ex_->end();
+        end_stream_locked();
       } else {
         ended_pending_ = true;
       }
-      ctx_.metrics.request(endpoint_, 200);
+      ctx_.metrics.request(endpoint_, client_lost_ ? 499 : 200);
     } else {
       if (ex_->gone()) {  // the client left: nothing to answer
         ctx_.metrics.request(endpoint_, 499);
@@ -768,6 +801,16 @@ class Run : public std::enable_shared_from_this<Run> {
       ctx_.metrics.request(endpoint_, status);
     }
     release();
+  }
+
+  // A stream that lost events (its client stopped reading) is dropped, not ended: a truncated
+  // stream must not look complete.
+  void end_stream_locked() {
+    if (client_lost_) {
+      ex_->abort();
+    } else {
+      ex_->end();
+    }
   }
 
   // Drops the handles: they keep the requests (whose callbacks keep this Run) alive.

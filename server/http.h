@@ -49,6 +49,9 @@ class Exchange {
   virtual bool send(std::string data) = 0;
   // Ends the stream (after what was queued is written).
   virtual void end() = 0;
+  // Drops the connection without completing the response (a stream whose client stopped
+  // reading: a truncated stream must not look complete).
+  virtual void abort() = 0;
   // `fn` runs once, on the transport's thread, if the client goes away (closes, resets, or times
   // out) before the response is complete; at once if it already has. Must not block.
   virtual void on_disconnect(std::function<void()> fn) = 0;

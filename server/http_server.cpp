@@ -6,6 +6,7 @@
 
 #include <sys/socket.h>
 
+#include <array>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -59,11 +60,13 @@ std::string head_lines(int status, const std::string& content_type,
   return h;
 }
 
-std::string serialize_reply(const HttpReply& r, bool keep_alive) {
-  std::string s = head_lines(r.status, r.body.empty() && r.status == 204 ? "" : r.content_type,
-                             r.headers, keep_alive);
-  s += "Content-Length: " + std::to_string(r.body.size()) + "\r\n\r\n";
-  s += r.body;
+// `head_only`: the answer to a HEAD request (headers, no body).
+std::string serialize_reply(const HttpReply& r, bool keep_alive, bool head_only = false) {
+  const bool no_body = r.status == 204 || r.status == 304 || (r.status >= 100 && r.status < 200);
+  std::string s = head_lines(r.status, no_body ? "" : r.content_type, r.headers, keep_alive);
+  if (!no_body) s += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
+  s += "\r\n";
+  if (!no_body && !head_only) s += r.body;
   return s;
 }
 
@@ -93,19 +96,23 @@ struct Hub {
 
 class ExchangeImpl final : public Exchange, public std::enable_shared_from_this<ExchangeImpl> {
  public:
+  // `chunked`: the client speaks HTTP/1.1 (a stream to an HTTP/1.0 client is sent unframed and
+  // ends with the connection); `head_only`: a HEAD request.
   ExchangeImpl(std::weak_ptr<Session> session, std::shared_ptr<Hub> hub, bool keep_alive,
-               size_t max_unsent)
+               size_t max_unsent, bool chunked, bool head_only)
       : session_(std::move(session)),
         hub_(std::move(hub)),
         keep_alive_(keep_alive),
-        max_unsent_(max_unsent) {}
+        max_unsent_(max_unsent),
+        chunked_(chunked),
+        head_only_(head_only) {}
 
   void reply(HttpReply r) override {
     std::lock_guard<std::mutex> lock(mutex_);
     if (mode_ != Mode::kNone) return;
     mode_ = Mode::kReply;
     status_ = r.status;
-    out_ += serialize_reply(r, keep_alive_);
+    out_ += serialize_reply(r, keep_alive_, head_only_);
     ended_ = true;
     schedule_locked();
   }
@@ -118,9 +125,10 @@ class ExchangeImpl final : public Exchange, public std::enable_shared_from_this<
     keepalive_ = std::move(keepalive);
     head.headers.emplace_back("Cache-Control", "no-cache");
     head.headers.emplace_back("X-Accel-Buffering", "no");
-    head.headers.emplace_back("Transfer-Encoding", "chunked");
-    out_ += head_lines(head.status, head.content_type, head.headers, keep_alive_) + "\r\n";
-    if (!head.body.empty()) out_ += chunk(head.body);
+    if (chunked_) head.headers.emplace_back("Transfer-Encoding", "chunked");
+    out_ += head_lines(head.status, head.content_type, head.headers, keep_alive_ && chunked_) +
+            "\r\n";
+    if (!head.body.empty()) out_ += frame(head.body);
     schedule_locked();
   }
 
@@ -129,7 +137,7 @@ class ExchangeImpl final : public Exchange, public std::enable_shared_from_this<
     if (gone_ || mode_ != Mode::kStream || ended_) return false;
     if (unsent_ > max_unsent_) return false;
     if (data.empty()) return true;
-    out_ += chunk(data);
+    out_ += frame(data);
     unsent_ += data.size();
     schedule_locked();
     return true;
@@ -138,10 +146,24 @@ class ExchangeImpl final : public Exchange, public std::enable_shared_from_this<
   void end() override {
     std::lock_guard<std::mutex> lock(mutex_);
     if (mode_ != Mode::kStream || ended_) return;
-    out_ += "0\r\n\r\n";
+    if (chunked_) out_ += "0\r\n\r\n";
     ended_ = true;
     schedule_locked();
   }
+
+  void abort() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (ended_ && out_.empty()) return;
+    aborted_ = ended_ = true;
+    out_.clear();
+    schedule_locked();
+  }
+  bool aborted() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return aborted_;
+  }
+  // An unframed stream (HTTP/1.0) ends by closing the connection.
+  bool close_after() const { return mode_ == Mode::kStream && !chunked_; }
 
   void on_disconnect(std::function<void()> fn) override {
     bool now = false;
@@ -181,7 +203,7 @@ class ExchangeImpl final : public Exchange, public std::enable_shared_from_this<
   void queue_keepalive() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (mode_ == Mode::kStream && !ended_ && !keepalive_.empty() && out_.empty())
-      out_ += chunk(keepalive_);
+      out_ += frame(keepalive_);
   }
   void mark_gone() {
     std::function<void()> fn;
@@ -206,6 +228,9 @@ class ExchangeImpl final : public Exchange, public std::enable_shared_from_this<
  private:
   enum class Mode { kNone, kReply, kStream };
   void schedule_locked();
+  std::string frame(std::string_view data) const {
+    return chunked_ ? chunk(data) : std::string(data);
+  }
   void post(std::function<void()> fn) {
     std::lock_guard<std::mutex> lock(hub_->mutex);
     if (hub_->ioc) net::post(*hub_->ioc, std::move(fn));
@@ -215,13 +240,14 @@ class ExchangeImpl final : public Exchange, public std::enable_shared_from_this<
   const std::shared_ptr<Hub> hub_;
   const bool keep_alive_;
   const size_t max_unsent_;
+  const bool chunked_, head_only_;
   mutable std::mutex mutex_;
   Mode mode_ = Mode::kNone;
   int status_ = 0;
   std::string out_;
   std::string keepalive_;
   size_t unsent_ = 0;
-  bool ended_ = false, gone_ = false, complete_ = false, scheduled_ = false;
+  bool ended_ = false, gone_ = false, complete_ = false, scheduled_ = false, aborted_ = false;
   std::function<void()> on_gone_;
 };
 
@@ -270,10 +296,12 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     srv_.sessions.erase(this);
     --srv_.connections;
+    keep_.reset();  // may destroy this session: nothing after this line
   }
 
   void pump(const std::shared_ptr<ExchangeImpl>& ex) {
     if (closed_ || ex != ex_ || writing_) return;
+    if (ex_->aborted()) return close();
     auto [data, complete] = ex_->take();
     if (data.empty()) {
       if (complete) finish_exchange();
@@ -376,10 +404,29 @@ class Session : public std::enable_shared_from_this<Session> {
     arm(srv_.opt.read_timeout);
     writing_ = true;
     net::async_write(sock_, net::buffer(wbuf_),
-                     [self = shared_from_this()](beast::error_code, size_t) {
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
                        self->writing_ = false;
-                       self->close();
+                       if (ec || self->closed_) return self->close();
+                       self->linger_close();
                      });
+  }
+
+  // Closes after the client has read the answer: shut down our sending side, discard what the
+  // client still sends (a refused body) until it closes or a second passes, then close. Closing
+  // with unread bytes would send a reset that can destroy the answer in flight.
+  void linger_close() {
+    beast::error_code ec;
+    sock_.shutdown(tcp::socket::shutdown_send, ec);
+    arm(std::chrono::milliseconds(1000));
+    drain_input();
+  }
+  void drain_input() {
+    sock_.async_read_some(net::buffer(discard_), [self = shared_from_this()](beast::error_code ec,
+                                                                             size_t) {
+      if (self->closed_) return;
+      if (ec) return self->close();
+      self->drain_input();
+    });
   }
 
   void on_header(beast::error_code ec) {
@@ -431,8 +478,11 @@ class Session : public std::enable_shared_from_this<Session> {
     r.keep_alive = req.keep_alive();
     keep_alive_ = r.keep_alive;
     parser_.reset();
+    const bool http11 = req.version() >= 11;
     ex_ = std::make_shared<ExchangeImpl>(weak_from_this(), srv_.hub, keep_alive_,
-                                         srv_.opt.max_unsent_bytes);
+                                         srv_.opt.max_unsent_bytes, http11,
+                                         r.method == "HEAD");
+    keep_ = shared_from_this();  // alive while the response is pending, watched or not
     ++srv_.pending;
     pending_counted_ = true;
     watch(ex_);
@@ -472,13 +522,15 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void finish_exchange() {
+    const bool close_after = ex_->close_after();
     ex_->mark_complete();
     ex_.reset();
     finish_pending();
     ping_.cancel();
     ping_armed_ = false;
-    if (!keep_alive_) {
-      close();
+    const std::shared_ptr<Session> self = std::move(keep_);
+    if (!keep_alive_ || close_after) {
+      linger_close();
       return;
     }
     beast::error_code ec;
@@ -494,6 +546,8 @@ class Session : public std::enable_shared_from_this<Session> {
   uint64_t timer_gen_ = 0;
   std::shared_ptr<ExchangeImpl> ex_;
   std::string wbuf_;
+  std::array<char, 4096> discard_;
+  std::shared_ptr<Session> keep_;  // self while a response is pending
   bool writing_ = false, closed_ = false, keep_alive_ = true, pending_counted_ = false;
   bool ping_armed_ = false;
   Clock::time_point last_write_ = Clock::now();
@@ -526,7 +580,7 @@ void HttpServer::Impl::accept() {
     } else {
       ++connections;
       auto s = std::make_shared<Session>(*this, std::move(socket));
-      sessions.emplace(s.get(), s);
+      sessions.insert_or_assign(s.get(), s);
       s->start();
     }
     accept();

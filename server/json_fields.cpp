@@ -28,10 +28,19 @@ HttpReply error_reply(const ApiError& e) {
   return r;
 }
 
+constexpr int kMaxJsonDepth = 64;
+
 Json parse_body(const std::string& body) {
   Json j;
   try {
-    j = Json::parse(body);
+    // Nesting is bounded: dumping a value recurses, and no request field needs more than a few
+    // levels.
+    j = Json::parse(body, [](int depth, Json::parse_event_t, Json&) {
+      if (depth > kMaxJsonDepth)
+        throw bad_request("", "the request body nests JSON deeper than " +
+                                  std::to_string(kMaxJsonDepth) + " levels");
+      return true;
+    });
   } catch (const Json::parse_error& e) {
     throw bad_request("", std::string("the request body is not valid JSON (") + e.what() +
                               "); send a JSON object with Content-Type: application/json");

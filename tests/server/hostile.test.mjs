@@ -143,6 +143,21 @@ describe("hostile input", () => {
     await healthy();
   });
 
+  test("deeply nested values are refused; HEAD gets headers only and the connection goes on", async () => {
+    const deep = '{"messages":[{"role":"user","content":"x"}],"logit_bias":{"0":' + "[".repeat(30000) +
+                 "]".repeat(30000) + "}}";
+    const r = await fetch(srv.url + "/v1/chat/completions", { method: "POST", body: deep });
+    assert.equal(r.status, 400);
+    assert.match((await r.json()).error.message, /nests JSON deeper/);
+    const two = await raw(srv.port, ["HEAD /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"]);
+    const answers = two.data.split("HTTP/1.1 ").filter(Boolean);
+    assert.equal(answers.length, 2, two.data);
+    assert.match(answers[0], /^405 /);
+    assert.ok(answers[0].endsWith("\r\n\r\n"), "no body after HEAD");
+    assert.match(answers[1], /^200 [\s\S]*\{"status":"ok"\}$/);
+    await healthy();
+  });
+
   test("a request never crashes the server: junk fields and deep nesting", async () => {
     for (const body of [
       JSON.stringify({ messages: [{ role: "user", content: "x" }], max_tokens: 1, extra: { a: [1, { b: null }] } }),

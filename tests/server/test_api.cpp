@@ -43,6 +43,7 @@ class MemoryExchange final : public Exchange {
   }
   void on_disconnect(std::function<void()>) override {}
   bool gone() const override { return false; }
+  void abort() override { end(); }
 
   HttpReply wait() {
     std::unique_lock<std::mutex> lock(m_);
