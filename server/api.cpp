@@ -83,31 +83,59 @@ void Api::reply_json(const std::shared_ptr<Exchange>& ex, std::string_view endpo
 }
 
 void Api::handle(HttpRequest&& req, const std::shared_ptr<Exchange>& ex) {
-  std::string endpoint = route_name(req.path);
+  const std::string endpoint = route_name(req.path);
   try {
     route(req, ex, endpoint);
-  } catch (const ApiError& e) {
-    HttpReply r = error_reply(e);
-    if (!ctx_.cors_origin.empty()) {
-      r.headers.emplace_back("Access-Control-Allow-Origin", ctx_.cors_origin);
-      r.headers.emplace_back("Vary", "Origin");
-    }
-    ctx_.metrics.request(endpoint, e.status());
-    ex->reply(std::move(r));
-  } catch (const InputError& e) {
-    ctx_.metrics.request(endpoint, 400);
-    ex->reply(error_reply(bad_request("", e.what())));
-  } catch (const std::bad_alloc&) {
-    ctx_.metrics.request(endpoint, 503);
-    ex->reply(error_reply(unavailable("out of memory while handling the request")));
-  } catch (const std::exception& e) {
-    ctx_.metrics.request(endpoint, 500);
-    ex->reply(error_reply(ApiError(500, "server_error", std::string("internal error: ") + e.what())));
+  } catch (...) {
+    answer_error(std::current_exception(), endpoint, ex);
   }
 }
 
-void Api::route(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
-                std::string& endpoint) {
+void Api::answer_error(std::exception_ptr e, std::string_view endpoint,
+                       const std::shared_ptr<Exchange>& ex) {
+  ApiError err(500, "server_error", "internal error");
+  try {
+    std::rethrow_exception(e);
+  } catch (const ApiError& a) {
+    err = a;
+  } catch (const InputError& a) {
+    err = bad_request("", a.what());
+  } catch (const std::bad_alloc&) {
+    err = unavailable("out of memory while handling the request");
+  } catch (const std::exception& a) {
+    err = ApiError(500, "server_error", std::string("internal error: ") + a.what());
+  } catch (...) {
+  }
+  HttpReply r = error_reply(err);
+  if (!ctx_.cors_origin.empty()) {
+    r.headers.emplace_back("Access-Control-Allow-Origin", ctx_.cors_origin);
+    r.headers.emplace_back("Vary", "Origin");
+  }
+  ctx_.metrics.request(endpoint, err.status());
+  ex->reply(std::move(r));
+}
+
+void Api::generation(HttpRequest& req, const std::shared_ptr<Exchange>& ex,
+                     const std::string& endpoint) {
+  // Parsing, tokenizing (up to --max-body-bytes of text) and submitting run on their own thread,
+  // never on the I/O thread, which serves every connection.
+  const bool chat = endpoint == "chat_completions";
+  const bool posted = parser_.post([this, r = std::move(req), ex, endpoint, chat] {
+    try {
+      if (chat) {
+        handle_chat_completions(ctx_, r, ex);
+      } else {
+        handle_completions(ctx_, r, ex);
+      }
+    } catch (...) {
+      answer_error(std::current_exception(), endpoint, ex);
+    }
+  });
+  if (!posted) throw unavailable("the server is busy: too many requests are being parsed");
+}
+
+void Api::route(HttpRequest& req, const std::shared_ptr<Exchange>& ex,
+                const std::string& endpoint) {
   // CORS preflight (only with --cors-origin).
   if (req.method == "OPTIONS") {
     if (ctx_.cors_origin.empty())
@@ -246,8 +274,8 @@ void Api::route(const HttpRequest& req, const std::shared_ptr<Exchange>& ex,
     return reply_json(ex, endpoint, 200, dump({{"content", text}}));
   }
   if (ctx_.draining.load()) throw unavailable("the server is shutting down");
-  if (endpoint == "chat_completions") return handle_chat_completions(ctx_, req, ex);
-  if (endpoint == "completions") return handle_completions(ctx_, req, ex);
+  if (endpoint == "chat_completions" || endpoint == "completions")
+    return generation(req, ex, endpoint);
   if (endpoint == "embeddings") return embeddings(req, ex);
   if (endpoint == "rerank") return rerank(req, ex);
   throw not_found("", "no endpoint " + req.path);

@@ -8,7 +8,10 @@
 // path a 404, both as OpenAI error objects.
 #pragma once
 
+#include <exception>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include "server/background.h"
 #include "server/http.h"
@@ -23,14 +26,19 @@ class Api {
   void handle(HttpRequest&& req, const std::shared_ptr<Exchange>& ex);
 
  private:
-  void route(const HttpRequest& req, const std::shared_ptr<Exchange>& ex, std::string& endpoint);
+  void route(HttpRequest& req, const std::shared_ptr<Exchange>& ex, const std::string& endpoint);
+  void generation(HttpRequest& req, const std::shared_ptr<Exchange>& ex,
+                  const std::string& endpoint);
+  void answer_error(std::exception_ptr e, std::string_view endpoint,
+                    const std::shared_ptr<Exchange>& ex);
   void embeddings(const HttpRequest& req, const std::shared_ptr<Exchange>& ex);
   void rerank(const HttpRequest& req, const std::shared_ptr<Exchange>& ex);
   void reply_json(const std::shared_ptr<Exchange>& ex, std::string_view endpoint, int status,
                   std::string body);
 
   ServeContext& ctx_;
-  BackgroundWorker worker_{64};
+  BackgroundWorker worker_{64};    // embeddings, rerank (model passes outside the engine)
+  BackgroundWorker parser_{1024};  // chat / completions: parse, tokenize, submit
 };
 
 }  // namespace wick::server
