@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <prometheus/counter.h>
@@ -79,6 +80,25 @@ struct Metrics::Impl {
           .Register(*registry)
           .Add({}, pm::Histogram::BucketBoundaries{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
                                                    60, 300});
+  pm::Counter& pass_seconds = pm::BuildCounter()
+                                  .Name("wick_engine_pass_seconds_total")
+                                  .Help("Time the engine spent inside batched model passes")
+                                  .Register(*registry)
+                                  .Add({});
+  pm::Counter& busy_seconds = pm::BuildCounter()
+                                  .Name("wick_engine_busy_seconds_total")
+                                  .Help("Time the engine spent in iterations (passes, sampling, "
+                                        "streaming, cache)")
+                                  .Register(*registry)
+                                  .Add({});
+  pm::Counter& iterations = pm::BuildCounter()
+                                .Name("wick_engine_iterations_total")
+                                .Help("Batched passes the engine ran")
+                                .Register(*registry)
+                                .Add({});
+  std::mutex scrape_mutex;  // the engine totals last copied into the counters above
+  double last_pass_ms = 0, last_busy_ms = 0;
+  uint64_t last_iterations = 0;
   std::mutex mutex;  // the requests family's label map
   std::map<std::pair<std::string, int>, pm::Counter*> by_route;
 };
@@ -121,6 +141,14 @@ std::string Metrics::scrape(const Engine* engine, bool draining) {
     impl_->queued.Set(s.queued);
     impl_->cache_bytes.Set(static_cast<double>(s.cache.bytes));
     impl_->cache_entries.Set(static_cast<double>(s.cache.entries));
+    std::lock_guard<std::mutex> lock(impl_->scrape_mutex);
+    impl_->pass_seconds.Increment(std::max(0.0, s.pass_ms - impl_->last_pass_ms) / 1000.0);
+    impl_->busy_seconds.Increment(std::max(0.0, s.busy_ms - impl_->last_busy_ms) / 1000.0);
+    impl_->iterations.Increment(
+        static_cast<double>(s.iterations > impl_->last_iterations ? s.iterations - impl_->last_iterations : 0));
+    impl_->last_pass_ms = std::max(impl_->last_pass_ms, s.pass_ms);
+    impl_->last_busy_ms = std::max(impl_->last_busy_ms, s.busy_ms);
+    impl_->last_iterations = std::max(impl_->last_iterations, s.iterations);
   }
   impl_->draining.Set(draining ? 1 : 0);
   return pm::TextSerializer().Serialize(impl_->registry->Collect());

@@ -2,7 +2,8 @@
 // Load benchmark of `wick serve`: N concurrent streaming chat clients on loopback for T seconds,
 // each sending its next request as soon as the previous one ends. Reports aggregate generated
 // tokens/s, TTFT p50/p99, inter-token latency p50/p99 (gaps between content chunks of one
-// stream), requests and errors. Node's built-in fetch only (no npm packages).
+// stream), requests and errors, and from the server's /metrics the share of the wall time the
+// engine was busy and spent inside model passes. Node's built-in fetch only (no npm packages).
 //
 //   node bench/serve_load/serve_load.mjs --url http://127.0.0.1:8080 --clients 4 --seconds 20 \
 //        [--max-tokens 64] [--prompt-words 40] [--api-key K] [--json]
@@ -72,9 +73,19 @@ async function oneStream(url, headers, body, stats) {
   stats.tokens += tokens;
 }
 
+// The engine's own time counters (/metrics), to tell the server's limit from the model's.
+async function engineSeconds(url, headers) {
+  try {
+    const text = await (await fetch(url + "/metrics", { headers })).text();
+    const get = (name) => Number((text.match(new RegExp("^" + name + " (\\S+)", "m")) || [])[1]);
+    return { pass: get("wick_engine_pass_seconds_total"), busy: get("wick_engine_busy_seconds_total") };
+  } catch { return { pass: NaN, busy: NaN }; }
+}
+
 async function run(url, apiKey, clients, seconds, maxTokens, promptWords) {
   const headers = { "Content-Type": "application/json" };
   if (apiKey) headers.Authorization = "Bearer " + apiKey;
+  const e0 = await engineSeconds(url, headers);
   const stats = { ttft: [], itl: [], tokens: 0, requests: 0, errors: 0 };
   const end = performance.now() + seconds * 1000;
   const t0 = performance.now();
@@ -91,7 +102,10 @@ async function run(url, apiKey, clients, seconds, maxTokens, promptWords) {
     }
   }));
   const elapsed = (performance.now() - t0) / 1000;
+  const e1 = await engineSeconds(url, headers);
   return {
+    engine_busy_pct: (100 * (e1.busy - e0.busy)) / elapsed,
+    in_passes_pct: (100 * (e1.pass - e0.pass)) / elapsed,
     clients, seconds: elapsed, requests: stats.requests, errors: stats.errors,
     tokens_per_s: stats.tokens / elapsed,
     ttft_ms_p50: pct(stats.ttft, 50), ttft_ms_p99: pct(stats.ttft, 99),
@@ -128,9 +142,10 @@ if (a.json) {
   console.log(JSON.stringify(rows, null, 1));
 } else {
   const f = (x) => (Number.isFinite(x) ? x.toFixed(1) : "-");
-  console.log("| clients | tokens/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | requests | errors |");
-  console.log("|---|---|---|---|---|---|---|---|");
+  console.log("| clients | tokens/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | requests | errors | engine busy | in passes |");
+  console.log("|---|---|---|---|---|---|---|---|---|---|");
   for (const r of rows)
     console.log(`| ${r.clients} | ${f(r.tokens_per_s)} | ${f(r.ttft_ms_p50)} | ${f(r.ttft_ms_p99)} | ` +
-                `${f(r.itl_ms_p50)} | ${f(r.itl_ms_p99)} | ${r.requests} | ${r.errors} |`);
+                `${f(r.itl_ms_p50)} | ${f(r.itl_ms_p99)} | ${r.requests} | ${r.errors} | ` +
+                `${f(r.engine_busy_pct)} % | ${f(r.in_passes_pct)} % |`);
 }
