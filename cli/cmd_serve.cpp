@@ -1,11 +1,12 @@
 // wick serve --model M [--host 127.0.0.1] [--port 8080] [--api-key K] ...
 // An OpenAI-compatible HTTP server on the serving engine (README "wick serve", serving.md §3).
-// Prints "wick serve: listening on http://HOST:PORT" on stdout when ready (GET /health is then
-// 200). SIGTERM / SIGINT: /health turns 503 and new requests are refused, running requests finish
+// Listens at once (GET /health answers 503 while the model loads) and prints "wick serve:
+// listening on http://HOST:PORT" on stdout when ready (GET /health is then 200). SIGTERM / SIGINT: /health turns 503 and new requests are refused, running requests finish
 // within --shutdown-grace-s or are cancelled, then the process exits 0.
 #include <pthread.h>
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -102,6 +103,23 @@ void run_serve(const ServeOptions& o) {
   if (o.max_body_bytes < 1024) throw InputError("--max-body-bytes must be >= 1024");
   if (o.threads > 0) set_cli_threads(o.threads);
 
+  // Listen first: while the model loads, /health answers 503 {"status":"loading"} (and every
+  // other route 503), so an orchestrator can tell "starting" from "down".
+  server::HttpServerOptions ho;
+  ho.host = o.host;
+  ho.port = static_cast<uint16_t>(o.port);
+  ho.max_body_bytes = o.max_body_bytes;
+  ho.read_timeout = seconds(o.read_timeout_s, "--read-timeout-s");
+  ho.idle_timeout = seconds(o.idle_timeout_s, "--idle-timeout-s");
+  const auto grace = seconds(o.shutdown_grace_s, "--shutdown-grace-s");
+  std::atomic<server::Api*> live{nullptr};
+  server::HttpServer http(ho, [&live](server::HttpRequest&& req,
+                                      std::shared_ptr<server::Exchange> ex) {
+    if (server::Api* api = live.load()) return api->handle(std::move(req), ex);
+    server::answer_loading(req, ex);
+  });
+  http.start();
+
   server::ServeContext ctx;
   Model model = with_attention_flags(load_model_or_default(o.model, o.load), o.attention);
   ctx.tokenizer = std::shared_ptr<const Tokenizer>(tokenizer_for(model, o.tokenizer));
@@ -146,18 +164,7 @@ void run_serve(const ServeOptions& o) {
   }
 
   server::Api api(ctx);
-  server::HttpServerOptions ho;
-  ho.host = o.host;
-  ho.port = static_cast<uint16_t>(o.port);
-  ho.max_body_bytes = o.max_body_bytes;
-  ho.read_timeout = seconds(o.read_timeout_s, "--read-timeout-s");
-  ho.idle_timeout = seconds(o.idle_timeout_s, "--idle-timeout-s");
-  const auto grace = seconds(o.shutdown_grace_s, "--shutdown-grace-s");
-  server::HttpServer http(ho, [&api](server::HttpRequest&& req,
-                                     std::shared_ptr<server::Exchange> ex) {
-    api.handle(std::move(req), ex);
-  });
-  http.start();
+  live.store(&api);
   std::cerr << "wick serve: " << ctx.served_id << " (" << model.geometry().n_layer << " layers, C="
             << model.geometry().n_embd << ", V=" << model.geometry().vocab << ")"
             << (ctx.api_key.empty() ? "" : ", API key required")

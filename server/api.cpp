@@ -67,6 +67,18 @@ const char* method_of(const std::string& route) {
 
 }  // namespace
 
+void answer_loading(const HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
+  if (req.path == "/health") {
+    HttpReply r;
+    r.status = 503;
+    r.body = R"({"status":"loading"})";
+    r.headers.emplace_back("Retry-After", "1");
+    ex->reply(std::move(r));
+    return;
+  }
+  ex->reply(error_reply(unavailable("the model is still loading; retry shortly")));
+}
+
 Api::Api(ServeContext& ctx) : ctx_(ctx) {}
 
 void Api::reply_json(const std::shared_ptr<Exchange>& ex, std::string_view endpoint, int status,

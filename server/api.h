@@ -19,6 +19,10 @@
 
 namespace wick::server {
 
+// The answer while the model is still loading (before an Api exists): /health 503
+// {"status":"loading"}, everything else 503 service_unavailable_error, both with Retry-After.
+void answer_loading(const HttpRequest& req, const std::shared_ptr<Exchange>& ex);
+
 class Api {
  public:
   explicit Api(ServeContext& ctx);
