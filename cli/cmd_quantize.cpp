@@ -6,6 +6,7 @@
 // run unweighted for want of statistics) go to stderr.
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -26,9 +27,35 @@ struct QuantizeOptions {
   std::string config;
   std::string act_stats;
   std::string tokenizer;
+  bool force = false;
 };
 
+// The output must not be the input (the dense model would be gone), must not replace an existing
+// file unless --force, and should be named like what it holds.
+void check_output(const QuantizeOptions& o) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(o.out, ec)) {
+    std::error_code eq_ec;
+    if (fs::equivalent(o.in, o.out, eq_ec))
+      throw InputError("wick quantize: the output " + o.out +
+                       " is the input checkpoint itself; writing it would destroy the dense "
+                       "model. Give another output path, such as model.rwkvq");
+    if (!o.force)
+      throw InputError("wick quantize: " + o.out +
+                       " already exists; pass --force to overwrite it, or choose another path");
+    if (fs::is_directory(o.out, ec))
+      throw InputError("wick quantize: " + o.out + " is a folder; give a file path (model.rwkvq)");
+  }
+  const std::string ext = fs::path(o.out).extension().string();
+  if (ext != ".rwkvq")
+    std::cerr << "wick quantize: warning: " << o.out << " will hold a .rwkvq file, but its name "
+              << (ext.empty() ? "has no extension" : "ends in '" + ext + "'")
+              << "; other tools go by the name (use .rwkvq)\n";
+}
+
 void run_quantize(const QuantizeOptions& o) {
+  check_output(o);
   std::optional<std::string> tokenizer;
   if (!o.tokenizer.empty()) tokenizer = o.tokenizer;
   QuantizeSummary s;
@@ -104,6 +131,7 @@ void register_quantize(CLI::App& app) {
                   "sym:8, sym:6");
   cmd->add_option("--tokenizer", o->tokenizer,
                   "Free-form tokenizer reference stored in the manifest (default: null)");
+  cmd->add_flag("--force", o->force, "Overwrite an existing output file (never the input itself)");
   cmd->callback([o] { run_quantize(*o); });
 }
 

@@ -21,6 +21,7 @@
 #include "server/http_server.h"
 #include "server/serve_context.h"
 #include "wick/errors.h"
+#include "wick/generate.h"
 #include "wick/state_file.h"
 
 namespace wick::cli {
@@ -126,7 +127,7 @@ void run_serve(const ServeOptions& o) {
   ctx.fingerprint = model.info().fingerprint;
   ctx.served_id = o.served_name.empty() ? default_served_name(model, o.model) : o.served_name;
   ctx.created = static_cast<int64_t>(std::time(nullptr));
-  ctx.stop_at_eot = model.geometry().vocab == 65536;
+  ctx.stop_tokens = default_stop_tokens(model.geometry().vocab);
   ctx.limits.max_prompt_tokens = o.max_prompt_tokens;
   ctx.limits.max_tokens_limit = o.max_tokens_limit;
   ctx.api_key = o.api_key;

@@ -1,5 +1,6 @@
 #include "generation_options.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "wick/errors.h"
@@ -49,6 +50,9 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f, bool chat) {
                   "output")
       ->allow_extra_args(false)
       ->group(s);
+  cmd->add_flag("--no-stop-eot", f.no_stop_eot,
+                "Do not stop at the end-of-text id (World-vocabulary models stop at id 0 by "
+                "default, as ChatRWKV and ai00 do)");
   cmd->add_option("--stop-token", f.stop_tokens, "Token id that ends generation (repeatable)")
       ->allow_extra_args(false)
       ->group(s);
@@ -138,6 +142,10 @@ GenerationConfig make_generation_config(const GenerationFlags& f, GenerationConf
   sc.banned_tokens.insert(sc.banned_tokens.end(), f.ban.begin(), f.ban.end());
   for (const std::string& s : f.stop) base.stop_strings.push_back(unescape(s));
   base.stop_tokens.insert(base.stop_tokens.end(), f.stop_tokens.begin(), f.stop_tokens.end());
+  if (!f.no_stop_eot)
+    for (int32_t t : default_stop_tokens(vocab))
+      if (std::find(base.stop_tokens.begin(), base.stop_tokens.end(), t) == base.stop_tokens.end())
+        base.stop_tokens.push_back(t);
   if (f.penalize_prompt) base.penalize_prompt = true;
   base.validate(vocab);
   if (sc.mode == SamplerMode::kStandard && sc.temperature == 0.f &&

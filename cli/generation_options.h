@@ -25,6 +25,7 @@ struct GenerationFlags {
   std::vector<std::string> stop;  // backslash escapes interpreted
   std::vector<int32_t> stop_tokens;
   bool penalize_prompt = false;
+  bool no_stop_eot = false;  // do not add default_stop_tokens(vocab) (World: id 0)
   std::string load_state, save_state, state_note;
   bool allow_other_base = false;
 };
@@ -32,7 +33,8 @@ struct GenerationFlags {
 // Adds the sampling, stop and state flags to `cmd`. `chat` hides the flags chat does not use.
 void add_generation_flags(CLI::App* cmd, GenerationFlags& f, bool chat);
 
-// The config: `base` (the command's defaults) with every flag the user gave applied over it.
+// The config: `base` (the command's defaults) with every flag the user gave applied over it, and
+// the model's end-of-text ids (wick/generate.h default_stop_tokens) unless --no-stop-eot.
 // Throws InputError for malformed values (the config is validated against `vocab`).
 GenerationConfig make_generation_config(const GenerationFlags& f, GenerationConfig base, int vocab);
 

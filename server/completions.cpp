@@ -140,7 +140,7 @@ void parse_sampling(const ServeContext& ctx, const Json& b, Job& job) {
     }
   }
   if (auto stop = opt_strings(b, "stop", 4)) job.config.stop_strings = *stop;
-  if (ctx.stop_at_eot) job.config.stop_tokens = {0};
+  job.config.stop_tokens = ctx.stop_tokens;
   job.n = static_cast<int>(opt_int(b, "n", 1, ctx.limits.max_n).value_or(1));
   job.stream = opt_bool(b, "stream").value_or(false);
   if (const Json* so = field(b, "stream_options")) {

@@ -30,7 +30,7 @@ struct ServeContext {
   int64_t created = 0;    // start-up time (Unix seconds), /v1/models' `created`
   std::string fingerprint;
   std::shared_ptr<const Tokenizer> tokenizer;
-  bool stop_at_eot = false;   // World vocabulary: id 0 ends a generation
+  std::vector<int32_t> stop_tokens;  // default_stop_tokens(vocab): World models stop at id 0
   Engine* engine = nullptr;   // null: the model has no LM head (embeddings only)
   std::optional<Embedder> embedder;
   std::optional<Reranker> reranker;

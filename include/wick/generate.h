@@ -156,6 +156,14 @@ std::vector<GenerationResult> generate_batch(const Model& model, const Tokenizer
                                              std::span<State> states = {},
                                              const BatchChunkCallback& on_chunk = nullptr);
 
+// The end-of-text ids a generation configured for a user stops at by default, for a model with a
+// vocabulary of `vocab` ids: {0} for the RWKV World vocabulary (65536 ids; id 0 ends every
+// training document, and ChatRWKV and ai00 stop there), none otherwise. The CLI, the server and
+// the bindings add these to GenerationConfig::stop_tokens unless told not to (`--no-stop-eot`);
+// GenerationConfig's own default stays empty, so library callers decide. (The ChatRWKV chat
+// preset bans id 0 instead; stopping at a banned id never triggers, so the two combine.)
+std::vector<int32_t> default_stop_tokens(int vocab);
+
 // Greedy index of the largest logit (lowest index on ties; NaN never wins). Throws InputError when
 // every logit is NaN.
 int32_t argmax(std::span<const float> logits);

@@ -57,6 +57,11 @@ void GenerationConfig::validate(int vocab) const {
   sampling.validate(vocab);
 }
 
+std::vector<int32_t> default_stop_tokens(int vocab) {
+  if (vocab == 65536) return {0};
+  return {};
+}
+
 int32_t argmax(std::span<const float> logits) {
   int32_t best = -1;
   for (size_t i = 0; i < logits.size(); ++i) {

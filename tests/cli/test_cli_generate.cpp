@@ -121,6 +121,27 @@ TEST(CliGenerate, BatchFileGivesOneResultPerLineInOrderEqualToSingleRuns) {
   EXPECT_NE(bad.err.find("\"prompt\""), std::string::npos) << bad.err;
 }
 
+// World-vocabulary models stop at id 0 (end of text) by default; they used to run on through it
+// ([..., 0, 0, 0] with stop_reason max_tokens).
+TEST(CliGenerate, WorldModelsStopAtEndOfTextUnlessTold) {
+  const auto dir = scratch_dir();
+  const std::string model = (dir / "world.safetensors").string();
+  ASSERT_EQ(run_wick("synth --geometry 1:64 --dtype fp32 --seed 2 --out " + shell_quote(model)).status, 0);
+  const std::string base = "generate --model " + shell_quote(model) + " --prompt hi -n 5 --json";
+  // A bias makes id 0 the model's choice at every step.
+  const nlohmann::json stop = json_of(run_wick(base + " --logit-bias 0=100"));
+  EXPECT_EQ(stop["stop_reason"], "stop_token");
+  EXPECT_EQ(stop["tokens"], nlohmann::json::array({0}));
+  const nlohmann::json on = json_of(run_wick(base + " --logit-bias 0=100 --no-stop-eot"));
+  EXPECT_EQ(on["stop_reason"], "max_tokens");
+  EXPECT_EQ(on["tokens"], nlohmann::json::array({0, 0, 0, 0, 0}));
+  // Byte-level models have no end-of-text id: nothing changes for them.
+  const nlohmann::json bytes = json_of(run_wick("generate --prompt hi -n 5 --json --logit-bias 0=100"));
+  EXPECT_EQ(bytes["stop_reason"], "max_tokens");
+  EXPECT_EQ(default_stop_tokens(65536), std::vector<int32_t>{0});
+  EXPECT_TRUE(default_stop_tokens(256).empty());
+}
+
 TEST(CliGenerate, InvalidValuesAreClearErrors) {
   for (const std::string& f : {"--temperature -1", "--top-p 0", "--top-p 1.5", "--top-k -2",
                                "--repetition-penalty 0", "--penalty-decay 2", "--stop ''",

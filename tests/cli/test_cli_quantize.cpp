@@ -300,3 +300,43 @@ TEST(CliQuantize, BadInputIsRefusedClearly) {
 
 }  // namespace
 }  // namespace wick::test
+
+namespace wick::test {
+namespace {
+
+// `wick quantize IN IN` used to overwrite the dense checkpoint with a .rwkvq (exit 0).
+TEST(CliQuantize, NeverOverwritesTheInputAndAsksBeforeReplacingAFile) {
+  const auto dir = scratch_dir();
+  const std::string model = (dir / "model.safetensors").string();
+  std::filesystem::copy_file(fixture("rwkvq/tiny_world_dense.safetensors"), model);
+  const std::string before = read_file(model);
+  CliRun r = run_wick("quantize " + q(model) + " " + q(model) + " --plain --layout sb6:5 --force");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("is the input checkpoint itself"), std::string::npos) << r.err;
+  // The same file under another name (a hard link) is the input too.
+  const std::string link = (dir / "link.rwkvq").string();
+  std::filesystem::create_hard_link(model, link);
+  r = run_wick("quantize " + q(model) + " " + q(link) + " --plain --layout sb6:5 --force");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("is the input checkpoint itself"), std::string::npos) << r.err;
+  EXPECT_EQ(read_file(model), before) << "the input is untouched";
+  // An existing other file is replaced only with --force.
+  const std::string out = (dir / "out.rwkvq").string();
+  write_file(out, "old");
+  r = run_wick("quantize " + q(model) + " " + q(out) + " --plain --layout sb6:5");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("already exists; pass --force"), std::string::npos) << r.err;
+  EXPECT_EQ(read_file(out), "old");
+  r = run_wick("quantize " + q(model) + " " + q(out) + " --plain --layout sb6:5 --force");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(read_file(out), "old");
+  EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+  // A name that hides the format gets a warning (and the file).
+  r = run_wick("quantize " + q(model) + " " + q((dir / "q.safetensors").string()) +
+               " --plain --layout sb6:5");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("ends in '.safetensors'"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace wick::test
