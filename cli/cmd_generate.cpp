@@ -5,6 +5,8 @@
 // ["stop_token" | "stop_string"], "prompt_tokens", "generated_tokens", "timings"}; with --stream,
 // one {"chunk", "token"} line per chunk comes first. --batch-file reads JSON lines
 // {"prompt": TEXT} and prints one JSON result per line, in input order (always JSON).
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -164,7 +166,9 @@ void run_generate(const GenerateOptions& o) {
     std::cout << dump(result_json(r, load_ms)) << "\n" << std::flush;
   } else {
     if (!o.stream) std::fwrite(r.text.data(), 1, r.text.size(), stdout);
-    std::fputc('\n', stdout);
+    // A terminal gets a newline so the prompt comes back on a line of its own; a pipe or a file
+    // gets exactly the text.
+    if (isatty(fileno(stdout))) std::fputc('\n', stdout);
     std::fflush(stdout);
   }
   maybe_save_state(o.flags, state, model, *tokenizer,

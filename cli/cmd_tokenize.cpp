@@ -2,6 +2,8 @@
 // wick detokenize --tokenizer PATH IDS...                   -> the decoded text on stdout
 // --file takes the file's bytes verbatim as the text (no trailing newline stripped). Without
 // --tokenizer, the embedded World vocabulary is used.
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -42,7 +44,7 @@ void run_detokenize(const TokenizeOptions& o) {
   auto tok = tokenizer_or_default(o.tokenizer);
   const std::string bytes = tok->decode(o.ids);
   std::fwrite(bytes.data(), 1, bytes.size(), stdout);
-  std::fputc('\n', stdout);
+  if (isatty(fileno(stdout))) std::fputc('\n', stdout);  // a pipe gets exactly the text
 }
 
 }  // namespace

@@ -33,7 +33,15 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f, bool chat) {
                   "logits it sharpens the distribution and can increase repeats; prefer "
                   "presence/frequency penalties")
       ->group(g);
-  cmd->add_option("--seed", f.seed, "Seed of the sampler's SplitMix64 stream (default 0)")->group(g);
+  cmd->add_option("--seed", f.seed, "Seed of the sampler's SplitMix64 stream (default 0)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return v.find('-') != std::string::npos
+                       ? std::string("a seed is an unsigned 64-bit integer (0 or more), found " + v)
+                       : std::string();
+          },
+          "UINT"))
+      ->group(g);
   cmd->add_option("--logit-bias", f.logit_bias, "ID=VALUE added to a token's logit (repeatable)")
       ->allow_extra_args(false)
       ->group(g);

@@ -56,7 +56,7 @@ TEST(CliGenerate, StopStringsWithEscapesAndStreaming) {
   EXPECT_EQ(r["text"].get<std::string>(), text.substr(0, text.find(stop)));
   // Streaming text equals the final text; JSON streaming gives chunk lines then the result.
   const CliRun s = run_wick("generate --prompt " + shell_quote(kPrompt) + " --max-tokens 40 --stream --stop " + shell_quote(stop));
-  EXPECT_EQ(s.out, r["text"].get<std::string>() + "\n");
+  EXPECT_EQ(s.out, r["text"].get<std::string>());  // exactly the text on a pipe
   const CliRun js = run_wick("generate --prompt " + shell_quote(kPrompt) + " --max-tokens 40 --stream --json");
   std::istringstream lines(js.out);
   std::string line, joined;
@@ -140,6 +140,13 @@ TEST(CliGenerate, WorldModelsStopAtEndOfTextUnlessTold) {
   EXPECT_EQ(bytes["stop_reason"], "max_tokens");
   EXPECT_EQ(default_stop_tokens(65536), std::vector<int32_t>{0});
   EXPECT_TRUE(default_stop_tokens(256).empty());
+  // A negative seed is refused rather than wrapped around.
+  const CliRun neg = run_wick("generate --prompt hi -n 2 --temperature 1 --seed -1");
+  EXPECT_NE(neg.status, 0);
+  EXPECT_NE((neg.err + neg.out).find("unsigned 64-bit"), std::string::npos) << neg.err;
+  // detokenize writes exactly the bytes to a pipe.
+  const std::vector<int32_t> ids = {104, 105};
+  EXPECT_EQ(run_wick("detokenize 104 105").out, default_world_tokenizer()->decode(ids));
 }
 
 TEST(CliGenerate, InvalidValuesAreClearErrors) {
