@@ -67,7 +67,7 @@ TEST(LoadTokenizer, TokenizeAndDetokenizeCommandLines) {
   const auto ids = nlohmann::json::parse(out).get<std::vector<int32_t>>();
   EXPECT_EQ(ids, load_tokenizer(fixture("tokenizers/vocab/20B_tokenizer.json"))->encode("Hello world"));
   out = run_cli("detokenize 64762 7945 2210 112", &st);
-  EXPECT_EQ(out, "Internationalizatio\n");
+  EXPECT_EQ(out, "Internationalizatio");  // exactly the text on a pipe
   // A World tokenizer given to the byte-level tiny model is refused.
   run_cli("generate --prompt hi --tokenizer " + fixture("tokenizers/vocab/rwkv_vocab_v20230424.txt"), &st);
   EXPECT_EQ(st, 1);
