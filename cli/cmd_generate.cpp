@@ -5,9 +5,11 @@
 // ["stop_token" | "stop_string"], "prompt_tokens", "generated_tokens", "timings"}; with --stream,
 // one {"chunk", "token"} line per chunk comes first. --batch-file reads JSON lines
 // {"prompt": TEXT} and prints one JSON result per line, in input order (always JSON).
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -23,6 +25,36 @@
 
 namespace wick::cli {
 namespace {
+
+// SIGINT while generating: the first sets the flag the chunk callback reads (the generation then
+// ends with stop_reason "cancelled"), the second exits at once with status 130.
+volatile std::sig_atomic_t g_interrupts = 0;
+
+extern "C" void on_interrupt(int) {
+  if (g_interrupts > 0) _exit(130);
+  g_interrupts = 1;
+  static const char kMsg[] = "\nwick: interrupted: stopping after this token (Ctrl-C again quits)\n";
+  [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+}
+
+bool interrupted() { return g_interrupts > 0; }
+
+// Installs on_interrupt for its lifetime, then restores the previous handler.
+class InterruptGuard {
+ public:
+  InterruptGuard() {
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &previous_);
+  }
+  ~InterruptGuard() { sigaction(SIGINT, &previous_, nullptr); }
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+
+ private:
+  struct sigaction previous_ {};
+};
 
 struct GenerateOptions {
   AttentionFlags attention;  // RWKV-X only
@@ -148,18 +180,20 @@ void run_generate(const GenerateOptions& o) {
 
   int64_t n_tokens = 0;
   State state = initial_state(o.flags, model, n_tokens);
-  ChunkCallback on_chunk;
-  if (o.stream) {
-    on_chunk = [&o](std::string_view chunk, int32_t token) {
+  // The first Ctrl-C cancels the generation: the result is printed (stop_reason "cancelled") and
+  // the state saved as usual; a second one quits at once.
+  const InterruptGuard interrupts;
+  const ChunkCallback on_chunk = [&o](std::string_view chunk, int32_t token) {
+    if (o.stream) {
       if (o.json) {
         std::cout << dump({{"chunk", std::string(chunk)}, {"token", token}}) << "\n" << std::flush;
       } else {
         std::fwrite(chunk.data(), 1, chunk.size(), stdout);
         std::fflush(stdout);
       }
-      return true;
-    };
-  }
+    }
+    return !interrupted();
+  };
   const GenerationResult r = generate(model, *tokenizer, o.prompt, cfg, state, on_chunk);
   // The result is printed before the state is saved: a bad --save-state path must not lose it.
   if (o.json) {

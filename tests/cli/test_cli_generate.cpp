@@ -1,6 +1,9 @@
 // `wick generate` sampling / stop / state / batch flags and `wick chat`, as users run them.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -147,6 +150,37 @@ TEST(CliGenerate, WorldModelsStopAtEndOfTextUnlessTold) {
   // detokenize writes exactly the bytes to a pipe.
   const std::vector<int32_t> ids = {104, 105};
   EXPECT_EQ(run_wick("detokenize 104 105").out, default_world_tokenizer()->decode(ids));
+}
+
+// Ctrl-C used to kill `wick generate`: no result, no state file. Now the first SIGINT cancels the
+// generation, which prints its result (stop_reason "cancelled") and saves the state.
+TEST(CliGenerate, InterruptCancelsAndStillPrintsAndSaves) {
+  const auto dir = scratch_dir();
+  const std::string state = (dir / "s.state").string(), out = (dir / "out.json").string();
+  const std::string cmd = std::string(WICK_CLI_PATH) + " generate --prompt " + shell_quote(kPrompt) +
+                          " -n 100000000 --json --stream --save-state " + shell_quote(state) +
+                          " >" + shell_quote(out) +
+                          " 2>/dev/null & p=$!; while [ ! -s " + shell_quote(out) +
+                          " ]; do sleep 0.05; done; kill -INT $p; wait $p";
+  const int st = std::system(("sh -c " + shell_quote(cmd)).c_str());
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+  // Streamed chunk lines, then the result on the last line.
+  const std::string text = read_file(out);
+  const size_t last = text.rfind('\n', text.size() - 2);
+  const nlohmann::json r = nlohmann::json::parse(text.substr(last == std::string::npos ? 0 : last + 1));
+  EXPECT_EQ(r["stop_reason"], "cancelled");
+  const int generated = r["generated_tokens"].get<int>();
+  EXPECT_GT(generated, 0);
+  EXPECT_LT(generated, 100000000);
+  // The saved state is the prompt and every returned token (the state rule).
+  const Model model = Model::load_default();
+  State expect = model.new_state();
+  std::vector<int32_t> all = ByteTokenizer().encode(kPrompt);
+  const auto gen = r["tokens"].get<std::vector<int32_t>>();
+  all.insert(all.end(), gen.begin(), gen.end());
+  model.forward(all, expect);
+  EXPECT_TRUE(load_state(state, model).state == expect);
 }
 
 TEST(CliGenerate, InvalidValuesAreClearErrors) {
