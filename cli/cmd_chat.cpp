@@ -2,12 +2,15 @@
 // chat format (docs/tasks.md §2.6). Each user message is cleaned and fed as
 // "User: {message}\n\nAssistant:"; the reply streams until the stop string "\n\n". The history
 // lives in the recurrent state (nothing is re-fed). Commands: /save F, /load F, /reset,
-// /regenerate, /help, /quit. Ctrl-C cancels the reply being generated, not the program.
+// /regenerate, /help, /quit. Ctrl-C cancels the reply being generated, not the program; at the
+// prompt it says how to leave (a second Ctrl-C in a row quits). A line ending in a backslash
+// continues the message on the next line.
 // Replies go to stdout; prompts ("User: ") and command messages go to stderr when stdin is a
 // terminal (piped input gets only the replies, one per line).
 #include <unistd.h>
 
 #include <atomic>
+#include <optional>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -84,10 +87,28 @@ class ChatSession {
   }
 
   void run() {
+    // At the prompt Ctrl-C no longer ends the program (and the conversation with it): the first
+    // says how to leave, a second in a row quits. Without SA_RESTART the read returns at once.
+    std::optional<InterruptScope> at_prompt;
+    if (interactive_) {
+      at_prompt.emplace();
+      info("[type a message; a line ending in \\ continues on the next; /help lists the commands; "
+           "/quit or Ctrl-D leaves]");
+    }
     std::string line;
+    int interrupts_in_a_row = 0;
     while (true) {
       if (interactive_) std::fputs("User: ", stderr);
-      if (!std::getline(std::cin, line)) break;
+      g_interrupted.store(false);
+      if (!read_message(line)) {
+        if (!g_interrupted.load()) break;  // end of input
+        std::cin.clear();
+        clearerr(stdin);
+        if (++interrupts_in_a_row >= 2) break;
+        info("\n[Ctrl-C: the conversation is kept; /quit or Ctrl-D leaves, Ctrl-C again quits]");
+        continue;
+      }
+      interrupts_in_a_row = 0;
       if (!line.empty() && line[0] == '/') {
         if (!command(line)) break;
         continue;
@@ -101,6 +122,25 @@ class ChatSession {
 
  private:
   void info(const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); }
+
+  // One message: a line, or several when each but the last ends in a backslash (a pasted
+  // multi-line message is one turn). False at end of input or when a read is interrupted.
+  bool read_message(std::string& message) {
+    message.clear();
+    std::string line;
+    while (std::getline(std::cin, line)) {
+      if (!line.empty() && line.back() == '\\') {
+        line.pop_back();
+        message += line + "\n";
+        if (interactive_) std::fputs("... ", stderr);
+        continue;
+      }
+      message += line;
+      return true;
+    }
+    if (!message.empty() && !g_interrupted.load()) return true;  // input ended after a backslash
+    return false;
+  }
 
   void feed(const std::string& text) {
     const std::vector<int32_t> ids = tokenizer_->encode(text);

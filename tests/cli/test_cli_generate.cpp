@@ -3,6 +3,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -226,6 +227,45 @@ TEST(CliChat, RepliesCommandsAndStateFiles) {
   const std::string r2 = reply(loaded, "Second question", 5);
   EXPECT_EQ(r.out, r0 + "\n" + r1 + "\n" + r2 + "\n");
   EXPECT_NE(r0, r1);
+}
+
+}  // namespace
+}  // namespace wick::test
+
+namespace wick::test {
+namespace {
+
+// A pasted multi-line message (lines ending in a backslash) is one turn, not one per line.
+TEST(CliChat, BackslashContinuesAMessage) {
+  const CliRun one = run_wick("chat -n 4", "first line \\\nsecond line\n");
+  ASSERT_EQ(one.status, 0) << one.err;
+  const CliRun two = run_wick("chat -n 4", "first line\nsecond line\n");
+  ASSERT_EQ(two.status, 0) << two.err;
+  auto lines = [](const std::string& t) { return std::count(t.begin(), t.end(), '\n'); };
+  EXPECT_EQ(lines(two.out), lines(one.out) + 1) << one.out << "\n--\n" << two.out;  // a reply less
+}
+
+// Ctrl-C at the User: prompt used to end wick chat (and the conversation). On a terminal (a pty
+// from util-linux `script`) it now says how to leave; the chat goes on until /quit.
+TEST(CliChat, CtrlCAtThePromptKeepsTheConversation) {
+  if (std::system("command -v script >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "util-linux `script` (a pty) is not installed";
+  const auto dir = scratch_dir();
+  const std::string out = (dir / "pty.txt").string();
+  const std::string feed = "(printf 'hello\\n'; sleep 1; printf '\\003'; sleep 0.5; "
+                           "printf 'again\\n'; sleep 1; printf '/quit\\n')";
+  const std::string cmd = feed + " | script -qfec " + shell_quote(std::string(WICK_CLI_PATH) + " chat -n 3") +
+                          " /dev/null >" + shell_quote(out);
+  const int st = std::system(("sh -c " + shell_quote(cmd)).c_str());
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0) << read_file(out);
+  const std::string text = read_file(out);
+  EXPECT_NE(text.find("/help lists the commands"), std::string::npos) << text;
+  EXPECT_NE(text.find("[Ctrl-C: the conversation is kept"), std::string::npos) << text;
+  // The message after Ctrl-C got its reply: two "[reply cut" notes, one per reply.
+  size_t n = 0;
+  for (size_t p = text.find("[reply cut"); p != std::string::npos; p = text.find("[reply cut", p + 1)) ++n;
+  EXPECT_EQ(n, 2u) << text;
 }
 
 }  // namespace
