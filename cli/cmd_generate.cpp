@@ -167,6 +167,7 @@ void run_batch(const GenerateOptions& o, const Model& model, const Tokenizer& to
 }
 
 void run_generate(const GenerateOptions& o) {
+  check_save_state_path(o.flags);
   const auto t0 = std::chrono::steady_clock::now();
   Model model = with_attention_flags(load_model_or_default(o.model, o.load), o.attention);
   const double load_ms =

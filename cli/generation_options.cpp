@@ -1,6 +1,9 @@
 #include "generation_options.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <cstdio>
 
 #include "wick/errors.h"
@@ -162,6 +165,22 @@ GenerationConfig make_generation_config(const GenerationFlags& f, GenerationConf
                  "wick: warning: temperature is 0 (greedy), so --top-k/--top-p/--seed have no "
                  "effect; add --temperature (e.g. 1) to sample\n");
   return base;
+}
+
+void check_save_state_path(const GenerationFlags& f) {
+  if (f.save_state.empty()) return;
+  namespace fs = std::filesystem;
+  const fs::path p(f.save_state);
+  const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  std::error_code ec;
+  if (fs::is_directory(p, ec))
+    throw FileError(f.save_state, "--save-state names a folder; give a file path");
+  if (!fs::is_directory(dir, ec))
+    throw FileError(f.save_state, "--save-state: the folder " + dir.string() +
+                                      " does not exist (checked before generating)");
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw FileError(f.save_state, "--save-state: cannot write in " + dir.string() +
+                                      " (checked before generating)");
 }
 
 State initial_state(const GenerationFlags& f, const Model& model, int64_t& n_tokens) {

@@ -46,6 +46,9 @@ std::string unescape(const std::string& s);
 // n_tokens receives the tokens the loaded state had absorbed (0 for a fresh one, -1 unknown).
 State initial_state(const GenerationFlags& f, const Model& model, int64_t& n_tokens);
 
+// Checks before any work that --save-state can be written (its folder exists and is writable), so
+// a bad path fails at once instead of after the whole generation. Throws FileError naming it.
+void check_save_state_path(const GenerationFlags& f);
 // Saves to --save-state if given, with the tokenizer name and token count in the contract.
 void maybe_save_state(const GenerationFlags& f, const State& state, const Model& model,
                       const Tokenizer& tokenizer, int64_t n_tokens);

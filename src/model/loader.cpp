@@ -445,6 +445,14 @@ io::TensorSet read_container(std::shared_ptr<io::MappedFile> file, std::string* 
     *container = "pth";
     return io::read_pth(std::move(file));
   }
+  const std::string ext = fs::path(file->path()).extension().string();
+  if (ext == ".pth" || ext == ".pt") {
+    // Named like a PyTorch checkpoint but not one: say so, rather than a safetensors error.
+    throw CheckpointError(file->path(), "not a PyTorch zip archive: a checkpoint written by "
+                                        "torch.save (PyTorch 1.6 or later) is a zip file starting "
+                                        "with \"PK\"; this file is something else (a text file, "
+                                        "an unfinished download?)");
+  }
   *container = "safetensors";
   return io::read_safetensors(std::move(file));
 }

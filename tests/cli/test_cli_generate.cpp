@@ -270,3 +270,24 @@ TEST(CliChat, CtrlCAtThePromptKeepsTheConversation) {
 
 }  // namespace
 }  // namespace wick::test
+
+namespace wick::test {
+namespace {
+
+// A bad --save-state path used to fail only after the whole generation; a text file named .pth
+// got a safetensors error.
+TEST(CliGenerate, BadPathsAreNamedBeforeAnyWork) {
+  const CliRun r = run_wick("generate --prompt hi -n 1000 --save-state /nonexistent-wick-dir/s.state");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out, "") << "refused before generating";
+  EXPECT_NE(r.err.find("/nonexistent-wick-dir does not exist"), std::string::npos) << r.err;
+  const auto dir = scratch_dir();
+  const std::string fake = (dir / "model.pth").string();
+  write_file(fake, "these are notes, not weights\n");
+  const CliRun f = run_wick("info --model " + shell_quote(fake));
+  EXPECT_EQ(f.status, 1);
+  EXPECT_NE(f.err.find("not a PyTorch zip archive"), std::string::npos) << f.err;
+}
+
+}  // namespace
+}  // namespace wick::test
