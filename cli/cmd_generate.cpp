@@ -66,6 +66,7 @@ struct GenerateOptions {
   int max_tokens = 128;
   bool json = false;
   bool stream = false;
+  bool quiet = false;  // no "[wick] ..." summary on stderr
   std::string batch_file;
   int batch_size = 16;
   GenerationFlags flags;
@@ -208,7 +209,7 @@ void run_generate(const GenerateOptions& o) {
   }
   maybe_save_state(o.flags, state, model, *tokenizer,
                    n_tokens < 0 ? -1 : n_tokens + r.prompt_tokens + r.generated_tokens);
-  if (o.json) return;
+  if (o.json || o.quiet) return;
   std::fprintf(stderr,
                "[wick] %d prompt tokens in %.2f ms, %d tokens in %.2f ms (%.1f tok/s), stop: %s\n",
                r.prompt_tokens, r.timings.prefill_ms, r.generated_tokens, r.timings.decode_ms,
@@ -236,6 +237,7 @@ void register_generate(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 30));
   cmd->add_flag("--json", o->json, "Print a JSON object instead of the text");
   cmd->add_flag("--stream", o->stream, "Print text as it is generated (with --json: JSON lines)");
+  cmd->add_flag("-q,--quiet", o->quiet, "No '[wick] ...' summary line on stderr");
   cmd->add_option("--batch-file", o->batch_file,
                   "JSON lines {\"prompt\": ...}: generate for all at once, one JSON result per "
                   "line in order; row i samples with seed + i");

@@ -284,6 +284,9 @@ TEST(CliGenerate, BadPathsAreNamedBeforeAnyWork) {
   const auto dir = scratch_dir();
   const std::string fake = (dir / "model.pth").string();
   write_file(fake, "these are notes, not weights\n");
+  // --quiet drops the summary line (stderr then holds nothing for a plain run).
+  EXPECT_NE(run_wick("generate --prompt hi -n 2").err.find("[wick]"), std::string::npos);
+  EXPECT_EQ(run_wick("generate --prompt hi -n 2 --quiet").err, "");
   const CliRun f = run_wick("info --model " + shell_quote(fake));
   EXPECT_EQ(f.status, 1);
   EXPECT_NE(f.err.find("not a PyTorch zip archive"), std::string::npos) << f.err;
