@@ -146,6 +146,22 @@ void Api::generation(HttpRequest& req, const std::shared_ptr<Exchange>& ex,
   if (!posted) throw unavailable("the server is busy: too many requests are being parsed");
 }
 
+void Api::check_key(const HttpRequest& req) const {
+  if (ctx_.api_key.empty()) return;
+  const std::string* auth = req.header("authorization");
+  std::string_view given;
+  if (auth && auth->size() > 7 && strncasecmp(auth->c_str(), "Bearer ", 7) == 0)
+    given = std::string_view(*auth).substr(7);
+  if (!same_secret(given, ctx_.api_key)) {
+    ApiError e(401, "authentication_error",
+               auth ? "the API key is not valid for this server"
+                    : "an API key is required: send 'Authorization: Bearer KEY'",
+               "", "invalid_api_key");
+    e.headers.emplace_back("WWW-Authenticate", "Bearer");
+    throw e;
+  }
+}
+
 void Api::route(HttpRequest& req, const std::shared_ptr<Exchange>& ex,
                 const std::string& endpoint) {
   // CORS preflight (only with --cors-origin).
@@ -154,6 +170,11 @@ void Api::route(HttpRequest& req, const std::shared_ptr<Exchange>& ex,
       throw ApiError(405, "invalid_request_error",
                      "OPTIONS (CORS preflight) is not served: start wick serve with "
                      "--cors-origin ORIGIN to allow a browser origin");
+    const std::string* origin = req.header("origin");
+    if (!origin || *origin != ctx_.cors_origin)
+      throw ApiError(403, "invalid_request_error",
+                     "origin '" + (origin ? *origin : std::string()) +
+                         "' is not allowed (this server allows " + ctx_.cors_origin + ")");
     HttpReply r;
     r.status = 204;
     r.content_type.clear();
@@ -166,10 +187,14 @@ void Api::route(HttpRequest& req, const std::shared_ptr<Exchange>& ex,
     ex->reply(std::move(r));
     return;
   }
+  const bool public_route = endpoint == "health" || endpoint == "page";
+  if (!public_route) check_key(req);
   if (endpoint == "other")
     throw not_found("", "no endpoint " + req.method + " " + req.path +
                             " (see GET /v1/models, POST /v1/chat/completions, /v1/completions)");
-  if (req.method != method_of(endpoint)) {
+  // HEAD is GET without the body (the transport drops it).
+  const bool head_of_get = req.method == "HEAD" && std::string_view(method_of(endpoint)) == "GET";
+  if (req.method != method_of(endpoint) && !head_of_get) {
     ApiError e(405, "invalid_request_error",
                req.path + " takes " + method_of(endpoint) + ", not " + req.method);
     e.headers.emplace_back("Allow", method_of(endpoint));
@@ -198,20 +223,6 @@ void Api::route(HttpRequest& req, const std::shared_ptr<Exchange>& ex,
     ctx_.metrics.request(endpoint, 200);
     ex->reply(std::move(r));
     return;
-  }
-  if (!ctx_.api_key.empty()) {
-    const std::string* auth = req.header("authorization");
-    std::string_view given;
-    if (auth && auth->size() > 7 && strncasecmp(auth->c_str(), "Bearer ", 7) == 0)
-      given = std::string_view(*auth).substr(7);
-    if (!same_secret(given, ctx_.api_key)) {
-      ApiError e(401, "authentication_error",
-                 auth ? "the API key is not valid for this server"
-                      : "an API key is required: send 'Authorization: Bearer KEY'",
-                 "", "invalid_api_key");
-      e.headers.emplace_back("WWW-Authenticate", "Bearer");
-      throw e;
-    }
   }
   if (endpoint == "metrics") {
     HttpReply r;

@@ -30,6 +30,8 @@ class Api {
   void handle(HttpRequest&& req, const std::shared_ptr<Exchange>& ex);
 
  private:
+  // Throws 401 unless the request carries the API key (when one is set).
+  void check_key(const HttpRequest& req) const;
   void route(HttpRequest& req, const std::shared_ptr<Exchange>& ex, const std::string& endpoint);
   void generation(HttpRequest& req, const std::shared_ptr<Exchange>& ex,
                   const std::string& endpoint);

@@ -68,6 +68,13 @@ ChatTemplate ChatTemplate::load(const std::string& path) {
       t.stop.push_back(s.get<std::string>());
     }
   }
+  // Without their own keys, the reply prefix and the turn stops follow the roles and separator.
+  if (j.find("prefix") == j.end()) t.prefix = t.assistant_name + ":";
+  if (j.find("stop") == j.end()) {
+    t.stop.clear();
+    if (!t.sep.empty()) t.stop.push_back(t.sep);
+    t.stop.push_back("\n" + t.user_name + ":");
+  }
   t.clean = bool_key(j, "clean", path, t.clean);
   t.strip_reply_space = bool_key(j, "strip_reply_space", path, t.strip_reply_space);
   return t;

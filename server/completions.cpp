@@ -470,7 +470,7 @@ class Run : public std::enable_shared_from_this<Run> {
     try {
       handles = ctx_.engine->submit_all(std::move(requests));
     } catch (const QueueFullError& e) {
-      throw unavailable(std::string("the server is busy: ") + e.what() + "; retry shortly");
+      throw unavailable(std::string("the server is busy: ") + e.what());
     } catch (const EngineStoppedError&) {
       throw unavailable("the server is shutting down");
     } catch (const InputError& e) {

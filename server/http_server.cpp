@@ -605,7 +605,7 @@ HttpServer::HttpServer(HttpServerOptions options, Handler handler)
   if (!ec) a.bind(ep, ec);
   if (!ec) a.listen(net::socket_base::max_listen_connections, ec);
   if (ec)
-    throw std::runtime_error("cannot listen on " + host + ":" +
+    throw InputError("cannot listen on " + host + ":" +
                              std::to_string(impl_->opt.port) + ": " + ec.message() +
                              " (is another server on that port? choose one with --port)");
 }

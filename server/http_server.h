@@ -41,8 +41,8 @@ struct HttpServerOptions {
 
 class HttpServer {
  public:
-  // Binds and listens. Throws InputError for a host that is not an IP address, and
-  // std::runtime_error naming the address when it cannot bind (in use, no permission).
+  // Binds and listens. Throws InputError for a host that is not an IP address, or naming the
+  // address when it cannot bind (in use, no permission).
   HttpServer(HttpServerOptions options, Handler handler);
   // Stops and joins.
   ~HttpServer();

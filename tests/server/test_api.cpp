@@ -99,6 +99,11 @@ TEST(ChatTemplate, LoadsAFileAndRefusesBadOnes) {
   const ChatTemplate t = ChatTemplate::load(good);
   EXPECT_EQ(t.render({{"user", "x\n\ny"}}).prompt, "<Q> x\n\ny\n<A>");
   EXPECT_EQ(t.stop, std::vector<std::string>{"\n<Q>"});
+  // Roles alone: the reply prefix and the stops follow them.
+  test::write_file(good, R"({"roles": {"user": "Q", "assistant": "A"}})");
+  const ChatTemplate roles = ChatTemplate::load(good);
+  EXPECT_EQ(roles.render({{"user", "hi"}}).prompt, "Q: hi\n\nA:");
+  EXPECT_EQ(roles.stop, (std::vector<std::string>{"\n\n", "\nQ:"}));
   test::write_file(bad, R"({"record": "{role} without content"})");
   EXPECT_THROW(ChatTemplate::load(bad), InputError);
   test::write_file(bad, "not json");
@@ -199,6 +204,15 @@ TEST(ServerApi, ErrorsAreOpenAIObjectsNamingTheField) {
   get.method = "GET";
   get.path = get.target = "/v1/chat/completions";
   EXPECT_EQ(s.call(get).status, 405);
+  HttpRequest head;
+  head.method = "HEAD";
+  head.path = head.target = "/health";
+  EXPECT_EQ(s.call(head).status, 200);
+  s.ctx.api_key = "k";
+  EXPECT_EQ(s.call(post("/nowhere", "{}")).status, 401) << "unknown routes need the key too";
+  get.path = get.target = "/health";
+  EXPECT_EQ(s.call(get).status, 200) << "/health needs none";
+  s.ctx.api_key.clear();
   s.ctx.draining = true;
   get.path = get.target = "/health";
   EXPECT_EQ(s.call(get).status, 503);
