@@ -161,8 +161,11 @@ void parse_sampling(const ServeContext& ctx, const Json& b, Job& job) {
 
 int64_t max_tokens_field(const ServeContext& ctx, const Json& b, const char* name,
                          int64_t fallback) {
-  const auto v = opt_int(b, name, 1, INT64_MAX);
+  const auto v = opt_int(b, name, INT64_MIN, INT64_MAX);
   if (!v) return fallback;
+  if (*v < 1)
+    throw bad_request(name, std::string("'") + name + "' must be at least 1, found " +
+                                std::to_string(*v));
   if (*v > ctx.limits.max_tokens_limit)
     throw bad_request(name, std::string("'") + name + "' is " + std::to_string(*v) +
                                 ", above this server's limit of " +
