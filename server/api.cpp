@@ -12,8 +12,6 @@ namespace wick::server {
 
 namespace {
 
-std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
-
 // Equal strings in time that depends only on the length of `expected`.
 bool same_secret(std::string_view given, std::string_view expected) {
   unsigned diff = given.size() == expected.size() ? 0u : 1u;
@@ -86,10 +84,7 @@ void Api::reply_json(const std::shared_ptr<Exchange>& ex, std::string_view endpo
   HttpReply r;
   r.status = status;
   r.body = std::move(body);
-  if (!ctx_.cors_origin.empty()) {
-    r.headers.emplace_back("Access-Control-Allow-Origin", ctx_.cors_origin);
-    r.headers.emplace_back("Vary", "Origin");
-  }
+  r.headers = cors_headers(ctx_);
   ctx_.metrics.request(endpoint, status);
   ex->reply(std::move(r));
 }
@@ -119,10 +114,7 @@ void Api::answer_error(std::exception_ptr e, std::string_view endpoint,
   } catch (...) {
   }
   HttpReply r = error_reply(err);
-  if (!ctx_.cors_origin.empty()) {
-    r.headers.emplace_back("Access-Control-Allow-Origin", ctx_.cors_origin);
-    r.headers.emplace_back("Vary", "Origin");
-  }
+  for (auto& h : cors_headers(ctx_)) r.headers.push_back(std::move(h));
   ctx_.metrics.request(endpoint, err.status());
   ex->reply(std::move(r));
 }
@@ -243,13 +235,13 @@ void Api::route(HttpRequest& req, const std::shared_ptr<Exchange>& ex,
                               {"chat", ctx_.engine != nullptr},
                               {"embeddings", ctx_.embedder.has_value()},
                               {"rerank", ctx_.reranker.has_value()}}}});
-    return reply_json(ex, endpoint, 200, dump({{"object", "list"}, {"data", data}}));
+    return reply_json(ex, endpoint, 200, dump_json({{"object", "list"}, {"data", data}}));
   }
   if (endpoint == "states") {
     Json data = Json::array();
     for (const auto& [id, source] : ctx_.state_sources)
       data.push_back({{"id", id}, {"object", "state"}, {"name", id}, {"source", source}});
-    return reply_json(ex, endpoint, 200, dump({{"object", "list"}, {"data", data}}));
+    return reply_json(ex, endpoint, 200, dump_json({{"object", "list"}, {"data", data}}));
   }
   if (endpoint == "tokenize") {
     const Json b = parse_body(req.body);
@@ -265,36 +257,22 @@ void Api::route(HttpRequest& req, const std::shared_ptr<Exchange>& ex,
                                         std::span<const int32_t>(&id, 1)))}});
       out["tokens"] = pieces;
     }
-    return reply_json(ex, endpoint, 200, dump(out));
+    return reply_json(ex, endpoint, 200, dump_json(out));
   }
   if (endpoint == "detokenize") {
     const Json b = parse_body(req.body);
     const Json* t = field(b, "tokens");
     if (!t || !t->is_array())
       throw bad_request("tokens", "'tokens' is required: an array of token ids");
-    std::vector<int32_t> ids;
-    const int vocab = ctx_.tokenizer->vocab_size();
-    for (size_t i = 0; i < t->size(); ++i) {
-      const Json& v = (*t)[i];
-      if (!v.is_number_integer() && !v.is_number_unsigned())
-        throw bad_request("tokens", "'tokens[" + std::to_string(i) +
-                                        "]' must be a token id, found " + json_type(v));
-      const int64_t id = v.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(
-                                                      v.get<uint64_t>(), INT64_MAX))
-                                                : v.get<int64_t>();
-      if (id < 0 || id >= vocab)
-        throw bad_request("tokens", "'tokens[" + std::to_string(i) + "]' is " +
-                                        std::to_string(id) + ", outside the vocabulary [0, " +
-                                        std::to_string(vocab) + ")");
-      ids.push_back(static_cast<int32_t>(id));
-    }
+    const std::vector<int32_t> ids =
+        token_ids(*t, "tokens", "tokens", ctx_.tokenizer->vocab_size());
     std::string text;
     try {
       text = utf8_replace_invalid(ctx_.tokenizer->decode(ids));
     } catch (const InputError& e) {
       throw bad_request("tokens", e.what());
     }
-    return reply_json(ex, endpoint, 200, dump({{"content", text}}));
+    return reply_json(ex, endpoint, 200, dump_json({{"content", text}}));
   }
   if (ctx_.draining.load()) throw unavailable("the server is shutting down");
   if (endpoint == "chat_completions" || endpoint == "completions")
@@ -322,21 +300,9 @@ void Api::embeddings(const HttpRequest& req, const std::shared_ptr<Exchange>& ex
   std::vector<std::string> texts;
   std::vector<std::vector<int32_t>> ids;
   const int vocab = ctx_.tokenizer->vocab_size();
-  auto id_array = [&](const Json& a, const std::string& param) {
-    std::vector<int32_t> out;
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (!a[i].is_number_integer() && !a[i].is_number_unsigned())
-        throw bad_request("input", "'" + param + "[" + std::to_string(i) +
-                                       "]' must be a token id, found " + json_type(a[i]));
-      const int64_t v = a[i].is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(
-                                                        a[i].get<uint64_t>(), INT64_MAX))
-                                                  : a[i].get<int64_t>();
-      if (v < 0 || v >= vocab)
-        throw bad_request("input", "'" + param + "[" + std::to_string(i) + "]' is " +
-                                       std::to_string(v) + ", outside the vocabulary");
-      out.push_back(static_cast<int32_t>(v));
-    }
-    if (out.empty()) throw bad_request("input", "'" + param + "' holds no token ids");
+  auto id_array = [&](const Json& a, const std::string& name) {
+    std::vector<int32_t> out = token_ids(a, name, "input", vocab);
+    if (out.empty()) throw bad_request("input", "'" + name + "' holds no token ids");
     return out;
   };
   if (in->is_string()) {
@@ -397,7 +363,7 @@ void Api::embeddings(const HttpRequest& req, const std::shared_ptr<Exchange>& ex
       }
       ctx_.metrics.prompt_tokens(static_cast<uint64_t>(tokens));
       reply_json(ex, "embeddings", 200,
-                 dump({{"object", "list"},
+                 dump_json({{"object", "list"},
                        {"data", data},
                        {"model", ctx_.served_id},
                        {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}}));
@@ -459,7 +425,7 @@ void Api::rerank(const HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
       }
       ctx_.metrics.prompt_tokens(static_cast<uint64_t>(tokens));
       reply_json(ex, "rerank", 200,
-                 dump({{"object", "list"},
+                 dump_json({{"object", "list"},
                        {"model", ctx_.served_id},
                        {"results", results},
                        {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}}));

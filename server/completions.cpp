@@ -41,8 +41,6 @@ std::string random_id(const char* prefix) {
   return buf;
 }
 
-std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
-
 std::string token_text(const Tokenizer& tok, int32_t id) {
   try {
     return tok.decode(std::span<const int32_t>(&id, 1));
@@ -299,26 +297,6 @@ Job parse_chat(const ServeContext& ctx, const Json& b) {
   return job;
 }
 
-std::vector<int32_t> token_array(const ServeContext& ctx, const Json& a, const std::string& param) {
-  std::vector<int32_t> ids;
-  const int vocab = ctx.tokenizer->vocab_size();
-  for (size_t i = 0; i < a.size(); ++i) {
-    const Json& t = a[i];
-    if (!t.is_number_integer() && !t.is_number_unsigned())
-      throw bad_request(param, "'" + param + "[" + std::to_string(i) +
-                                   "]' must be a token id (integer), found " + json_type(t));
-    const int64_t id = t.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(
-                                                    t.get<uint64_t>(), INT64_MAX))
-                                              : t.get<int64_t>();
-    if (id < 0 || id >= vocab)
-      throw bad_request(param, "'" + param + "[" + std::to_string(i) + "]' is token id " +
-                                   std::to_string(id) + ", outside the vocabulary [0, " +
-                                   std::to_string(vocab) + ")");
-    ids.push_back(static_cast<int32_t>(id));
-  }
-  return ids;
-}
-
 Job parse_completion(const ServeContext& ctx, const Json& b) {
   Job job;
   job.kind = Kind::kText;
@@ -357,7 +335,7 @@ Job parse_completion(const ServeContext& ctx, const Json& b) {
                                       std::to_string(kMaxPrompts));
     const Json& first = (*pr)[0];
     if (first.is_number()) {
-      add_ids(token_array(ctx, *pr, "prompt"), "prompt");
+      add_ids(token_ids(*pr, "prompt", "prompt", ctx.tokenizer->vocab_size()), "prompt");
     } else {
       for (size_t i = 0; i < pr->size(); ++i) {
         const Json& e = (*pr)[i];
@@ -365,7 +343,7 @@ Job parse_completion(const ServeContext& ctx, const Json& b) {
         if (first.is_string() && e.is_string()) {
           add_text(e.get<std::string>(), pi);
         } else if (first.is_array() && e.is_array()) {
-          add_ids(token_array(ctx, e, pi), pi);
+          add_ids(token_ids(e, pi, pi, ctx.tokenizer->vocab_size()), pi);
         } else {
           throw bad_request("prompt", "'prompt' must be a string, an array of strings, an array "
                                       "of token ids or an array of token-id arrays; element " +
@@ -464,7 +442,7 @@ class Run : public std::enable_shared_from_this<Run> {
                                            {"logprobs", nullptr},
                                            {"finish_reason", nullptr}}});
           if (job_.include_usage) c["usage"] = nullptr;
-          head.body += "data: " + dump(c) + "\n\n";
+          head.body += "data: " + dump_json(c) + "\n\n";
         }
       }
       stream_head_ = std::move(head);
@@ -591,7 +569,7 @@ class Run : public std::enable_shared_from_this<Run> {
     c.pending.clear();
     ch["choices"] = Json::array({choice});
     if (job_.include_usage) ch["usage"] = nullptr;
-    emit("data: " + dump(ch) + "\n\n");
+    emit("data: " + dump_json(ch) + "\n\n");
     return !lost();
   }
 
@@ -723,11 +701,11 @@ class Run : public std::enable_shared_from_this<Run> {
         ch["choices"] = Json::array({choice});
         if (job_.include_usage) ch["usage"] = nullptr;
         if (left == 0 && !job_.include_usage) ch["timings"] = timings();
-        emit("data: " + dump(ch) + "\n\n");
+        emit("data: " + dump_json(ch) + "\n\n");
       } else if (!stream_error_) {
         stream_error_ = true;
         Json e = Json::parse(error_body(*err));
-        emit("data: " + dump(e) + "\n\n");
+        emit("data: " + dump_json(e) + "\n\n");
       }
     }
     if (left == 0) finish();
@@ -745,7 +723,7 @@ class Run : public std::enable_shared_from_this<Run> {
         ch["choices"] = Json::array();
         ch["usage"] = usage();
         ch["timings"] = timings();
-        emit("data: " + dump(ch) + "\n\n");
+        emit("data: " + dump_json(ch) + "\n\n");
       }
       emit("data: [DONE]\n\n");
       std::lock_guard<std::mutex> lock(mutex_);
@@ -798,7 +776,7 @@ class Run : public std::enable_shared_from_this<Run> {
                    {"usage", usage()},
                    {"timings", timings()}};
       HttpReply r;
-      r.body = dump(body);
+      r.body = dump_json(body);
       r.headers = cors_;
       ex_->reply(std::move(r));
       ctx_.metrics.request(endpoint_, status);
@@ -857,10 +835,6 @@ void run_job(ServeContext& ctx, const HttpRequest& req, const std::shared_ptr<Ex
   if (stream) run->open_stream();
 }
 
-std::vector<std::pair<std::string, std::string>> cors_headers(const ServeContext& ctx) {
-  if (ctx.cors_origin.empty()) return {};
-  return {{"Access-Control-Allow-Origin", ctx.cors_origin}, {"Vary", "Origin"}};
-}
 
 }  // namespace
 

@@ -1,5 +1,6 @@
 #include "server/json_fields.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "server/api_error.h"
@@ -17,7 +18,7 @@ std::string error_body(const ApiError& e) {
               {"type", e.type()},
               {"param", e.param().empty() ? Json() : Json(e.param())},
               {"code", e.code().empty() ? Json() : Json(e.code())}};
-  return Json{{"error", err}}.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return dump_json(Json{{"error", err}});
 }
 
 HttpReply error_reply(const ApiError& e) {
@@ -29,6 +30,30 @@ HttpReply error_reply(const ApiError& e) {
 }
 
 constexpr int kMaxJsonDepth = 64;
+
+std::string dump_json(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+std::vector<int32_t> token_ids(const Json& a, const std::string& name, const std::string& param,
+                               int vocab) {
+  std::vector<int32_t> ids;
+  ids.reserve(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const Json& t = a[i];
+    const std::string at = "'" + name + "[" + std::to_string(i) + "]'";
+    if (!t.is_number_integer() && !t.is_number_unsigned())
+      throw bad_request(param, at + " must be a token id (integer), found " + json_type(t));
+    const int64_t id = t.is_number_unsigned()
+                           ? static_cast<int64_t>(std::min<uint64_t>(t.get<uint64_t>(), INT64_MAX))
+                           : t.get<int64_t>();
+    if (id < 0 || id >= vocab)
+      throw bad_request(param, at + " is token id " + std::to_string(id) +
+                                   ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
 
 Json parse_body(const std::string& body) {
   Json j;

@@ -36,6 +36,14 @@ std::optional<uint64_t> opt_uint64(const Json& obj, std::string_view name);
 std::optional<std::string> opt_string(const Json& obj, std::string_view name,
                                       std::string_view param = {});
 // A string or an array of strings (OpenAI's `stop`), at most `max_items`, each non-empty.
+// A JSON array of token ids, each an integer in [0, vocab). Throws 400 naming `param`; `name` is
+// how the array is called in the message ("prompt[1]", "tokens").
+std::vector<int32_t> token_ids(const Json& array, const std::string& name,
+                               const std::string& param, int vocab);
+
+// Compact JSON text; invalid UTF-8 in strings becomes U+FFFD instead of throwing.
+std::string dump_json(const Json& j);
+
 std::optional<std::vector<std::string>> opt_strings(const Json& obj, std::string_view name,
                                                     size_t max_items);
 

@@ -9,6 +9,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "server/chat_template.h"
 #include "server/metrics.h"
@@ -42,5 +44,11 @@ struct ServeContext {
   Metrics metrics;
   std::atomic<bool> draining{false};
 };
+
+// The CORS headers of every answer: none without --cors-origin.
+inline std::vector<std::pair<std::string, std::string>> cors_headers(const ServeContext& ctx) {
+  if (ctx.cors_origin.empty()) return {};
+  return {{"Access-Control-Allow-Origin", ctx.cors_origin}, {"Vary", "Origin"}};
+}
 
 }  // namespace wick::server
