@@ -138,6 +138,7 @@ describe("wick serve with the openai client", { skip }, () => {
       const solo = await client.completions.create({ prompt: "xyz", seed: 10 + i, temperature: 1, max_tokens: 10 });
       assert.equal(r.choices[i].text, solo.choices[0].text);
     }
+    assert.ok(new Set(r.choices.map((c) => c.text)).size > 1, "the choices differ (seeds differ)");
   });
 
   test("a repeated long system prompt reports cached tokens; a wholly cached prompt is answered the same", async () => {
@@ -153,7 +154,13 @@ describe("wick serve with the openai client", { skip }, () => {
     const again = await ask("another question");
     assert.equal(again.usage.prompt_tokens_details.cached_tokens, again.usage.prompt_tokens);
     assert.equal(again.choices[0].message.content, second.choices[0].message.content);
-    assert.notEqual(first.choices[0].message.content + "x", second.choices[0].message.content + "y");
+    assert.equal(first.usage.prompt_tokens_details.cached_tokens, 0, "the first one prefilled all");
+    // Another system prompt shares only "System: " with the stored ones: nearly nothing cached.
+    const other = await client.chat.completions.create({
+      messages: [{ role: "system", content: "Answer in French. ".repeat(20) }, { role: "user", content: "first question" }],
+      seed: 2, max_tokens: 8 });
+    assert.ok(other.usage.prompt_tokens_details.cached_tokens < systemBytes / 2,
+      `another system prompt cached ${other.usage.prompt_tokens_details.cached_tokens}`);
   });
 
   test("an aborted stream frees its engine row", async () => {
