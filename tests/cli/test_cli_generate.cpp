@@ -252,9 +252,21 @@ TEST(CliChat, CtrlCAtThePromptKeepsTheConversation) {
     GTEST_SKIP() << "util-linux `script` (a pty) is not installed";
   const auto dir = scratch_dir();
   const std::string out = (dir / "pty.txt").string();
-  const std::string feed = "(printf 'hello\\n'; sleep 1; printf '\\003'; sleep 0.5; "
-                           "printf 'again\\n'; sleep 1; printf '/quit\\n')";
-  const std::string cmd = feed + " | script -qfec " + shell_quote(std::string(WICK_CLI_PATH) + " chat -n 3") +
+  // Each keystroke waits until the chat has printed what comes before it (up to 60 s), so a
+  // slow machine cannot turn the prompt's Ctrl-C into a cancelled reply.
+  const std::string q = shell_quote(out);
+  auto until = [&](const std::string& text, int count) {
+    return "i=0; while [ \"$(grep -o " + shell_quote(text) + " " + q + " 2>/dev/null | wc -l)\" -lt " +
+           std::to_string(count) + " ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; ";
+  };
+  const std::string feed = "(printf 'hello\\n'; " + until("reply cut", 1) + "printf '\\003'; " +
+                           until("Ctrl-C: the conversation", 1) + "printf 'again\\n'; " +
+                           until("reply cut", 2) + "printf '/quit\\n')";
+  // `script -c` runs its command through $SHELL; dash (Debian's /bin/sh) does not exec it, so the
+  // pty's Ctrl-C would also kill that shell and `script -e` would report 130. exec puts wick alone
+  // in the pty's foreground process group, whatever the shell.
+  const std::string cmd = feed + " | SHELL=/bin/sh script -qfec " +
+                          shell_quote("exec " + shell_quote(WICK_CLI_PATH) + " chat -n 3") +
                           " /dev/null >" + shell_quote(out);
   const int st = std::system(("sh -c " + shell_quote(cmd)).c_str());
   ASSERT_TRUE(WIFEXITED(st));
