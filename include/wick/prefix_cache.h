@@ -48,6 +48,10 @@ struct CachedPrefix {
 
 // The key of `tokens[0, n)` in `scope`: 64 lowercase hex digits of SHA-256(scope, 0x00, ids).
 std::string prefix_key(std::string_view scope, std::span<const int32_t> tokens);
+// prefix_key(scope, tokens[0, n)) for each n in `lengths` (ascending, each <= tokens.size()),
+// in one pass over the ids.
+std::vector<std::string> prefix_keys(std::string_view scope, std::span<const int32_t> tokens,
+                                     std::span<const size_t> lengths);
 
 // A second cache tier behind the local one (the replicas' shared Redis tier plugs in here).
 // Implementations validate what they read like any untrusted file; neither call may throw.

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "wick/model.h"
@@ -45,6 +46,10 @@ struct StateFileInfo {
 void save_state(const std::string& path, const State& state, const Model& model,
                 const StateFileInfo& info = {});
 
+// The bytes save_state() would write (for a state kept in memory or sent over a network).
+// Throws as save_state() does, without FileError.
+std::string serialize_state(const State& state, const Model& model, const StateFileInfo& info = {});
+
 struct LoadedState {
   State state;
   StateFileInfo info;
@@ -58,5 +63,11 @@ struct LoadedState {
 // header) and StateFileError (no `wick.state` key, unknown version or kind, missing, extra or
 // misshapen tensors, geometry or fingerprint mismatch).
 LoadedState load_state(const std::string& path, const Model& model, bool allow_other_base = false);
+
+// load_state() of a state file held in memory (`bytes`, e.g. read from a cache server; `name`
+// stands for the path in messages), with the same checks, as for any untrusted file. The result
+// does not refer to `bytes`. Throws FormatError and StateFileError as load_state() does.
+LoadedState parse_state(std::string_view bytes, const std::string& name, const Model& model,
+                        bool allow_other_base = false);
 
 }  // namespace wick

@@ -40,6 +40,25 @@ std::string prefix_key(std::string_view scope, std::span<const int32_t> tokens) 
   return h.hex_digest();
 }
 
+std::vector<std::string> prefix_keys(std::string_view scope, std::span<const int32_t> tokens,
+                                     std::span<const size_t> lengths) {
+  std::vector<std::string> keys;
+  keys.reserve(lengths.size());
+  io::Sha256 h = scope_hasher(scope);
+  size_t done = 0;
+  for (size_t len : lengths) {
+    if (len < done || len > tokens.size())
+      throw InputError("prefix_keys: lengths must ascend and fit the " +
+                       std::to_string(tokens.size()) + " ids; found " + std::to_string(len) +
+                       " after " + std::to_string(done));
+    hash_ids(h, tokens.subspan(done, len - done));
+    done = len;
+    io::Sha256 copy = h;
+    keys.push_back(copy.hex_digest());
+  }
+  return keys;
+}
+
 PrefixCache::PrefixCache(size_t max_bytes) : max_bytes_(max_bytes) { stats_.max_bytes = max_bytes; }
 
 std::shared_ptr<const CachedPrefix> PrefixCache::lookup(std::string_view scope,
@@ -50,16 +69,14 @@ std::shared_ptr<const CachedPrefix> PrefixCache::lookup(std::string_view scope,
   auto lens = lengths_.find(scope);
   if (lens == lengths_.end() || tokens.empty()) return nullptr;
   // Digests of the stored lengths that fit, computed in one pass over the ids.
-  std::vector<std::pair<size_t, std::string>> keys;
-  io::Sha256 h = scope_hasher(scope);
-  size_t done = 0;
+  std::vector<size_t> fit;
   for (const auto& [len, count] : lens->second) {
     if (len > tokens.size()) break;
-    hash_ids(h, tokens.subspan(done, len - done));
-    done = len;
-    io::Sha256 copy = h;
-    keys.emplace_back(len, copy.hex_digest());
+    fit.push_back(len);
   }
+  const std::vector<std::string> digests = prefix_keys(scope, tokens, fit);
+  std::vector<std::pair<size_t, std::string>> keys;
+  for (size_t i = 0; i < fit.size(); ++i) keys.emplace_back(fit[i], digests[i]);
   for (auto k = keys.rbegin(); k != keys.rend(); ++k) {
     auto it = slots_.find(k->second);
     if (it == slots_.end()) continue;

@@ -87,16 +87,23 @@ int parse_dim(const std::map<std::string, std::string>& meta, const char* key,
   return n;
 }
 
-}  // namespace
+// The tensors and metadata of a state file, and the buffers their bytes point into.
+struct StateFileParts {
+  std::vector<float> wkv_all, tmix, cmix, attn_cmix, k_all, v_all;
+  std::vector<io::TensorToWrite> tensors;
+  std::map<std::string, std::string> meta;
+};
 
-void save_state(const std::string& path, const State& state, const Model& model,
-                const StateFileInfo& info) {
+void build_state_file(StateFileParts& parts, const State& state, const Model& model,
+                      const StateFileInfo& info) {
+  auto& [wkv_all, tmix, cmix, attn_cmix, k_all, v_all, tensors, meta] = parts;
   const Geometry& g = model.geometry();
   check_state_geometry(state, g);
   const int L = g.n_layer, C = g.n_embd, H = g.n_head, N = g.head_size;
   const size_t wkv = state.wkv_size();
-  std::vector<float> wkv_all(static_cast<size_t>(L) * wkv), tmix(static_cast<size_t>(L) * C),
-      cmix(static_cast<size_t>(L) * C);
+  wkv_all.resize(static_cast<size_t>(L) * wkv);
+  tmix.resize(static_cast<size_t>(L) * C);
+  cmix.resize(static_cast<size_t>(L) * C);
   for (int l = 0; l < L; ++l) {
     std::memcpy(wkv_all.data() + l * wkv, state.wkv(l), wkv * sizeof(float));
     std::memcpy(tmix.data() + static_cast<size_t>(l) * C, state.att_shift(l), C * sizeof(float));
@@ -106,7 +113,7 @@ void save_state(const std::string& path, const State& state, const Model& model,
   contract["tokenizer"] = info.tokenizer;
   contract["n_tokens"] = info.n_tokens;
   if (!info.prompt_sha256.empty()) contract["prompt_sha256"] = info.prompt_sha256;
-  std::map<std::string, std::string> meta = {
+  meta = {
       {kFormatKey, kFormatVersion},
       {"kind", kKindSnapshot},
       {"n_layer", std::to_string(L)},
@@ -118,14 +125,13 @@ void save_state(const std::string& path, const State& state, const Model& model,
       {"note", info.note},
       {"engine_version", kEngineVersion},
   };
-  std::vector<io::TensorToWrite> tensors = {
+  tensors = {
       {"wkv", DType::F32, {L, 1, H, N, N}, as_bytes(wkv_all)},
       {"tmix_shift", DType::F32, {L, 1, 1, C}, as_bytes(tmix)},
       {"cmix_shift", DType::F32, {L, 1, 1, C}, as_bytes(cmix)}};
   // RWKV-X: the attention blocks' channel-mix shifts and KV caches.
   const int A = g.n_attn;
   const int64_t T = state.kv_length();
-  std::vector<float> attn_cmix, k_all, v_all;
   if (A > 0) {
     attn_cmix.resize(static_cast<size_t>(A) * C);
     k_all.resize(static_cast<size_t>(A * T * C));
@@ -145,11 +151,12 @@ void save_state(const std::string& path, const State& state, const Model& model,
     tensors.push_back({"attn_k_cache", DType::F32, {A, T, C}, as_bytes(k_all)});
     tensors.push_back({"attn_v_cache", DType::F32, {A, T, C}, as_bytes(v_all)});
   }
-  io::write_safetensors(path, tensors, meta);
 }
 
-LoadedState load_state(const std::string& path, const Model& model, bool allow_other_base) {
-  io::TensorSet set = io::read_safetensors(io::MappedFile::open(path));
+// Reads the state file held by `file` (`path` names it in messages).
+LoadedState read_state(std::shared_ptr<io::MappedFile> file, const std::string& path,
+                       const Model& model, bool allow_other_base) {
+  io::TensorSet set = io::read_safetensors(std::move(file));
   const auto& meta = set.metadata();
   if (!meta.count(kFormatKey))
     throw StateFileError(path, "not a wick state file: the metadata has no 'wick.state' key (is "
@@ -257,6 +264,32 @@ LoadedState load_state(const std::string& path, const Model& model, bool allow_o
       out.info.prompt_sha256 = c["prompt_sha256"];
   }
   return out;
+}
+
+}  // namespace
+
+void save_state(const std::string& path, const State& state, const Model& model,
+                const StateFileInfo& info) {
+  StateFileParts parts;
+  build_state_file(parts, state, model, info);
+  io::write_safetensors(path, parts.tensors, parts.meta);
+}
+
+std::string serialize_state(const State& state, const Model& model, const StateFileInfo& info) {
+  StateFileParts parts;
+  build_state_file(parts, state, model, info);
+  return io::serialize_safetensors(parts.tensors, parts.meta);
+}
+
+LoadedState load_state(const std::string& path, const Model& model, bool allow_other_base) {
+  return read_state(io::MappedFile::open(path), path, model, allow_other_base);
+}
+
+LoadedState parse_state(std::string_view bytes, const std::string& name, const Model& model,
+                        bool allow_other_base) {
+  return read_state(io::MappedFile::borrow(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                           bytes.size(), name),
+                    name, model, allow_other_base);
 }
 
 }  // namespace wick

@@ -1,0 +1,116 @@
+// The replicas' shared second tier of the prefix cache (README "Scaling out"): a PrefixCacheTier
+// on Redis, so any replica continues a conversation another one served without recomputing it.
+//
+// Keys "{prefix}:{fingerprint}:pfx:{prefix_key(scope, ids)}" (wick/prefix_cache.h); values
+// encode_cached_prefix() (wick/prefix_codec.h): a wick state file plus the ids it absorbed and
+// the logits of its last position, each validated on read like any untrusted file, so replicas
+// started with other settings (the scope) or another model never use each other's entries.
+//
+// Writes: store() queues the entry (bounded; full -> dropped and counted) and returns at once; a
+// dedicated writer thread encodes it and SETs it (with EX ttl when one is set), normally within
+// milliseconds. Reads: fetch() asks for the longest existing candidate in one round trip (a
+// server-side script over the candidate keys, longest first) with a short timeout; a corrupt or
+// foreign value is counted as an error and the next shorter candidate is tried.
+//
+// Failures never fail a request: an unreachable Redis, a timeout or a bad value is a miss (the
+// engine recomputes), logged once per outage through `log` and counted in stats(). Each of the
+// two connections (reads on the caller's thread, writes on the writer thread) reconnects with
+// exponential backoff (250 ms doubling to 8 s); while a connection is down, fetch() returns at
+// once without touching the network.
+//
+// Thread-safety: fetch(), store() and stats() may be called from any thread; fetch() calls are
+// serialised (one read connection). No TLS (hiredis 0.14 has none): keep Redis on loopback or a
+// private network, with a password.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "replicas/redis_url.h"
+#include "wick/model.h"
+#include "wick/prefix_cache.h"
+
+namespace wick::replicas {
+
+class RedisConnection;
+
+struct RedisTierOptions {
+  RedisAddress address;
+  std::string prefix = "wick";  // key prefix (several deployments can share one Redis)
+  int ttl_s = 0;                // EX on every SET; 0: none (size Redis with maxmemory + LRU)
+  std::chrono::milliseconds read_timeout{250};    // connect and reply timeout of fetch()
+  std::chrono::milliseconds write_timeout{2000};  // connect and reply timeout of the writer
+  size_t queue_entries = 64;  // entries waiting for the writer; more are dropped (>= 1)
+  std::function<void(const std::string&)> log;  // one line per event worth logging; may be empty
+};
+
+struct RedisTierStats {
+  uint64_t hits = 0;     // fetches answered with a valid entry
+  uint64_t misses = 0;   // fetches that found no valid entry (and hit no error)
+  uint64_t errors = 0;   // bad values refused, failed reads and writes, unreachable server
+  uint64_t written = 0;  // entries SET
+  uint64_t dropped = 0;  // entries dropped because the write queue was full
+  size_t write_queue = 0;  // entries waiting now
+  bool read_connected = false;
+};
+
+class RedisTier : public PrefixCacheTier {
+ public:
+  // `model` (a copy shares its weights) decodes and validates values. Does not need Redis to be
+  // up: the first fetch or write connects. Throws InputError for bad options.
+  RedisTier(Model model, RedisTierOptions options);
+  // Stops the writer thread; entries still queued are dropped.
+  ~RedisTier() override;
+
+  std::shared_ptr<const CachedPrefix> fetch(std::string_view scope,
+                                            std::span<const int32_t> tokens,
+                                            std::span<const size_t> lengths) override;
+  void store(std::shared_ptr<const CachedPrefix> entry) override;
+
+  RedisTierStats stats() const;
+  // The Redis key of `tokens` in `scope`.
+  std::string key(std::string_view scope, std::span<const int32_t> tokens) const;
+  // Waits until the write queue is empty and the writer idle, or `timeout` passes; true when
+  // drained (tests and orderly shutdown).
+  bool flush(std::chrono::milliseconds timeout);
+
+ private:
+  // Reconnect bookkeeping of one connection.
+  struct Link {
+    std::unique_ptr<RedisConnection> conn;
+    std::chrono::steady_clock::time_point next_try{};
+    std::chrono::milliseconds backoff{0};
+    bool down_logged = false;
+  };
+  bool ensure(Link& link, std::chrono::milliseconds timeout, const char* who);
+  void broken(Link& link, const std::string& why, const char* who);
+  void writer_loop();
+  void log(const std::string& line) const;
+
+  const Model model_;
+  const RedisTierOptions options_;
+  const std::string key_base_;  // "{prefix}:{fingerprint}:pfx:"
+
+  std::mutex read_mutex_;
+  Link read_;
+
+  mutable std::mutex mutex_;  // guards the queue and the flags below
+  std::condition_variable wake_, idle_;
+  std::deque<std::shared_ptr<const CachedPrefix>> queue_;
+  bool writing_ = false;
+  bool quit_ = false;
+  Link write_;  // writer thread only
+
+  std::atomic<uint64_t> hits_{0}, misses_{0}, errors_{0}, written_{0}, dropped_{0};
+  std::atomic<bool> read_connected_{false};
+  std::thread writer_;
+};
+
+}  // namespace wick::replicas
