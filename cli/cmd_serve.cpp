@@ -15,7 +15,10 @@
 #include <iostream>
 #include <thread>
 
+#include <unistd.h>
+
 #include "commands.h"
+#include "replicas/redis_tier.h"
 #include "common.h"
 #include "server/api.h"
 #include "server/http_server.h"
@@ -40,7 +43,17 @@ struct ServeOptions {
   size_t max_body_bytes = 8388608;
   int64_t max_prompt_tokens = 65536, max_tokens_limit = 65536;
   double read_timeout_s = 30, idle_timeout_s = 60, shutdown_grace_s = 10;
+  // Replicas (README "Scaling out").
+  std::string redis, redis_prefix = "wick", replica_name;
+  int redis_ttl_s = 0, redis_timeout_ms = 250;
 };
+
+// --replica-name's default: this machine's host name and the port.
+std::string default_replica_name(int port) {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || !host[0]) std::snprintf(host, sizeof host, "wick");
+  return std::string(host) + ":" + std::to_string(port);
+}
 
 std::string default_served_name(const Model& model, const std::string& path) {
   if (!path.empty()) {
@@ -103,6 +116,11 @@ void run_serve(const ServeOptions& o) {
   if (o.max_tokens_limit < 1) throw InputError("--max-tokens-limit must be >= 1");
   if (o.max_body_bytes < 1024) throw InputError("--max-body-bytes must be >= 1024");
   if (o.threads > 0) set_cli_threads(o.threads);
+  if (o.redis_ttl_s < 0) throw InputError("--redis-ttl must be >= 0 seconds (0: no expiry)");
+  if (o.redis_timeout_ms < 1 || o.redis_timeout_ms > 60000)
+    throw InputError("--redis-timeout-ms must be in 1..60000");
+  const replicas::RedisAddress redis_address =
+      o.redis.empty() ? replicas::RedisAddress{} : replicas::parse_redis_url(o.redis);
 
   // Listen first: while the model loads, /health answers 503 {"status":"loading"} (and every
   // other route 503), so an orchestrator can tell "starting" from "down".
@@ -113,12 +131,16 @@ void run_serve(const ServeOptions& o) {
   ho.read_timeout = seconds(o.read_timeout_s, "--read-timeout-s");
   ho.idle_timeout = seconds(o.idle_timeout_s, "--idle-timeout-s");
   const auto grace = seconds(o.shutdown_grace_s, "--shutdown-grace-s");
+
   std::atomic<server::Api*> live{nullptr};
   server::HttpServer http(ho, [&live](server::HttpRequest&& req,
                                       std::shared_ptr<server::Exchange> ex) {
     if (server::Api* api = live.load()) return api->handle(std::move(req), ex);
     server::answer_loading(req, ex);
   });
+  http.add_response_header("X-Wick-Replica", o.replica_name.empty()
+                                                 ? default_replica_name(http.port())
+                                                 : o.replica_name);
   http.start();
 
   server::ServeContext ctx;
@@ -145,6 +167,19 @@ void run_serve(const ServeOptions& o) {
     eo.prefill_chunk_idle = std::max(1024, o.prefill_chunk);
     eo.queue_length = o.queue;
     eo.cache_bytes = static_cast<size_t>(o.cache_mib) << 20;
+    if (!o.redis.empty()) {
+      replicas::RedisTierOptions ro;
+      ro.address = redis_address;
+      ro.prefix = o.redis_prefix;
+      ro.ttl_s = o.redis_ttl_s;
+      ro.read_timeout = std::chrono::milliseconds(o.redis_timeout_ms);
+      ro.log = [](const std::string& line) { std::cerr << "wick serve: " << line << "\n"; };
+      eo.second_tier = std::make_shared<replicas::RedisTier>(model, ro);
+      std::cerr << "wick serve: prefix states shared through Redis at " << redis_address.display()
+                << " (keys " << o.redis_prefix << ":" << model.info().fingerprint << ":pfx:*"
+                << (o.redis_ttl_s ? ", TTL " + std::to_string(o.redis_ttl_s) + " s" : "")
+                << ")\n";
+    }
     engine = std::make_unique<Engine>(model, *ctx.tokenizer, eo);
     for (const std::string& spec : o.states) {
       const size_t eq = spec.find('=');
@@ -228,6 +263,17 @@ void register_serve(CLI::App& app) {
                   "Allow this browser origin (CORS headers); default: none");
   cmd->add_option("--chat-template", o->chat_template,
                   "JSON chat template (roles, record, sep, prefix, stop); default: RWKV World");
+  cmd->add_option("--redis", o->redis,
+                  "redis://[:PASSWORD@]HOST:PORT[/DB]: share prefix states with other replicas "
+                  "through Redis (a second cache tier; no TLS: loopback or a private network)");
+  cmd->add_option("--redis-prefix", o->redis_prefix, "Key prefix in Redis (default wick)");
+  cmd->add_option("--redis-ttl", o->redis_ttl_s,
+                  "Seconds a state stays in Redis (default 0: until Redis evicts it; give Redis "
+                  "maxmemory + allkeys-lru)");
+  cmd->add_option("--redis-timeout-ms", o->redis_timeout_ms,
+                  "Longest wait for a Redis lookup before recomputing (default 250)");
+  cmd->add_option("--replica-name", o->replica_name,
+                  "This replica's name in the X-Wick-Replica response header (default HOST:PORT)");
   cmd->callback([o] { run_serve(*o); });
 }
 

@@ -200,14 +200,14 @@ bool RedisTier::flush(std::chrono::milliseconds timeout) {
   return idle_.wait_for(lock, timeout, [&] { return queue_.empty() && !writing_; });
 }
 
-RedisTierStats RedisTier::stats() const {
-  RedisTierStats s;
+PrefixCacheTierStats RedisTier::stats() const {
+  PrefixCacheTierStats s;
   s.hits = hits_;
   s.misses = misses_;
   s.errors = errors_;
   s.written = written_;
   s.dropped = dropped_;
-  s.read_connected = read_connected_;
+  s.connected = read_connected_;
   std::lock_guard<std::mutex> lock(mutex_);
   s.write_queue = queue_.size() + (writing_ ? 1 : 0);
   return s;

@@ -51,16 +51,6 @@ struct RedisTierOptions {
   std::function<void(const std::string&)> log;  // one line per event worth logging; may be empty
 };
 
-struct RedisTierStats {
-  uint64_t hits = 0;     // fetches answered with a valid entry
-  uint64_t misses = 0;   // fetches that found no valid entry (and hit no error)
-  uint64_t errors = 0;   // bad values refused, failed reads and writes, unreachable server
-  uint64_t written = 0;  // entries SET
-  uint64_t dropped = 0;  // entries dropped because the write queue was full
-  size_t write_queue = 0;  // entries waiting now
-  bool read_connected = false;
-};
-
 class RedisTier : public PrefixCacheTier {
  public:
   // `model` (a copy shares its weights) decodes and validates values. Does not need Redis to be
@@ -74,7 +64,7 @@ class RedisTier : public PrefixCacheTier {
                                             std::span<const size_t> lengths) override;
   void store(std::shared_ptr<const CachedPrefix> entry) override;
 
-  RedisTierStats stats() const;
+  PrefixCacheTierStats stats() const override;
   // The Redis key of `tokens` in `scope`.
   std::string key(std::string_view scope, std::span<const int32_t> tokens) const;
   // Waits until the write queue is empty and the writer idle, or `timeout` passes; true when

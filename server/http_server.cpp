@@ -92,6 +92,8 @@ class Session;
 struct Hub {
   std::mutex mutex;
   net::io_context* ioc = nullptr;
+  // HttpServerOptions::response_headers (set before the server starts, then read-only).
+  std::vector<std::pair<std::string, std::string>> response_headers;
 };
 
 class ExchangeImpl final : public Exchange, public std::enable_shared_from_this<ExchangeImpl> {
@@ -112,6 +114,7 @@ class ExchangeImpl final : public Exchange, public std::enable_shared_from_this<
     if (mode_ != Mode::kNone) return;
     mode_ = Mode::kReply;
     status_ = r.status;
+    r.headers.insert(r.headers.end(), hub_->response_headers.begin(), hub_->response_headers.end());
     out_ += serialize_reply(r, keep_alive_, head_only_);
     ended_ = true;
     schedule_locked();
@@ -123,6 +126,8 @@ class ExchangeImpl final : public Exchange, public std::enable_shared_from_this<
     mode_ = Mode::kStream;
     status_ = head.status;
     keepalive_ = std::move(keepalive);
+    head.headers.insert(head.headers.end(), hub_->response_headers.begin(),
+                        hub_->response_headers.end());
     head.headers.emplace_back("Cache-Control", "no-cache");
     head.headers.emplace_back("X-Accel-Buffering", "no");
     if (chunked_) head.headers.emplace_back("Transfer-Encoding", "chunked");
@@ -399,6 +404,7 @@ class Session : public std::enable_shared_from_this<Session> {
     HttpReply r;
     r.status = status;
     r.body = std::move(body);
+    r.headers = srv_.hub->response_headers;
     wbuf_ = serialize_reply(r, false);
     disarm();
     arm(srv_.opt.read_timeout);
@@ -592,6 +598,7 @@ HttpServer::HttpServer(HttpServerOptions options, Handler handler)
   impl_->opt = std::move(options);
   impl_->handler = std::move(handler);
   impl_->hub->ioc = &impl_->ioc;
+  impl_->hub->response_headers = impl_->opt.response_headers;
   const std::string host = impl_->opt.host == "localhost" ? "127.0.0.1" : impl_->opt.host;
   beast::error_code ec;
   const net::ip::address addr = net::ip::make_address(host, ec);
@@ -615,6 +622,10 @@ HttpServer::~HttpServer() { stop(); }
 uint16_t HttpServer::port() const {
   beast::error_code ec;
   return impl_->acceptor.local_endpoint(ec).port();
+}
+
+void HttpServer::add_response_header(std::string name, std::string value) {
+  impl_->hub->response_headers.emplace_back(std::move(name), std::move(value));
 }
 
 void HttpServer::start() {

@@ -37,6 +37,8 @@ struct HttpServerOptions {
   std::chrono::milliseconds keepalive_interval{2000};
   // Connections beyond this are accepted and closed at once.
   int max_connections = 4096;
+  // Headers sent with every response, transport errors included (e.g. X-Wick-Replica).
+  std::vector<std::pair<std::string, std::string>> response_headers;
 };
 
 class HttpServer {
@@ -51,6 +53,8 @@ class HttpServer {
 
   // The bound port (the chosen one when options.port was 0).
   uint16_t port() const;
+  // Adds a header to every response (as HttpServerOptions::response_headers); before start() only.
+  void add_response_header(std::string name, std::string value);
   // Starts the I/O thread.
   void start();
   // Closes every connection and joins the I/O thread. Idempotent; safe from any thread but the

@@ -96,6 +96,14 @@ struct Metrics::Impl {
                                 .Help("Batched passes the engine ran")
                                 .Register(*registry)
                                 .Add({});
+  // The replicas' shared tier (--redis); its families exist only when one is configured, so a
+  // server without it does not export zeros that look like a dead Redis.
+  struct SecondTier {
+    pm::Counter &hits, &misses, &errors, &dropped, &written;
+    pm::Gauge &queue, &connected;
+    PrefixCacheTierStats last;
+  };
+  std::unique_ptr<SecondTier> l2;
   std::mutex scrape_mutex;  // the engine totals last copied into the counters above
   double last_pass_ms = 0, last_busy_ms = 0;
   uint64_t last_iterations = 0;
@@ -149,6 +157,41 @@ std::string Metrics::scrape(const Engine* engine, bool draining) {
     impl_->last_pass_ms = std::max(impl_->last_pass_ms, s.pass_ms);
     impl_->last_busy_ms = std::max(impl_->last_busy_ms, s.busy_ms);
     impl_->last_iterations = std::max(impl_->last_iterations, s.iterations);
+    if (s.has_second_tier) {
+      auto& r = *impl_->registry;
+      auto counter = [&r](const char* name, const char* help) -> pm::Counter& {
+        return pm::BuildCounter().Name(name).Help(help).Register(r).Add({});
+      };
+      auto gauge = [&r](const char* name, const char* help) -> pm::Gauge& {
+        return pm::BuildGauge().Name(name).Help(help).Register(r).Add({});
+      };
+      if (!impl_->l2)
+        impl_->l2.reset(new Impl::SecondTier{
+            counter("wick_cache_l2_hits_total", "Prompts continued from a state in Redis"),
+            counter("wick_cache_l2_misses_total", "Redis lookups that found no usable state"),
+            counter("wick_cache_l2_errors_total",
+                    "Redis failures: refused (corrupt or foreign) values, timeouts, unreachable "
+                    "server; each request recomputed instead"),
+            counter("wick_cache_l2_dropped_total",
+                    "States not written to Redis (write queue full, or Redis unreachable)"),
+            counter("wick_cache_l2_written_total", "States written to Redis"),
+            gauge("wick_cache_l2_write_queue", "States waiting for the Redis writer thread"),
+            gauge("wick_cache_l2_connected", "1 when the last Redis lookup reached the server"),
+            {}});
+      Impl::SecondTier& l2 = *impl_->l2;
+      const PrefixCacheTierStats& t = s.second_tier;
+      auto add = [](pm::Counter& c, uint64_t now, uint64_t& last) {
+        if (now > last) c.Increment(static_cast<double>(now - last));
+        last = std::max(last, now);
+      };
+      add(l2.hits, t.hits, l2.last.hits);
+      add(l2.misses, t.misses, l2.last.misses);
+      add(l2.errors, t.errors, l2.last.errors);
+      add(l2.dropped, t.dropped, l2.last.dropped);
+      add(l2.written, t.written, l2.last.written);
+      l2.queue.Set(static_cast<double>(t.write_queue));
+      l2.connected.Set(t.connected ? 1 : 0);
+    }
   }
   impl_->draining.Set(draining ? 1 : 0);
   return pm::TextSerializer().Serialize(impl_->registry->Collect());

@@ -171,6 +171,8 @@ struct EngineStats {
   uint64_t prompt_tokens = 0;   // prompt tokens of admitted requests
   uint64_t cached_tokens = 0;   // of which served from the cache
   PrefixCacheStats cache;
+  bool has_second_tier = false;       // EngineOptions::second_tier is set
+  PrefixCacheTierStats second_tier;  // its own counters
 };
 
 class Engine {

@@ -53,6 +53,17 @@ std::string prefix_key(std::string_view scope, std::span<const int32_t> tokens);
 std::vector<std::string> prefix_keys(std::string_view scope, std::span<const int32_t> tokens,
                                      std::span<const size_t> lengths);
 
+// What a second tier reports about itself (all zero for a tier that keeps no counts).
+struct PrefixCacheTierStats {
+  uint64_t hits = 0;       // fetches answered with a valid entry
+  uint64_t misses = 0;     // fetches that found no valid entry and hit no error
+  uint64_t errors = 0;     // bad values refused, failed reads and writes, unreachable store
+  uint64_t written = 0;    // entries written
+  uint64_t dropped = 0;    // entries not written (queue full, store unreachable)
+  size_t write_queue = 0;  // entries waiting to be written now
+  bool connected = false;  // the read side reached the store at its last attempt
+};
+
 // A second cache tier behind the local one (the replicas' shared Redis tier plugs in here).
 // Implementations validate what they read like any untrusted file; neither call may throw.
 class PrefixCacheTier {
@@ -66,6 +77,8 @@ class PrefixCacheTier {
                                                     std::span<const size_t> lengths) = 0;
   // Offers an entry the local tier stored. Must not block (queue it; drop it when full).
   virtual void store(std::shared_ptr<const CachedPrefix> entry) = 0;
+  // Counters for monitoring; thread-safe.
+  virtual PrefixCacheTierStats stats() const { return {}; }
 };
 
 struct PrefixCacheStats {

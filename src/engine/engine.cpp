@@ -304,6 +304,10 @@ EngineStats Engine::stats() const {
   s.queued = static_cast<int>(queue_.size());
   s.running = running_;
   s.cache = cache_.stats();
+  if (options_.second_tier) {
+    s.has_second_tier = true;
+    s.second_tier = options_.second_tier->stats();
+  }
   return s;
 }
 

@@ -315,7 +315,7 @@ TEST(RedisTier, ADeadRedisIsAMissAndTheTierRecoversWithoutARestart) {
   }
   run(e, p2, c);
   EXPECT_GE(tier->stats().errors, 1u);
-  EXPECT_FALSE(tier->stats().read_connected);
+  EXPECT_FALSE(tier->stats().connected);
   // Back on the same port (empty): the tier reconnects after its backoff and serves again.
   redis = std::make_unique<RedisServer>(port);
   bool served = false;
@@ -326,7 +326,7 @@ TEST(RedisTier, ADeadRedisIsAMissAndTheTierRecoversWithoutARestart) {
     if (!served) std::this_thread::sleep_for(200ms);
   }
   EXPECT_TRUE(served) << "the tier did not recover within 20 s";
-  EXPECT_TRUE(tier->stats().read_connected);
+  EXPECT_TRUE(tier->stats().connected);
 }
 
 TEST(RedisTier, AFullWriteQueueDropsAndCountsInsteadOfWaiting) {
