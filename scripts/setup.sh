@@ -1,7 +1,9 @@
 #!/bin/sh
 # Installs what wick needs to build and test on Debian 12 (bookworm). Uses sudo when not root.
 #   C++: the compiler, CMake, nlohmann-json, CLI11, fmt, GoogleTest/Benchmark, nettle (SHA-256),
-#        Boost.Beast/Asio 1.81 and prometheus-cpp (wick serve).
+#        Boost.Beast/Asio 1.81 and prometheus-cpp (wick serve), hiredis 0.14 (the replicas'
+#        Redis tier).
+#   Replicas: redis-server 7.0 and nginx 1.22 (deploy/, tests/replicas, tests/server/replicas).
 #   Tests of wick serve: Node.js >= 20 with npm (the machine's, or Debian's nodejs/npm when none
 #        is on PATH), the npm packages pinned in tests/server/package-lock.json (openai@6,
 #        playwright-core) and Debian's chromium for the chat-page test.
@@ -14,7 +16,16 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   g++ cmake make ca-certificates \
   nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev \
   nettle-dev pkg-config libboost1.81-dev prometheus-cpp-dev chromium \
+  libhiredis-dev redis-server nginx \
   >/dev/null
+# The replica tests start their own Redis and nginx on free loopback ports: the packages' own
+# services are not needed (a container without an init system never starts them; elsewhere they
+# are stopped so nothing listens beyond loopback).
+for svc in nginx redis-server; do
+  if command -v service >/dev/null 2>&1 && service "$svc" status >/dev/null 2>&1; then
+    $SUDO service "$svc" stop >/dev/null 2>&1 || true
+  fi
+done
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   $SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
