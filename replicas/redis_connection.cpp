@@ -35,7 +35,7 @@ RedisValue convert(const redisReply* r) {
       for (size_t i = 0; i < r->elements; ++i) v.elements.push_back(convert(r->element[i]));
       break;
     case REDIS_REPLY_ERROR:
-      throw RedisError("Redis answered an error: " + std::string(r->str, r->len));
+      throw RedisReplyError("Redis answered an error: " + std::string(r->str, r->len));
     default:
       break;  // nil
   }

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,8 +34,8 @@ class RedisConnection {
   RedisConnection& operator=(const RedisConnection&) = delete;
 
   // Sends one command (binary-safe arguments) and reads its reply, waiting at most the timeout.
-  // Throws RedisError for an I/O error, a timeout (the connection is then unusable: drop it) or
-  // an error reply.
+  // Throws RedisReplyError for an error reply, RedisError for an I/O error or a timeout (the
+  // connection is then unusable: drop it).
   RedisValue command(const std::vector<std::string_view>& args);
   void set_timeout(std::chrono::milliseconds timeout);
 
@@ -42,10 +43,17 @@ class RedisConnection {
   redisContext* ctx_ = nullptr;
 };
 
-// A failure talking to Redis (network, timeout, protocol or an error reply).
+// A failure talking to Redis (network, timeout, protocol); the connection is then unusable.
 class RedisError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// Redis answered with an error reply (e.g. a command renamed away or denied by an ACL); the
+// connection itself is still usable.
+class RedisReplyError : public RedisError {
+ public:
+  using RedisError::RedisError;
 };
 
 }  // namespace wick::replicas

@@ -18,7 +18,23 @@ constexpr std::string_view kLongestScript =
     "for i = #KEYS, 1, -1 do local v = redis.call('GET', KEYS[i]) "
     "if v then return {i, v} end end return false";
 
+// 1, 10, 100, ...: how often a repeated event is logged.
+bool worth_logging(uint64_t n) {
+  while (n >= 10 && n % 10 == 0) n /= 10;
+  return n == 1;
+}
+
 }  // namespace
+
+void RedisTier::Link::failed() {
+  backoff = backoff.count() == 0 ? kFirstBackoff : std::min(backoff * 2, kMaxBackoff);
+  next_try = Clock::now() + backoff;
+}
+
+void RedisTier::Link::succeeded() {
+  backoff = std::chrono::milliseconds{0};
+  next_try = Clock::now();
+}
 
 RedisTier::RedisTier(Model model, RedisTierOptions options)
     : model_(std::move(model)),
@@ -29,7 +45,10 @@ RedisTier::RedisTier(Model model, RedisTierOptions options)
   if (options_.ttl_s < 0) throw InputError("--redis-ttl: expected seconds >= 0 (0: no expiry)");
   if (options_.read_timeout.count() < 1 || options_.write_timeout.count() < 1)
     throw InputError("redis tier: timeouts must be at least 1 ms");
-  writer_ = std::thread([this] { writer_loop(); });
+  // The first read connection is opened here (a replica starting next to a live Redis serves from
+  // it at once); when Redis is not reachable yet, the I/O thread keeps trying.
+  connect_read_if_due();
+  io_ = std::thread([this] { io_loop(); });
 }
 
 RedisTier::~RedisTier() {
@@ -38,7 +57,7 @@ RedisTier::~RedisTier() {
     quit_ = true;
   }
   wake_.notify_all();
-  if (writer_.joinable()) writer_.join();
+  if (io_.joinable()) io_.join();
 }
 
 void RedisTier::log(const std::string& line) const {
@@ -49,33 +68,18 @@ std::string RedisTier::key(std::string_view scope, std::span<const int32_t> toke
   return key_base_ + prefix_key(scope, tokens);
 }
 
-bool RedisTier::ensure(Link& link, std::chrono::milliseconds timeout, const char* who) {
-  if (link.conn) return true;
-  const auto now = Clock::now();
-  if (now < link.next_try) return false;
-  try {
-    link.conn = std::make_unique<RedisConnection>(options_.address, timeout);
-  } catch (const std::exception& e) {
-    broken(link, e.what(), who);
-    return false;
+void RedisTier::read_failed(const std::string& why) {
+  read_conn_.reset();  // read_mutex_ held by the caller
+  read_connected_ = false;
+  read_failed_once_ = true;
+  if (!read_down_logged_.exchange(true))
+    log("redis tier (read): " + why +
+        "; requests recompute what Redis would have served until it is back");
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    read_wanted_ = true;
   }
-  if (link.down_logged) log(std::string("redis tier (") + who + "): connected again to " +
-                            options_.address.display());
-  link.down_logged = false;
-  link.backoff = std::chrono::milliseconds{0};
-  return true;
-}
-
-void RedisTier::broken(Link& link, const std::string& why, const char* who) {
-  link.conn.reset();
-  link.backoff = link.backoff.count() == 0 ? kFirstBackoff : std::min(link.backoff * 2, kMaxBackoff);
-  link.next_try = Clock::now() + link.backoff;
-  ++errors_;
-  if (!link.down_logged) {
-    log(std::string("redis tier (") + who + "): " + why +
-        "; requests recompute what Redis would have served; retrying with backoff");
-    link.down_logged = true;
-  }
+  wake_.notify_all();
 }
 
 std::shared_ptr<const CachedPrefix> RedisTier::fetch(std::string_view scope,
@@ -90,50 +94,80 @@ std::shared_ptr<const CachedPrefix> RedisTier::fetch(std::string_view scope,
     for (std::string& k : keys) k = key_base_ + k;
 
     std::lock_guard<std::mutex> lock(read_mutex_);
-    bool had_error = false;
-    size_t limit = keys.size();  // candidates [0, limit) still to try
-    while (limit > 0) {
-      if (!ensure(read_, options_.read_timeout, "read")) {
-        read_connected_ = false;
+    if (!read_conn_) {  // down (or not connected yet): the I/O thread is on it
+      if (read_failed_once_) {
         ++errors_;
-        return nullptr;
+      } else {
+        ++misses_;
       }
-      read_connected_ = true;
-      RedisValue reply;
-      try {
+      return nullptr;
+    }
+    // The values of candidates [0, limit) in one round trip: index -> value (the longest present
+    // one with the script; all of them with MGET).
+    std::vector<std::pair<size_t, std::string>> found;
+    auto ask = [&](size_t limit) {
+      found.clear();
+      if (!use_mget_) {
         const std::string n = std::to_string(limit);
         std::vector<std::string_view> args = {"EVAL", kLongestScript, n};
         for (size_t i = 0; i < limit; ++i) args.push_back(keys[i]);
-        reply = read_.conn->command(args);
-      } catch (const std::exception& e) {
-        broken(read_, e.what(), "read");
-        read_connected_ = false;
-        return nullptr;
+        try {
+          RedisValue r = read_conn_->command(args);
+          if (r.type == RedisValue::Type::kNil) return;
+          if (r.type == RedisValue::Type::kArray && r.elements.size() == 2 &&
+              r.elements[0].type == RedisValue::Type::kInteger && r.elements[0].integer >= 1 &&
+              static_cast<size_t>(r.elements[0].integer) <= limit &&
+              r.elements[1].type == RedisValue::Type::kString) {
+            found.emplace_back(static_cast<size_t>(r.elements[0].integer) - 1,
+                               std::move(r.elements[1].str));
+            return;
+          }
+          throw RedisReplyError("an unexpected reply to the lookup script");
+        } catch (const RedisReplyError& e) {
+          use_mget_ = true;  // scripts renamed away or denied: plain MGET from now on
+          log(std::string("redis tier (read): ") + e.what() + "; looking up with MGET instead");
+        }
       }
-      if (reply.type == RedisValue::Type::kNil) break;
-      if (reply.type != RedisValue::Type::kArray || reply.elements.size() != 2 ||
-          reply.elements[0].type != RedisValue::Type::kInteger ||
-          reply.elements[0].integer < 1 || static_cast<size_t>(reply.elements[0].integer) > limit ||
-          reply.elements[1].type != RedisValue::Type::kString) {
-        ++errors_;
-        log("redis tier (read): an unexpected reply to the lookup script; treated as a miss");
-        return nullptr;
-      }
-      const size_t i = static_cast<size_t>(reply.elements[0].integer) - 1;
+      std::vector<std::string_view> args = {"MGET"};
+      for (size_t i = 0; i < limit; ++i) args.push_back(keys[i]);
+      RedisValue r = read_conn_->command(args);
+      if (r.type != RedisValue::Type::kArray || r.elements.size() != limit)
+        throw RedisError("an unexpected reply to MGET");
+      for (size_t i = limit; i-- > 0;)
+        if (r.elements[i].type == RedisValue::Type::kString)
+          found.emplace_back(i, std::move(r.elements[i].str));
+    };
+
+    bool refused = false;
+    size_t limit = keys.size();  // candidates [0, limit) still to try
+    while (limit > 0) {
       try {
-        auto e = std::make_shared<CachedPrefix>(decode_cached_prefix(
-            reply.elements[1].str, model_, scope, tokens.first(cand[i])));
-        ++hits_;
-        return e;
+        ask(limit);
       } catch (const std::exception& e) {
         ++errors_;
-        had_error = true;
-        log("redis tier (read): refused the value of " + keys[i] + ": " + e.what() +
-            "; trying shorter prefixes, then recomputing");
-        limit = i;  // only the shorter candidates are left
+        read_failed(e.what());
+        return nullptr;
       }
+      if (found.empty()) break;
+      for (auto& [i, value] : found) {  // longest first
+        try {
+          auto e = std::make_shared<CachedPrefix>(
+              decode_cached_prefix(value, model_, scope, tokens.first(cand[i])));
+          ++hits_;
+          return e;
+        } catch (const std::exception& e) {
+          ++errors_;
+          refused = true;
+          const uint64_t n = ++refused_;
+          if (worth_logging(n))
+            log("redis tier (read): refused the value of " + keys[i] + ": " + e.what() +
+                "; recomputing (" + std::to_string(n) + " refused so far)");
+          limit = i;  // only the shorter candidates are left
+        }
+      }
+      if (use_mget_) break;  // MGET already returned every shorter candidate
     }
-    if (!had_error) ++misses_;
+    if (!refused) ++misses_;
     return nullptr;
   } catch (const std::exception& e) {
     ++errors_;
@@ -156,39 +190,113 @@ void RedisTier::store(std::shared_ptr<const CachedPrefix> entry) {
     }
     queue_.push_back(std::move(entry));
   }
-  wake_.notify_one();
+  wake_.notify_all();
 }
 
-void RedisTier::writer_loop() {
+void RedisTier::connect_read_if_due() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!read_wanted_) return;
+  }
+  if (Clock::now() < read_link_.next_try) return;
+  std::unique_ptr<RedisConnection> conn;
+  try {
+    conn = std::make_unique<RedisConnection>(options_.address, options_.read_timeout);
+  } catch (const std::exception& e) {
+    read_failed_once_ = true;
+    read_link_.failed();
+    if (!read_down_logged_.exchange(true))
+      log(std::string("redis tier (read): ") + e.what() +
+          "; requests recompute what Redis would have served until it is back");
+    return;
+  }
+  read_link_.succeeded();
+  {
+    std::lock_guard<std::mutex> lock(read_mutex_);
+    read_conn_ = std::move(conn);
+    read_connected_ = true;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    read_wanted_ = false;
+  }
+  if (read_down_logged_.exchange(false))
+    log("redis tier (read): connected again to " + options_.address.display());
+}
+
+void RedisTier::write_one(const CachedPrefix& entry) {
+  if (!write_conn_) {
+    if (Clock::now() < write_link_.next_try) {
+      ++dropped_;  // Redis is down: the entry is lost (requests recompute)
+      return;
+    }
+    try {
+      write_conn_ = std::make_unique<RedisConnection>(options_.address, options_.write_timeout);
+      write_link_.succeeded();
+      if (write_link_.down_logged)
+        log("redis tier (write): connected again to " + options_.address.display());
+      write_link_.down_logged = false;
+    } catch (const std::exception& e) {
+      ++dropped_;
+      write_link_.failed();
+      if (!write_link_.down_logged)
+        log(std::string("redis tier (write): ") + e.what() + "; states are not shared until it is back");
+      write_link_.down_logged = true;
+      return;
+    }
+  }
+  std::string value;
+  try {
+    value = encode_cached_prefix(entry, model_);
+  } catch (const std::exception& e) {
+    ++errors_;
+    log(std::string("redis tier (write): ") + e.what());
+    return;
+  }
+  const std::string k = key(entry.scope, entry.tokens);
+  const std::string ttl = std::to_string(options_.ttl_s);
+  try {
+    if (options_.ttl_s > 0)
+      write_conn_->command({"SET", k, value, "EX", ttl});
+    else
+      write_conn_->command({"SET", k, value});
+    ++written_;
+  } catch (const RedisReplyError& e) {
+    ++errors_;  // e.g. OOM with maxmemory and noeviction: the connection is fine
+    log(std::string("redis tier (write): ") + e.what());
+  } catch (const std::exception& e) {
+    ++errors_;
+    write_conn_.reset();
+    write_link_.failed();
+    if (!write_link_.down_logged)
+      log(std::string("redis tier (write): ") + e.what() + "; states are not shared until it is back");
+    write_link_.down_logged = true;
+  }
+}
+
+void RedisTier::io_loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
-    wake_.wait(lock, [&] { return quit_ || !queue_.empty(); });
+    auto ready = [&] { return quit_ || !queue_.empty() || (read_wanted_ && Clock::now() >= read_link_.next_try); };
+    if (read_wanted_)
+      wake_.wait_until(lock, std::max(read_link_.next_try, Clock::now() + std::chrono::milliseconds(1)), ready);
+    else
+      wake_.wait(lock, ready);
     if (quit_) return;
-    std::shared_ptr<const CachedPrefix> entry = std::move(queue_.front());
-    queue_.pop_front();
-    writing_ = true;
+    std::shared_ptr<const CachedPrefix> entry;
+    if (!queue_.empty()) {
+      entry = std::move(queue_.front());
+      queue_.pop_front();
+      writing_ = true;
+    }
     lock.unlock();
     try {
-      if (ensure(write_, options_.write_timeout, "write")) {
-        const std::string value = encode_cached_prefix(*entry, model_);
-        const std::string k = key(entry->scope, entry->tokens);
-        const std::string ttl = std::to_string(options_.ttl_s);
-        try {
-          if (options_.ttl_s > 0)
-            write_.conn->command({"SET", k, value, "EX", ttl});
-          else
-            write_.conn->command({"SET", k, value});
-          ++written_;
-        } catch (const std::exception& e) {
-          broken(write_, e.what(), "write");
-        }
-      } else {
-        ++dropped_;  // Redis is down: the entry is lost (requests recompute)
-      }
-    } catch (const std::exception& e) {
+      connect_read_if_due();
+      if (entry) write_one(*entry);
+    } catch (...) {
       ++errors_;
-      log(std::string("redis tier (write): ") + e.what());
     }
+    entry.reset();
     lock.lock();
     writing_ = false;
     if (queue_.empty()) idle_.notify_all();

@@ -7,16 +7,18 @@
 // started with other settings (the scope) or another model never use each other's entries.
 //
 // Writes: store() queues the entry (bounded; full -> dropped and counted) and returns at once; a
-// dedicated writer thread encodes it and SETs it (with EX ttl when one is set), normally within
+// dedicated I/O thread encodes it and SETs it (with EX ttl when one is set), normally within
 // milliseconds. Reads: fetch() asks for the longest existing candidate in one round trip (a
-// server-side script over the candidate keys, longest first) with a short timeout; a corrupt or
-// foreign value is counted as an error and the next shorter candidate is tried.
+// server-side script over the candidate keys, longest first; MGET where scripts are refused)
+// with a short timeout; a corrupt or foreign value is counted as an error and the next shorter
+// candidate is tried.
 //
 // Failures never fail a request: an unreachable Redis, a timeout or a bad value is a miss (the
-// engine recomputes), logged once per outage through `log` and counted in stats(). Each of the
-// two connections (reads on the caller's thread, writes on the writer thread) reconnects with
-// exponential backoff (250 ms doubling to 8 s); while a connection is down, fetch() returns at
-// once without touching the network.
+// engine recomputes), logged once per outage through `log` and counted in stats(). The I/O
+// thread does all connecting: it keeps one connection for its writes and opens the one fetch()
+// uses, reconnecting each with exponential backoff (250 ms doubling to 8 s). fetch() never
+// connects: while its connection is down it returns at once, so a dead or unreachable Redis never
+// holds the engine thread.
 //
 // Thread-safety: fetch(), store() and stats() may be called from any thread; fetch() calls are
 // serialised (one read connection). No TLS (hiredis 0.14 has none): keep Redis on loopback or a
@@ -53,8 +55,9 @@ struct RedisTierOptions {
 
 class RedisTier : public PrefixCacheTier {
  public:
-  // `model` (a copy shares its weights) decodes and validates values. Does not need Redis to be
-  // up: the first fetch or write connects. Throws InputError for bad options.
+  // `model` (a copy shares its weights) decodes and validates values. Tries to connect at once
+  // (waiting at most read_timeout); Redis need not be up: the I/O thread keeps trying. Throws
+  // InputError for bad options.
   RedisTier(Model model, RedisTierOptions options);
   // Stops the writer thread; entries still queued are dropped.
   ~RedisTier() override;
@@ -72,35 +75,44 @@ class RedisTier : public PrefixCacheTier {
   bool flush(std::chrono::milliseconds timeout);
 
  private:
-  // Reconnect bookkeeping of one connection.
+  // Reconnect bookkeeping of one connection (I/O thread only).
   struct Link {
-    std::unique_ptr<RedisConnection> conn;
     std::chrono::steady_clock::time_point next_try{};
     std::chrono::milliseconds backoff{0};
     bool down_logged = false;
+    void failed();     // backoff grows, next_try set
+    void succeeded();  // backoff reset
   };
-  bool ensure(Link& link, std::chrono::milliseconds timeout, const char* who);
-  void broken(Link& link, const std::string& why, const char* who);
-  void writer_loop();
+  void io_loop();
+  void connect_read_if_due();
+  void write_one(const CachedPrefix& entry);
+  void read_failed(const std::string& why);  // fetch(): drop the read connection, tell the I/O thread
   void log(const std::string& line) const;
 
   const Model model_;
   const RedisTierOptions options_;
   const std::string key_base_;  // "{prefix}:{fingerprint}:pfx:"
 
-  std::mutex read_mutex_;
-  Link read_;
+  std::mutex read_mutex_;  // guards read_conn_ and use_mget_
+  std::unique_ptr<RedisConnection> read_conn_;
+  bool use_mget_ = false;  // the server refused the lookup script
 
   mutable std::mutex mutex_;  // guards the queue and the flags below
   std::condition_variable wake_, idle_;
   std::deque<std::shared_ptr<const CachedPrefix>> queue_;
   bool writing_ = false;
   bool quit_ = false;
-  Link write_;  // writer thread only
+  bool read_wanted_ = true;  // fetch() has no connection: the I/O thread should open one
 
-  std::atomic<uint64_t> hits_{0}, misses_{0}, errors_{0}, written_{0}, dropped_{0};
+  // I/O thread only.
+  std::unique_ptr<RedisConnection> write_conn_;
+  Link read_link_, write_link_;
+
+  std::atomic<uint64_t> hits_{0}, misses_{0}, errors_{0}, written_{0}, dropped_{0}, refused_{0};
   std::atomic<bool> read_connected_{false};
-  std::thread writer_;
+  std::atomic<bool> read_failed_once_{false};  // a read connection failed or broke at least once
+  std::atomic<bool> read_down_logged_{false};
+  std::thread io_;
 };
 
 }  // namespace wick::replicas

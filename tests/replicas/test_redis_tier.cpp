@@ -347,3 +347,63 @@ TEST(RedisTier, AFullWriteQueueDropsAndCountsInsteadOfWaiting) {
 
 }  // namespace
 }  // namespace wick::test
+
+namespace wick::test {
+namespace {
+
+// A Redis where scripts are renamed away (or denied by an ACL): lookups fall back to MGET, with
+// the same longest-valid-first rule.
+TEST(RedisTier, WithoutScriptsLookupsUseMget) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server is not installed (Debian: redis-server)";
+  RedisServer redis(0, "--rename-command EVAL ''");
+  ByteTokenizer tok;
+  std::vector<int32_t> system = tok.encode("System: no scripts here.\n\n");
+  std::vector<int32_t> p = system;
+  for (int32_t t : tok.encode("User: hi\n\nAssistant:")) p.push_back(t);
+  GenerationConfig c;
+  c.max_tokens = 6;
+  RedisTierOptions o;
+  o.address = replicas::parse_redis_url(redis.url());
+  o.prefix = "wicktest";
+  auto writer = std::make_shared<RedisTier>(tiny(), o);
+  {
+    EngineOptions eo;
+    eo.second_tier = writer;
+    Engine a(tiny(), tok, eo);
+    Request q;
+    q.prompt_tokens = p;
+    q.config = c;
+    q.cache_boundaries = {system.size()};
+    a.submit(std::move(q)).wait();
+    ASSERT_TRUE(writer->flush(5s));
+  }
+  // Damage the longest (the prompt end): the boundary entry is used instead, in the same reply.
+  RedisConnection raw(o.address, 2s);
+  raw.command({"SET", writer->key(Engine(tiny(), tok).cache_scope("zero"), p), "damaged"});
+  auto reader = std::make_shared<RedisTier>(tiny(), o);
+  EngineOptions eo;
+  eo.second_tier = reader;
+  eo.cache_bytes = 0;
+  Engine b(tiny(), tok, eo);
+  Request q;
+  q.prompt_tokens = p;
+  q.config = c;
+  q.cache_boundaries = {system.size()};
+  const EngineResult r = b.submit(std::move(q)).wait();
+  EXPECT_EQ(r.cache_tier, CacheTier::kSecond);
+  EXPECT_EQ(r.cached_tokens, static_cast<int>(system.size()));
+  EXPECT_EQ(reader->stats().hits, 1u);
+  EXPECT_EQ(reader->stats().errors, 1u);  // the damaged value
+  EngineOptions none;
+  none.cache_bytes = 0;
+  Engine solo(tiny(), tok, none);
+  Request s;
+  s.prompt_tokens = p;
+  s.config = c;
+  const EngineResult want = solo.submit(std::move(s)).wait();
+  EXPECT_EQ(r.tokens, want.tokens);
+  EXPECT_TRUE(r.state == want.state);
+}
+
+}  // namespace
+}  // namespace wick::test
