@@ -44,6 +44,7 @@ class AttentionReader {
       throw CheckpointError(path_, "tensor '" + prefix_ + name + "': expected " + std::to_string(n) +
                                        " elements (C), found shape " + t.shape_string());
     }
+    check_finite_weights(path_, "'" + prefix_ + name + "'", t.data, t.dtype, t.numel());
     return io::to_f32(t);
   }
   std::unique_ptr<Linear> linear(const std::string& name, int64_t out, int64_t in,
