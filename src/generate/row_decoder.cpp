@@ -114,7 +114,8 @@ int32_t RowDecoder::next(std::span<const float> logits, const ChunkCallback& on_
     return id;
   }
   if (on_chunk) {
-    const size_t limit = bytes_.size() > hold_ ? bytes_.size() - hold_ : 0;
+    // Held back: only a tail that could still become a stop string, and an incomplete character.
+    const size_t limit = partial_stop_start(bytes_, config_.stop_strings);
     const size_t safe_end = std::max(emitted_, utf8_boundary(bytes_, limit));
     const std::string chunk =
         utf8_replace_invalid(std::string_view(bytes_).substr(emitted_, safe_end - emitted_));

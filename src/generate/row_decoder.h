@@ -54,7 +54,7 @@ class RowDecoder {
   const GenerationConfig& config_;
   const Tokenizer& tokenizer_;
   Sampler sampler_;
-  size_t hold_ = 0;  // bytes held back from streaming: longest stop string - 1
+  size_t hold_ = 0;  // longest stop string - 1: how far back a new match can start
   std::string bytes_;
   size_t emitted_ = 0;
   bool finished_ = false;
