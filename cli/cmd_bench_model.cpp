@@ -20,6 +20,9 @@
 #include <numeric>
 #include <thread>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include "commands.h"
 #include "common.h"
 #include "wick/errors.h"
@@ -162,6 +165,39 @@ State state_at_depth(const Model& model, int depth) {
   return st;
 }
 
+// Bytes this process can hold: physical memory, or the address-space limit (ulimit -v) if lower.
+uint64_t memory_limit_bytes() {
+  uint64_t limit = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                   static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+  struct rlimit r {};
+  if (getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY)
+    limit = std::min<uint64_t>(limit, r.rlim_cur);
+  return limit;
+}
+
+// Refuses, before any work, a --depth whose KV caches (RWKV-X) cannot fit in memory: the decode
+// test holds the start state and a copy that grows by half again when decode appends to it, about
+// 3.5 caches of depth + gen rows. (It used to end in "internal error: std::bad_alloc", or worse.)
+void check_depth_fits(const BenchModelOptions& o, const Geometry& g) {
+  if (g.n_attn == 0) return;  // a recurrent state does not grow with the context
+  const uint64_t gen =
+      o.gen.empty() ? 0 : static_cast<uint64_t>(std::max(0, *std::max_element(o.gen.begin(), o.gen.end())));
+  const uint64_t limit = memory_limit_bytes();
+  for (int d : o.depth) {
+    const uint64_t rows = static_cast<uint64_t>(std::max(d, 0)) + gen;
+    const uint64_t cache = 2ull * g.n_attn * rows * static_cast<uint64_t>(g.n_embd) * sizeof(float);
+    const uint64_t need = cache / 2 * 7;
+    if (need > limit) {
+      throw InputError(fmt::format(
+          "--depth {} needs about {:.1f} GiB for the KV caches ({} attention blocks x K and V x "
+          "{} rows x {} floats = {:.1f} GiB, held about 3.5 times while decoding) but this "
+          "process can use {:.1f} GiB of memory; lower --depth (or --gen)",
+          d, need / 1073741824.0, g.n_attn, rows, g.n_embd, cache / 1073741824.0,
+          limit / 1073741824.0));
+    }
+  }
+}
+
 void run_bench_model(const BenchModelOptions& o) {
   if (o.threads > 0) set_cli_threads(o.threads);
   const uint64_t rss_before = proc_status_bytes("VmRSS");
@@ -169,6 +205,7 @@ void run_bench_model(const BenchModelOptions& o) {
   const auto t_load = Clock::now();
   const Model model = with_attention_flags(load_model_or_default(o.model, o.load), o.attention);
   const double load_s = since(t_load);
+  check_depth_fits(o, model.geometry());
   const uint64_t rss_loaded = proc_status_bytes("VmRSS");
   const uint64_t peak_load = proc_status_bytes("VmHWM");
   // The weights are mapped, not read, at load: the first step pages them in (cold cache: from

@@ -3,7 +3,8 @@
 // Text mode prints the generated text (with --stream: chunk by chunk as it is produced) and a
 // timing line on stderr. --json prints one JSON object: {"tokens", "text", "stop_reason",
 // ["stop_token" | "stop_string"], "prompt_tokens", "generated_tokens", "timings"}; with --stream,
-// one {"chunk", "token"} line per chunk comes first. --batch-file reads JSON lines
+// one {"chunk", "token"} line per callback comes first (token: the id generated at that step;
+// chunk: the text it made safe to show, see wick/generate.h ChunkCallback). --batch-file reads JSON lines
 // {"prompt": TEXT} and prints one JSON result per line, in input order (always JSON).
 #include <signal.h>
 #include <unistd.h>

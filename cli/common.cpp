@@ -15,6 +15,7 @@ namespace wick::cli {
 namespace {
 int g_threads = 0;                   // set_cli_threads(); 0: WICK_THREADS or one per core
 std::shared_ptr<Runtime> g_runtime;  // created on first use
+bool g_allow_tokenizer_mismatch = false;  // --allow-tokenizer-mismatch (add_tokenizer_mismatch_flag)
 }  // namespace
 
 void set_cli_threads(int threads) { g_threads = threads; }
@@ -118,11 +119,27 @@ std::string describe_attention(const AttentionOptions& o) {
   return s;
 }
 
+void add_tokenizer_mismatch_flag(CLI::App& app) {
+  for (CLI::App* cmd : app.get_subcommands([](CLI::App*) { return true; })) {
+    if (cmd->get_option_no_throw("--tokenizer") && cmd->get_option_no_throw("--model")) {
+      cmd->add_flag("--allow-tokenizer-mismatch", g_allow_tokenizer_mismatch,
+                    "Use --tokenizer even when it does not match the model's vocabulary size and "
+                    "kind (experts; an id the tokenizer cannot decode is still an error)");
+    }
+    add_tokenizer_mismatch_flag(*cmd);
+  }
+}
+
 std::unique_ptr<Tokenizer> tokenizer_for(const Model& model, const std::string& path) {
   const int32_t vocab = model.geometry().vocab;
   if (path.empty()) return default_tokenizer_for_vocab(vocab);
   std::unique_ptr<Tokenizer> t = load_tokenizer(path);
-  check_tokenizer_fits(*t, vocab, path);
+  try {
+    check_tokenizer_fits(*t, vocab, path);
+  } catch (const InputError& e) {
+    if (!g_allow_tokenizer_mismatch) throw;
+    fmt::print(stderr, "wick: warning (--allow-tokenizer-mismatch): {}\n", e.what());
+  }
   return t;
 }
 

@@ -49,9 +49,14 @@ void add_attention_flags(CLI::App* cmd, AttentionFlags* flags);
 Model with_attention_flags(const Model& model, const AttentionFlags& flags);
 // "full", or "moba (B=32, K=2, shared, K past blocks)", plus ", kv-max N" when limited.
 std::string describe_attention(const AttentionOptions& o);
-// The tokenizer for a model: `path` if given (checked against the model's vocabulary), else
+// The tokenizer for a model: `path` if given (checked against the model's vocabulary with
+// check_tokenizer_fits; with --allow-tokenizer-mismatch a mismatch is a warning on stderr), else
 // byte-level for vocabulary 256 and the embedded World vocabulary for 65536.
 std::unique_ptr<Tokenizer> tokenizer_for(const Model& model, const std::string& path = "");
+// Adds --allow-tokenizer-mismatch to every (sub)command of `app` that has both --tokenizer and
+// --model, i.e. every command whose tokenizer goes through tokenizer_for(). Call once, after
+// every command is registered.
+void add_tokenizer_mismatch_flag(CLI::App& app);
 // `path`, or the embedded World vocabulary when empty.
 std::unique_ptr<Tokenizer> tokenizer_or_default(const std::string& path);
 // The `text` field of every line of a JSON-lines file, in order: item i is line i + 1 (blank

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "common.h"
 #include "wick/errors.h"
 
 int main(int argc, char** argv) {
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   wick::cli::register_act_stats(app);
   wick::cli::register_calibrate(app);
   wick::cli::register_serve(app);
+  wick::cli::add_tokenizer_mismatch_flag(app);  // every command with --tokenizer and --model
   if (argc == 1) {
     std::cout << app.help();
     return 0;

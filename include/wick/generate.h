@@ -101,11 +101,15 @@ struct GenerationResult {
   GenerationTimings timings;
 };
 
-// Streaming callback: a chunk of new text (complete UTF-8 only, possibly empty: bytes that could
-// still become a stop string, or the start of a multi-byte character, are held back) and the id
-// of the token just generated. Return false to cancel. After the loop, one last call (return value
-// ignored) flushes what was held back, except after a cancel. The concatenated chunks equal the
-// result's text unless cancelled.
+// Streaming callback, called once per generated token except the one that stops the row (a stop
+// token, or the token that completes a stop string), with the text that token made safe to show
+// and that token's id. `token` is always the id just generated; `chunk` is complete UTF-8 only
+// and may differ from that token's own bytes: a tail that could still grow into a stop string
+// (a suffix that is a prefix of one) and the start of a multi-byte character are held back, so a
+// chunk can be empty, or begin with held-back bytes of earlier tokens; nothing else is held.
+// Return false to cancel. After the loop, one last call (return value ignored) flushes what was
+// still held back, with the id of the last generated token, except after a cancel. The
+// concatenated chunks equal the result's text unless cancelled.
 using ChunkCallback = std::function<bool(std::string_view chunk, int32_t token)>;
 
 // Largest index <= limit at which bytes[0, index) ends on a whole UTF-8 code point, looking back at

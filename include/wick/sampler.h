@@ -128,7 +128,8 @@ class Sampler {
   // (uniform() can return 1), the last kept id with a probability > 0 is returned: never a banned
   // or -inf id.
   // Throws InputError if logits.size() != V, or if no id is left with a logit above -inf (all
-  // banned / NaN / -inf); the RNG is not advanced then.
+  // banned / NaN / -inf); the RNG is not advanced then. When the model's logits themselves are
+  // all NaN or infinite the message says that the model produced non-finite logits.
   int32_t select(std::span<const float> logits);
 
   // Adds a chosen id to the penalty history: standard §1.2 (decay, prune < 1e-6, += 1); chatrwkv
@@ -155,6 +156,7 @@ class Sampler {
   struct Workspace;  // scratch buffers reused across select() calls (sampler.cpp)
 
   void adjust_into(std::span<const float> logits, std::vector<float>& out) const;
+  // -1 when every adjusted logit is -inf (select() then throws).
   int32_t select_standard(std::vector<float>& adjusted);
   int32_t select_chatrwkv(std::vector<float>& adjusted);
   float exemption_weight(int32_t id);

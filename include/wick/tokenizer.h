@@ -60,9 +60,13 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
 // vocabulary for 65536. Throws InputError for other sizes (pass a tokenizer explicitly).
 std::unique_ptr<Tokenizer> default_tokenizer_for_vocab(int32_t model_vocab);
 
-// Checks that every id the tokenizer can produce is below the model's vocabulary size; throws
-// InputError naming both sizes otherwise (the classic mistake: a World model with the 20B
-// tokenizer, or the reverse).
+// Checks that the tokenizer belongs to a model with a vocabulary of `model_vocab` ids, in both
+// directions: every id the tokenizer produces is below model_vocab (else the model cannot absorb
+// it), the model's ids are the tokenizer's up to at most 1% of padding rows (else the model
+// generates ids the tokenizer cannot decode), and the kind matches where the size names it (65536:
+// the World tokenizer, 256: byte-level). Throws InputError naming both sizes and kinds otherwise
+// (the classic mistake: a World model with the 20B tokenizer, or the reverse). The CLI skips this
+// check with --allow-tokenizer-mismatch; decoding an id the tokenizer lacks still fails then.
 void check_tokenizer_fits(const Tokenizer& tokenizer, int32_t model_vocab, const std::string& tokenizer_name);
 
 // Replaces every invalid part of `bytes` with U+FFFD and returns valid UTF-8: each maximal subpart of

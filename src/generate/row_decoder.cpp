@@ -23,6 +23,17 @@ std::string token_bytes(const Tokenizer& tokenizer, int32_t id) {
   }
 }
 
+std::string generated_token_bytes(const Tokenizer& tokenizer, int32_t id) {
+  try {
+    return tokenizer.decode(std::span<const int32_t>(&id, 1));
+  } catch (const InputError& e) {
+    throw InputError("the model generated token id " + std::to_string(id) + ", which the " +
+                     std::string(tokenizer.name()) + " tokenizer (ids 0.." +
+                     std::to_string(tokenizer.vocab_size() - 1) + ") cannot decode (" + e.what() +
+                     "); the tokenizer does not match the model: use the model's own tokenizer");
+  }
+}
+
 RowDecoder::RowDecoder(const GenerationConfig& config, const Tokenizer& tokenizer, int vocab,
                        std::span<const int32_t> prompt)
     : config_(config),
@@ -91,7 +102,7 @@ int32_t RowDecoder::next(std::span<const float> logits, const ChunkCallback& on_
     return id;
   }
   const size_t grew_from = bytes_.size();
-  bytes_ += token_bytes(tokenizer_, id);
+  bytes_ += generated_token_bytes(tokenizer_, id);
   // A new match must overlap the bytes just added, so the search starts hold_ bytes before them.
   const StopHit hit = find_stop(bytes_, grew_from > hold_ ? grew_from - hold_ : 0,
                                 config_.stop_strings);
@@ -103,7 +114,8 @@ int32_t RowDecoder::next(std::span<const float> logits, const ChunkCallback& on_
     return id;
   }
   if (on_chunk) {
-    const size_t limit = bytes_.size() > hold_ ? bytes_.size() - hold_ : 0;
+    // Held back: only a tail that could still become a stop string, and an incomplete character.
+    const size_t limit = partial_stop_start(bytes_, config_.stop_strings);
     const size_t safe_end = std::max(emitted_, utf8_boundary(bytes_, limit));
     const std::string chunk =
         utf8_replace_invalid(std::string_view(bytes_).substr(emitted_, safe_end - emitted_));

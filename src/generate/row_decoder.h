@@ -54,7 +54,7 @@ class RowDecoder {
   const GenerationConfig& config_;
   const Tokenizer& tokenizer_;
   Sampler sampler_;
-  size_t hold_ = 0;  // bytes held back from streaming: longest stop string - 1
+  size_t hold_ = 0;  // longest stop string - 1: how far back a new match can start
   std::string bytes_;
   size_t emitted_ = 0;
   bool finished_ = false;
@@ -69,7 +69,12 @@ TokenLogprob token_logprob(std::span<const float> adjusted, int32_t id, int top)
 // An RWKV-X KV cache at its limit cannot absorb another token (every chosen token is absorbed).
 bool kv_cache_full(const Model& model, const State& state);
 
-// Raw bytes of one generated id ("" for ids without bytes: 0, or ids the tokenizer lacks).
+// Raw bytes of one id for the sampler's per-id tables ("" for ids without bytes: 0, or ids the
+// tokenizer lacks).
 std::string token_bytes(const Tokenizer& tokenizer, int32_t id);
+
+// Raw bytes of one generated id. Throws InputError naming the id when the tokenizer does not have
+// it (a tokenizer that does not match the model): a generated id is never dropped silently.
+std::string generated_token_bytes(const Tokenizer& tokenizer, int32_t id);
 
 }  // namespace wick::gen

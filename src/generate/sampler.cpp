@@ -713,7 +713,23 @@ double placed_mass(float target, size_t limit, size_t n) {
   return limit < n ? HUGE_VAL : 0.6;
 }
 
-InputError no_candidate() {
+// Nothing left to choose from `logits` (the model's, before any adjustment): when the model
+// itself produced only non-finite values the message says so (NaN or inf in the weights or the
+// state), else it blames the adjustments.
+InputError no_candidate(std::span<const float> logits) {
+  size_t nan = 0, pos_inf = 0, neg_inf = 0;
+  for (float x : logits) {
+    if (x != x) ++nan;
+    else if (x == kInf) ++pos_inf;
+    else if (x == -kInf) ++neg_inf;
+  }
+  if (nan + pos_inf + neg_inf == logits.size()) {
+    return InputError(fmt::format(
+        "sampler: the model produced non-finite logits (all {} are NaN or infinite: {} NaN, {} "
+        "+inf, {} -inf), so there is no token to choose; expected finite logits. The weights or "
+        "the loaded state hold NaN or inf: check the checkpoint and any --load-state file",
+        logits.size(), nan, pos_inf, neg_inf));
+  }
   return InputError(
       "sampler: every logit is -inf or NaN after logit_bias, banned_tokens and the penalties; "
       "there is no token to choose");
@@ -904,8 +920,10 @@ std::vector<float> Sampler::adjusted_logits(std::span<const float> logits) const
 int32_t Sampler::select(std::span<const float> logits) {
   if (!ws_) ws_ = std::make_unique<Workspace>();  // a moved-from sampler, reassigned
   adjust_into(logits, ws_->work);
-  return config_.mode == SamplerMode::kStandard ? select_standard(ws_->work)
-                                                : select_chatrwkv(ws_->work);
+  const int32_t id = config_.mode == SamplerMode::kStandard ? select_standard(ws_->work)
+                                                            : select_chatrwkv(ws_->work);
+  if (id < 0) throw no_candidate(logits);
+  return id;
 }
 
 // §1.3.
@@ -913,12 +931,12 @@ int32_t Sampler::select_standard(std::vector<float>& w) {
   const size_t n = w.size();
   if (!(config_.temperature > 0)) {  // greedy: argmax, first maximum, no RNG draw
     const float m = max_of(w.data(), n);
-    if (m == -kInf) throw no_candidate();
+    if (m == -kInf) return -1;
     return static_cast<int32_t>(std::find(w.begin(), w.end(), m) - w.begin());
   }
   // z = w / T in place (no NaN: w has none, T is finite and > 0).
   const float max = divide_and_max(w.data(), n, config_.temperature);
-  if (max == -kInf) throw no_candidate();
+  if (max == -kInf) return -1;
   Workspace& ws = *ws_;
   ws.ex.resize(n);
   LazyOrder& order = ws.order;
@@ -950,7 +968,7 @@ int32_t Sampler::select_chatrwkv(std::vector<float>& w) {
     top_p = 0;
   }
   const float max = max_of(w.data(), n);
-  if (max == -kInf) throw no_candidate();
+  if (max == -kInf) return -1;
   Workspace& ws = *ws_;
   ws.ex.resize(n);
   ws.prob.resize(n);

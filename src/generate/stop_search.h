@@ -18,4 +18,10 @@ struct StopHit {
 // starts the string listed first wins. Empty stop strings never match.
 StopHit find_stop(std::string_view bytes, size_t from, const std::vector<std::string>& stops);
 
+// Where the longest tail of `bytes` that could still grow into one of `stops` begins: the start
+// of the longest suffix that is a proper prefix of a stop string (bytes.size() when there is
+// none). Streaming holds back exactly the bytes from there on. Looks at no more than the longest
+// stop string's length - 1 bytes.
+size_t partial_stop_start(std::string_view bytes, const std::vector<std::string>& stops);
+
 }  // namespace wick::gen

@@ -51,4 +51,28 @@ std::vector<float> to_f32(const TensorView& v) {
   return out;
 }
 
+int64_t first_nonfinite(const void* data, DType dtype, int64_t n, bool* nan) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  // An all-ones exponent is an infinity (zero mantissa) or a NaN.
+  auto found = [nan](int64_t i, uint32_t mantissa) {
+    if (nan) *nan = mantissa != 0;
+    return i;
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    if (dtype == DType::F32) {
+      uint32_t u;
+      std::memcpy(&u, p + 4 * i, 4);
+      if ((u & 0x7f800000u) == 0x7f800000u) return found(i, u & 0x007fffffu);
+    } else if (dtype == DType::F16 || dtype == DType::BF16) {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      const uint16_t exp = dtype == DType::F16 ? 0x7c00 : 0x7f80;
+      if ((h & exp) == exp) return found(i, h & static_cast<uint16_t>(~exp & 0x7fff));
+    } else {
+      return -1;
+    }
+  }
+  return -1;
+}
+
 }  // namespace wick::io

@@ -34,6 +34,14 @@ struct TensorView {
 // vector (callers check the dtype first).
 std::vector<float> to_f32(const TensorView& v);
 
+// The index of the first NaN or infinite element among the `n` elements at `data` (F32, F16 or
+// BF16, little-endian, any alignment), or -1 when every one is finite (and for other dtypes).
+// `nan` (if given) tells whether that element is a NaN rather than an infinity.
+int64_t first_nonfinite(const void* data, DType dtype, int64_t n, bool* nan = nullptr);
+inline int64_t first_nonfinite(const TensorView& v, bool* nan = nullptr) {
+  return first_nonfinite(v.data, v.dtype, v.numel(), nan);
+}
+
 class TensorSet {
  public:
   TensorSet() = default;

@@ -44,6 +44,7 @@ class AttentionReader {
       throw CheckpointError(path_, "tensor '" + prefix_ + name + "': expected " + std::to_string(n) +
                                        " elements (C), found shape " + t.shape_string());
     }
+    check_finite_weights(path_, "'" + prefix_ + name + "'", t.data, t.dtype, t.numel());
     return io::to_f32(t);
   }
   std::unique_ptr<Linear> linear(const std::string& name, int64_t out, int64_t in,
@@ -164,6 +165,25 @@ std::shared_ptr<Model::Impl> build_rwkvx(io::TensorSet set) {
                                     "file; wick refuses it)");
   }
   g.n_attn = n_attn;
+  // Metadata that states the counts must agree with the tensors (the fixture format writes
+  // n_attn_layer / n_rwkv_layer, wick synth wick.synth.attention_blocks).
+  const std::pair<const char*, int64_t> counts[] = {{"n_attn_layer", n_attn},
+                                                    {"wick.synth.attention_blocks", n_attn},
+                                                    {"n_rwkv_layer", g.n_layer}};
+  for (const auto& [key, found] : counts) {
+    const int64_t said = metadata_int(set, key, found);
+    if (said != found) {
+      const bool attn = key != std::string("n_rwkv_layer");
+      throw CheckpointError(
+          path, "metadata '" + std::string(key) + "' says " + std::to_string(said) +
+                    (attn ? " attention blocks" : " RWKV blocks") + " but the tensors hold " +
+                    std::to_string(found) +
+                    (attn ? " (moba.0 .. moba." + std::to_string(found - 1) + ")"
+                          : " (in rwkv.*)") +
+                    "; expected them to agree: the file is truncated or was edited by hand, "
+                    "re-export it from the original checkpoint");
+    }
+  }
 
   ModelWeights& w = impl->weights;
   w.attention.resize(n_attn);

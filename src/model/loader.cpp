@@ -85,14 +85,30 @@ class TensorReader {
     return t;
   }
 
-  // A per-channel vector of `n` elements (any nominal shape: [n], [1,1,n], [1,n], [H,N]).
+  // A per-channel vector of `n` elements (any nominal shape: [n], [1,1,n], [1,n], [H,N]); its
+  // values are checked to be finite.
   std::vector<float> vector(const std::string& name, int64_t n) {
     const io::MappedTensor& t = get(name);
     if (t.view.numel() != n) {
       throw CheckpointError(path_, "tensor " + describe(t, name) + ": expected " + std::to_string(n) +
                                        " elements (C), found shape " + t.view.shape_string());
     }
-    return values(t);
+    return finite_values(t, name);
+  }
+
+  // values(), checked to be finite (the small tensors: vectors, norms, LoRA factors; the large
+  // projections are not scanned at load).
+  std::vector<float> finite_values(const io::MappedTensor& t, const std::string& name) {
+    std::vector<float> v = values(t);
+    check_finite(v.data(), DType::F32, static_cast<int64_t>(v.size()), t, name);
+    return v;
+  }
+
+  // Refuses NaN or inf among `n` elements of tensor `t`: they would make every logit NaN, which
+  // used to surface only as a sampler error.
+  void check_finite(const void* data, DType dtype, int64_t n, const io::MappedTensor& t,
+                    const std::string& name) const {
+    check_finite_weights(path_, describe(t, name), data, dtype, n);
   }
 
   // A 2-D matrix with the given shape, checked exactly.
@@ -149,6 +165,7 @@ class TensorReader {
     // Dense fp16 / bf16 factors stay 16-bit: the dot kernels widen them exactly, so the products
     // are the same bits as from an fp32 copy, and a decode step reads half the bytes for them.
     if (packed(t) == nullptr && (t.view.dtype == DType::BF16 || t.view.dtype == DType::F16)) {
+      check_finite(t.view.data, t.view.dtype, t.view.numel(), t, name);
       if (linear_layout) return borrow(t.view, out, in);
       auto tr = std::make_shared<std::vector<uint16_t>>(static_cast<size_t>(out * in));
       const auto* src = static_cast<const uint8_t*>(t.view.data);
@@ -158,7 +175,7 @@ class TensorReader {
       return std::make_unique<DenseLinear>(kernels::MatrixRef{tr->data(), t.view.dtype, out, in},
                                            std::shared_ptr<const void>(tr, tr->data()));
     }
-    std::vector<float> v = values(t);
+    std::vector<float> v = finite_values(t, name);
     if (linear_layout) return DenseLinear::owned_f32(std::move(v), out, in);
     std::vector<float> tr(v.size());
     for (int64_t i = 0; i < in; ++i)
@@ -376,7 +393,7 @@ void load_layer(TensorReader& r, const Geometry& g, int i, bool norm_bias, Layer
   L.k_k = r.vector(p + "att.k_k", C);
   L.k_a = r.vector(p + "att.k_a", C);
   const io::MappedTensor& rk = r.matrix(p + "att.r_k", g.n_head, g.head_size, "H x N");
-  L.r_k = r.values(rk);
+  L.r_k = r.finite_values(rk, p + "att.r_k");
   L.w1 = r.lora(p + "att.w1", g.lora_w, C, "decay LoRA down");
   L.w2 = r.lora(p + "att.w2", C, g.lora_w, "decay LoRA up");
   L.a1 = r.lora(p + "att.a1", g.lora_a, C, "in-context-rate LoRA down");
@@ -556,6 +573,18 @@ std::string weights_fingerprint(const TensorReader& r) {
 }
 
 }  // namespace
+
+void check_finite_weights(const std::string& path, const std::string& what, const void* data,
+                          DType dtype, int64_t n) {
+  bool nan = false;
+  const int64_t i = io::first_nonfinite(data, dtype, n, &nan);
+  if (i >= 0) {
+    throw CheckpointError(path, "tensor " + what + " holds " + (nan ? "NaN" : "an infinity") +
+                                    " at element " + std::to_string(i) +
+                                    "; expected finite weights: the checkpoint is damaged "
+                                    "(download or export it again)");
+  }
+}
 
 void hash_tensor_record(io::Sha256& h, const std::string& name, const io::TensorView& t) {
   const char zero = 0;

@@ -48,6 +48,12 @@ io::TensorSet strip_prefix(const io::TensorSet& set, const std::string& prefix);
 // "d0,d1,...", each followed by 0x00, and the stored bytes of tensors of at most 65536 elements.
 void hash_tensor_record(io::Sha256& h, const std::string& name, const io::TensorView& t);
 
+// Throws CheckpointError (file `path`, tensor `what`, e.g. "'blocks.0.att.w0'") when one of the
+// `n` elements at `data` (F32, F16 or BF16) is NaN or infinite. The loaders call it for the small
+// tensors (vectors, norms, LoRA factors); the large projections are not scanned at load.
+void check_finite_weights(const std::string& path, const std::string& what, const void* data,
+                          DType dtype, int64_t n);
+
 // RWKV-X (docs/rwkvx.md §3): a checkpoint with `moba.{j}.*` attention blocks beside `rwkv.*`.
 bool is_rwkvx(const io::TensorSet& set);
 // Builds the hybrid: the `rwkv.*` part through build_model (x070 blocks, unchanged), then the

@@ -225,6 +225,18 @@ LoadedState read_state(std::shared_ptr<io::MappedFile> file, const std::string& 
     }
   }
 
+  // NaN or inf in a state makes every later logit NaN (it used to surface as a sampler error).
+  for (const auto& [name, shape] : expected) {
+    bool nan = false;
+    const int64_t i = io::first_nonfinite(*set.find(name), &nan);
+    if (i >= 0)
+      throw StateFileError(path, "tensor '" + name + "' holds " + (nan ? "NaN" : "an infinity") +
+                                     " at element " + std::to_string(i) +
+                                     "; expected finite values: the state file is damaged (or was "
+                                     "saved from a model that had already produced NaN); save it "
+                                     "again from a good run");
+  }
+
   State st = model.new_state();
   const uint8_t* wkv = set.find("wkv")->data;
   const uint8_t* tmix = set.find("tmix_shift")->data;

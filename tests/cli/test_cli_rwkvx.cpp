@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include <cstdlib>
 
 #include "test_util.h"
 
@@ -84,6 +87,25 @@ TEST(CliRwkvX, AttentionFlagsOnAPlainModelAreRefused) {
   CliRun r = run_wick("logits --tokens 1,2 --attention moba");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("plain RWKV-7 model without attention blocks"), std::string::npos) << r.err;
+}
+
+// A huge `bench --depth` used to end in "internal error: std::bad_alloc" (exit 2) once the KV
+// caches were allocated. The size is now checked first and named. `ulimit -v` bounds this run's
+// memory, so the check refuses on any machine and nothing large is ever allocated.
+TEST(CliRwkvX, BenchDepthBeyondMemoryIsRefusedBeforeAllocating) {
+  const auto dir = scratch_dir();
+  const std::string err = (dir / "err.txt").string();
+  const std::string cmd = "ulimit -v 4194304 && exec " + shell_quote(WICK_CLI_PATH) +
+                          " bench --model " + tiny_x() +
+                          " --prompt 0 --gen 4 --reps 1 --depth 16777216 </dev/null >/dev/null 2>" +
+                          shell_quote(err);
+  const int st = std::system(("/bin/sh -c " + shell_quote(cmd)).c_str());
+  ASSERT_TRUE(WIFEXITED(st));
+  const std::string e = read_file(err);
+  EXPECT_EQ(WEXITSTATUS(st), 1) << e;
+  EXPECT_NE(e.find("--depth 16777216 needs about"), std::string::npos) << e;
+  EXPECT_NE(e.find("GiB of memory; lower --depth"), std::string::npos) << e;
+  EXPECT_EQ(e.find("bad_alloc"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -266,7 +266,51 @@ TEST_F(Generate, ImpossibleStopStringHoldsThenFlushesTheTail) {
   EXPECT_EQ(r.stop_reason, StopReason::kMaxTokens);
   EXPECT_EQ(r.tokens, plain.tokens);
   EXPECT_EQ(streamed, r.text);
-  EXPECT_TRUE(chunks.front().empty());  // the first bytes could still begin the stop string
+  // The output never contains \x01: only incomplete UTF-8 is held back, never a stop-string tail
+  // (it used to hold the last len - 1 = 9 bytes back throughout).
+  const std::string raw = tok_.decode(r.tokens);
+  ASSERT_EQ(raw.find('\x01'), std::string::npos);
+  std::string so_far;
+  for (size_t i = 0; i < r.tokens.size(); ++i) {
+    so_far += chunks[i];
+    const std::string prefix = tok_.decode(std::span(r.tokens).first(i + 1));
+    EXPECT_EQ(so_far, utf8_replace_invalid(prefix.substr(0, utf8_boundary(prefix, prefix.size()))))
+        << i;
+  }
+}
+
+// Streaming holds back only a tail that can still become a stop string: with the stop string
+// "<c>\x01", a byte <c> is held until the next byte shows it is not followed by \x01; every
+// other byte is streamed with its own token (it used to lag by len - 1 bytes throughout).
+TEST_F(Generate, StreamingHoldsBackOnlyBytesThatCanStillBecomeAStopString) {
+  GenerationConfig c;  // greedy: plain ASCII, one byte per token
+  c.max_tokens = 40;
+  const GenerationResult free_run = generate(model_, tok_, prompt_, c);
+  ASSERT_EQ(free_run.text.size(), 40u);
+  const char held = free_run.text[5];
+  c.stop_strings = {std::string(1, held) + "\x01"};
+  std::vector<std::string> so_far;
+  std::vector<int32_t> ids_seen;
+  std::string streamed;
+  State st = model_.new_state();
+  const GenerationResult r = generate_tokens(model_, tok_, ids(prompt_), c, st,
+                                             [&](std::string_view chunk, int32_t id) {
+                                               streamed += chunk;
+                                               so_far.push_back(streamed);
+                                               ids_seen.push_back(id);
+                                               return true;
+                                             });
+  EXPECT_EQ(r.text, free_run.text);
+  EXPECT_EQ(streamed, r.text);
+  // One call per token, and a final flush only when the last byte was held.
+  const bool flushed = free_run.text.back() == held;
+  ASSERT_EQ(so_far.size(), flushed ? 41u : 40u);
+  for (size_t i = 0; i < 40; ++i) {
+    const size_t shown = free_run.text[i] == held ? i : i + 1;
+    EXPECT_EQ(so_far[i], free_run.text.substr(0, shown)) << i;
+    EXPECT_EQ(ids_seen[i], r.tokens[i]) << i;  // `token` is the id generated at that step
+  }
+  if (flushed) EXPECT_EQ(ids_seen[40], r.tokens.back());
 }
 
 TEST_F(Generate, CallbackReturningFalseOnItsFifthCallCancels) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "test_util.h"
+#include "wick/errors.h"
 #include "wick/generate.h"
 #include "wick/synth.h"
 
@@ -87,6 +88,27 @@ TEST(GenerateWorld, ContinuingAndBatchRowsEqualSingleRuns) {
       State st = m.new_state();
       EXPECT_EQ(rows[r].tokens, generate_tokens(m, *tok, prompts[r], single, st).tokens) << r;
     }
+  }
+}
+
+// A generated id the tokenizer lacks used to vanish from the text (token_bytes gave ""); now it
+// is an error that names the id. The byte-level tokenizer on the World model: the first id >= 256.
+TEST(GenerateWorld, AnIdTheTokenizerLacksIsAnErrorNamingIt) {
+  const ByteTokenizer bytes;
+  const GenerationConfig c = sampled(4, 32);
+  State st = world_model().new_state();
+  std::vector<int32_t> seen;
+  try {
+    generate(world_model(), bytes, "hi", c, st, [&](std::string_view, int32_t id) {
+      seen.push_back(id);
+      return true;
+    });
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("the model generated token id "), std::string::npos) << m;
+    EXPECT_NE(m.find("byte-level tokenizer (ids 0..255)"), std::string::npos) << m;
+    for (int32_t id : seen) EXPECT_LT(id, 256);  // every streamed id decoded
   }
 }
 

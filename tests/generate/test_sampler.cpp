@@ -513,6 +513,31 @@ TEST(SamplerInput, BadLogitsAndIds) {
   EXPECT_EQ(s.select(other), fresh.select(other));
 }
 
+// NaN weights or a NaN state make every logit NaN; the error used to blame logit_bias, bans and
+// penalties. Now it says the model produced non-finite logits (and only then).
+TEST(SamplerInput, AllNonFiniteLogitsAreTheModelsFault) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto message = [](const SamplingConfig& c, const std::vector<float>& logits) -> std::string {
+    Sampler s(c, static_cast<int>(logits.size()));
+    try {
+      s.select(logits);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "no throw";
+  };
+  for (const SamplingConfig& c : {sampled(0), sampled(1), chat_mode()}) {
+    const std::string m = message(c, {nan, nan, -kInf, nan});
+    EXPECT_NE(m.find("the model produced non-finite logits"), std::string::npos) << m;
+    EXPECT_NE(m.find("3 NaN"), std::string::npos) << m;
+    SamplingConfig banned = c;
+    banned.banned_tokens = {0, 1, 2, 3};
+    const std::string b = message(banned, {1, 2, 3, 4});
+    EXPECT_EQ(b.find("the model produced"), std::string::npos) << b;
+    EXPECT_NE(b.find("banned_tokens"), std::string::npos) << b;
+  }
+}
+
 TEST(SamplerStandard, NanNeverWinsAndBiasBanApplyFirst) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> logits = {1, nan, 3, 2};

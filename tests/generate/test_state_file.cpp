@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
@@ -170,6 +171,34 @@ TEST_F(StateFile, DamagedForeignAndOtherKindFilesAreRefused) {
                StateFileError);
   EXPECT_NO_THROW(load_state(rewrite(path, "g.st", [](auto&) {}), model_));
   EXPECT_THROW(load_state((dir_ / "missing.safetensors").string(), model_), FileError);
+}
+
+// NaN or inf in a loaded state used to show only later, as "sampler: every logit is -inf or
+// NaN"; the file is now refused on load, naming the tensor.
+TEST_F(StateFile, NonFiniteValuesAreRefusedOnLoadNamingTheTensor) {
+  auto error_of = [&](const std::string& path) -> std::string {
+    try {
+      load_state(path, model_);
+    } catch (const StateFileError& e) {
+      return e.what();
+    }
+    return "loaded";
+  };
+  State s = folded("abc");
+  s.wkv(1)[5] = std::numeric_limits<float>::quiet_NaN();
+  const std::string nan_path = (dir_ / "nan.safetensors").string();
+  save_state(nan_path, s, model_);
+  const std::string e = error_of(nan_path);
+  EXPECT_NE(e.find("tensor 'wkv' holds NaN at element " +
+                   std::to_string(s.wkv_size() + 5)),
+            std::string::npos) << e;
+  EXPECT_NE(e.find(nan_path), std::string::npos) << e;
+  State t = folded("abc");
+  t.att_shift(0)[3] = -std::numeric_limits<float>::infinity();
+  const std::string inf_path = (dir_ / "inf.safetensors").string();
+  save_state(inf_path, t, model_);
+  EXPECT_NE(error_of(inf_path).find("tensor 'tmix_shift' holds an infinity at element 3"),
+            std::string::npos) << error_of(inf_path);
 }
 
 }  // namespace

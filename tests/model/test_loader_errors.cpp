@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -145,6 +146,35 @@ TEST(LoaderErrors, IntegerDtypeForWeight) {
   ASSERT_EQ(t->dtype, DType::F32);
   t->dtype = DType::I32;  // same byte count, integer type
   expect_checkpoint_error(ck.write(test::scratch_dir()), {"ln_out.weight", "I32"});
+}
+
+// NaN or inf in a small tensor used to load silently and surface as "sampler: every logit is
+// -inf or NaN"; the loader now refuses it, naming the file, the tensor and the element.
+TEST(LoaderErrors, NonFiniteSmallTensorsAreRefusedNamingTheTensor) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    const char* name;
+    int64_t element;
+    float value;
+    const char* what;
+  };
+  for (const Case& c : {Case{"blocks.1.att.w0", 7, nan, "NaN"},
+                        Case{"ln_out.weight", 0, inf, "an infinity"},
+                        Case{"blocks.2.att.w1", 100, nan, "NaN"},  // a LoRA factor
+                        Case{"blocks.0.att.r_k", 3, -inf, "an infinity"}}) {
+    Checkpoint ck(kModel);
+    TensorToWrite* t = ck.find(c.name);
+    ASSERT_NE(t, nullptr) << c.name;
+    ASSERT_EQ(t->dtype, DType::F32);
+    std::string bytes(t->bytes);
+    std::memcpy(bytes.data() + 4 * c.element, &c.value, 4);
+    t->bytes = ck.keep(std::move(bytes));
+    expect_checkpoint_error(ck.write(test::scratch_dir()),
+                            {std::string("'") + c.name + "' holds " + c.what + " at element " +
+                                 std::to_string(c.element),
+                             "checkpoint is damaged"});
+  }
 }
 
 TEST(LoaderErrors, Rwkv6Keys) {

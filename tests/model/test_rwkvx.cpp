@@ -655,5 +655,27 @@ TEST_F(RwkvXLoaderErrors, RefusesWhatItCannotRunCorrectly) {
   EXPECT_EQ(order, (std::vector<std::string>{"R0", "R1", "R2", "R3", "A0"}));
 }
 
+// A checkpoint whose metadata says 2 attention blocks but whose tensors hold 1 used to load
+// silently as a 1-block model; the contradiction is now refused, naming both counts.
+TEST_F(RwkvXLoaderErrors, MetadataThatContradictsTheTensorsIsRefused) {
+  const auto drop_block_1 = [](std::vector<io::TensorToWrite>& t) {
+    std::erase_if(t, [](const auto& x) { return x.name.rfind("moba.1.", 0) == 0; });
+  };
+  const std::string e = load_error(write(drop_block_1, {{"n_attn_layer", "2"}}));
+  EXPECT_NE(e.find("metadata 'n_attn_layer' says 2 attention blocks but the tensors hold 1"),
+            std::string::npos) << e;
+  EXPECT_NE(load_error(write([](auto&) {}, {{"wick.synth.attention_blocks", "3"}}))
+                .find("says 3 attention blocks but the tensors hold 2"),
+            std::string::npos);
+  EXPECT_NE(load_error(write([](auto&) {}, {{"n_rwkv_layer", "6"}}))
+                .find("says 6 RWKV blocks but the tensors hold 4"),
+            std::string::npos);
+  // Metadata that agrees (the fixture's own) loads.
+  EXPECT_EQ(Model::load(write([](auto&) {}, {{"n_attn_layer", "2"}, {"n_rwkv_layer", "4"}}))
+                .geometry()
+                .n_attn,
+            2);
+}
+
 }  // namespace
 }  // namespace wick

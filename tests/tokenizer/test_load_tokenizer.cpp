@@ -49,6 +49,65 @@ TEST(LoadTokenizer, DefaultsByVocabularyAndRefusesTokenizersTooBigForTheModel) {
   EXPECT_THROW(check_tokenizer_fits(*bpe, 256, "20B"), InputError);
 }
 
+// A foreign tokenizer on a World model used to run (exit 0) and drop the ids it lacked from the
+// text: only "tokenizer larger than the model" was refused. Now the size and the kind must match
+// in both directions.
+TEST(LoadTokenizer, RefusesATokenizerOfAnotherSizeOrKindInBothDirections) {
+  auto world = default_world_tokenizer();
+  auto bpe = load_tokenizer(fixture("tokenizers/vocab/20B_tokenizer.json"));
+  const ByteTokenizer bytes;
+  auto message = [](const Tokenizer& t, int32_t vocab) -> std::string {
+    try {
+      check_tokenizer_fits(t, vocab, "tok");
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  // The 20B tokenizer (50277 ids) on a World model: 15259 model ids it cannot decode.
+  const std::string m = message(*bpe, 65536);
+  EXPECT_NE(m.find("65536"), std::string::npos) << m;
+  EXPECT_NE(m.find("world"), std::string::npos) << m;           // what was expected
+  EXPECT_NE(m.find("bpe"), std::string::npos) << m;             // what was found
+  EXPECT_NE(m.find("--allow-tokenizer-mismatch"), std::string::npos) << m;  // what to do
+  EXPECT_NE(message(bytes, 65536), "");         // byte-level on a World model
+  EXPECT_NE(message(*world, 256), "");          // World on a byte-level model
+  EXPECT_NE(message(*bpe, 100000), "");         // half the model's ids undecodable
+  EXPECT_EQ(message(*world, 65536), "");        // 65530 ids, 6 padding rows
+  EXPECT_EQ(message(bytes, 256), "");
+  EXPECT_EQ(message(*bpe, 50304), "");          // 27 padding rows
+  EXPECT_EQ(message(*bpe, 50277), "");
+}
+
+// The command line refuses the mismatch on every command that takes a model and --tokenizer, and
+// --allow-tokenizer-mismatch lets an expert through; a generated id the tokenizer lacks is then an
+// error naming it, not a silent gap in the text.
+TEST(LoadTokenizer, CommandLineRefusesAMismatchAndNeverDropsAnId) {
+  const auto dir = scratch_dir();
+  const std::string model = (dir / "world.safetensors").string();
+  ASSERT_EQ(run_wick("synth --geometry 1:64 --dtype fp32 --seed 2 --out " + shell_quote(model)).status, 0);
+  const std::string bpe = shell_quote(fixture("tokenizers/vocab/20B_tokenizer.json"));
+  const std::string base = "generate --model " + shell_quote(model) + " --tokenizer " + bpe +
+                           " --prompt hi -n 64 --temperature 1 --seed 3 --json";
+  const CliRun refused = run_wick(base);
+  EXPECT_EQ(refused.status, 1);
+  EXPECT_NE(refused.err.find("--allow-tokenizer-mismatch"), std::string::npos) << refused.err;
+  EXPECT_EQ(refused.out, "");
+  // Allowed: a warning, then the first id >= 50277 the random model draws is an error naming it.
+  const CliRun allowed = run_wick(base + " --allow-tokenizer-mismatch");
+  EXPECT_EQ(allowed.status, 1) << allowed.out;
+  EXPECT_NE(allowed.err.find("warning (--allow-tokenizer-mismatch)"), std::string::npos) << allowed.err;
+  EXPECT_NE(allowed.err.find("the model generated token id "), std::string::npos) << allowed.err;
+  // The flag exists wherever a model's --tokenizer does (and nowhere else).
+  for (const char* cmd : {"generate", "chat", "serve", "ppl", "kl", "embed", "rerank", "act-stats",
+                          "calibrate", "bench generate", "bench serve", "bench embed",
+                          "bench rerank"}) {
+    const CliRun help = run_wick(std::string(cmd) + " --help");
+    EXPECT_NE(help.out.find("--allow-tokenizer-mismatch"), std::string::npos) << cmd;
+  }
+  EXPECT_EQ(run_wick("tokenize --help").out.find("--allow-tokenizer-mismatch"), std::string::npos);
+}
+
 TEST(LoadTokenizer, TokenizeAndDetokenizeCommandLines) {
   int st = -1;
   // World spot check from the fixtures README: "Internationalizatio" is greedy, not optimal.
