@@ -2,9 +2,9 @@
 #include "wick/prefix_codec.h"
 
 #include <bit>
-#include <cmath>
 #include <cstring>
 
+#include "io/tensor_set.h"
 #include "wick/errors.h"
 #include "wick/state_file.h"
 
@@ -48,25 +48,6 @@ class Reader {
   std::string_view b_;
   size_t at_ = 0;
 };
-
-bool all_finite(const float* p, size_t n) {
-  for (size_t i = 0; i < n; ++i)
-    if (!std::isfinite(p[i])) return false;
-  return true;
-}
-
-bool state_finite(const State& s) {
-  for (int l = 0; l < s.n_layer(); ++l)
-    if (!all_finite(s.att_shift(l), s.n_embd()) || !all_finite(s.wkv(l), s.wkv_size()) ||
-        !all_finite(s.ffn_shift(l), s.n_embd()))
-      return false;
-  const size_t rows = static_cast<size_t>(s.kv_length()) * s.n_embd();
-  for (int j = 0; j < s.n_attn(); ++j)
-    if (!all_finite(s.attn_ffn_shift(j), s.n_embd()) || !all_finite(s.k_cache(j), rows) ||
-        !all_finite(s.v_cache(j), rows))
-      return false;
-  return true;
-}
 
 }  // namespace
 
@@ -133,8 +114,10 @@ CachedPrefix decode_cached_prefix(std::string_view bytes, const Model& model,
   const std::string_view logits = r.take(uint64_t{V} * 4, "logits");
   e.logits.resize(V);
   std::memcpy(e.logits.data(), logits.data(), logits.size());
-  if (!all_finite(e.logits.data(), V))
-    throw FormatError(kWhat, "logits", "finite numbers", "NaN or infinity");
+  bool nan = false;
+  if (const int64_t at = io::first_nonfinite(e.logits.data(), DType::F32, V, &nan); at >= 0)
+    throw FormatError(kWhat, "logits", "finite numbers",
+                      std::string(nan ? "NaN" : "an infinity") + " at element " + std::to_string(at));
   const uint64_t F = r.get<uint64_t>("state file length");
   if (F != r.left())
     throw FormatError(kWhat, "", "a state file of " + std::to_string(F) + " bytes ending the value",
@@ -143,8 +126,6 @@ CachedPrefix decode_cached_prefix(std::string_view bytes, const Model& model,
   if (st.info.n_tokens != static_cast<int64_t>(n))
     throw StateFileError(kWhat, "its state says it absorbed " + std::to_string(st.info.n_tokens) +
                                     " tokens, but the value holds " + std::to_string(n) + " ids");
-  if (!state_finite(st.state))
-    throw StateFileError(kWhat, "its state holds NaN or infinity");
   e.state = std::move(st.state);
   return e;
 }
