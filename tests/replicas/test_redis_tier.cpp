@@ -117,6 +117,14 @@ std::shared_ptr<RedisTier> tier_on(const RedisServer& r, const Model& m = tiny()
   return std::make_shared<RedisTier>(m, o);
 }
 
+// Engine options of a replica: `tier` (may be null) behind a local tier, or behind none.
+EngineOptions replica(std::shared_ptr<PrefixCacheTier> tier, bool local_tier = true) {
+  EngineOptions o;
+  o.second_tier = std::move(tier);
+  if (!local_tier) o.cache_bytes = 0;
+  return o;
+}
+
 struct Outcome {
   EngineResult result;
   std::string streamed;
@@ -168,18 +176,13 @@ TEST(RedisTier, TwoReplicasShareConversationStatesExactly) {
   std::vector<int32_t> p = system;
   for (int32_t t : tok.encode("User: hello there\n\nAssistant:")) p.push_back(t);
   const GenerationConfig c = seeded(5);
-  EngineOptions solo_o;
-  solo_o.cache_bytes = 0;
-  Engine solo_engine(tiny(), tok, solo_o);
+  Engine solo_engine(tiny(), tok, replica(nullptr, false));
   const Outcome solo = run(solo_engine, p, c);
 
   auto tier_a = tier_on(redis);
   auto tier_b = tier_on(redis);
-  EngineOptions oa, ob;
-  oa.second_tier = tier_a;
-  ob.second_tier = tier_b;
-  ob.cache_bytes = 0;  // replica B has no local tier: everything it reuses comes from Redis
-  Engine a(tiny(), tok, oa), b(tiny(), tok, ob);
+  // Replica B has no local tier: everything it reuses comes from Redis.
+  Engine a(tiny(), tok, replica(tier_a)), b(tiny(), tok, replica(tier_b, false));
   const Outcome first = run(a, p, c, {system.size()});
   expect_same(first, solo, "replica A, uncached");
   EXPECT_EQ(first.result.cache_tier, CacheTier::kNone);
@@ -212,15 +215,11 @@ TEST(RedisTier, DamagedAndForeignValuesAreRefusedAndRecomputed) {
   ByteTokenizer tok;
   const std::vector<int32_t> p = tok.encode("User: a question worth caching\n\nAssistant:");
   const GenerationConfig c = seeded(9);
-  EngineOptions none;
-  none.cache_bytes = 0;
-  Engine solo_engine(tiny(), tok, none);
+  Engine solo_engine(tiny(), tok, replica(nullptr, false));
   const Outcome solo = run(solo_engine, p, c);
   auto writer = tier_on(redis);
   {
-    EngineOptions o;
-    o.second_tier = writer;
-    Engine a(tiny(), tok, o);
+    Engine a(tiny(), tok, replica(writer));
     run(a, p, c);
     ASSERT_TRUE(writer->flush(5s));
   }
@@ -240,10 +239,7 @@ TEST(RedisTier, DamagedAndForeignValuesAreRefusedAndRecomputed) {
       raw.command({"SET", k, bad});
     }
     auto reader = tier_on(redis);
-    EngineOptions o;
-    o.second_tier = reader;
-    o.cache_bytes = 0;
-    Engine b(tiny(), tok, o);
+    Engine b(tiny(), tok, replica(reader, false));
     const Outcome got = run(b, p, c);
     expect_same(got, solo, kind);
     EXPECT_EQ(got.result.cached_tokens, 0) << kind;
@@ -263,28 +259,20 @@ TEST(RedisTier, OtherSettingsNeverShareEntries) {
   const GenerationConfig c = seeded(1);
   auto writer = tier_on(redis);
   {
-    EngineOptions o;
-    o.second_tier = writer;
-    Engine a(tiny(), tok, o);
+    Engine a(tiny(), tok, replica(writer));
     run(a, p, c);
     ASSERT_TRUE(writer->flush(5s));
   }
   const Model bf16 = tiny().with_precision(Precision::kBf16);
   auto reader = tier_on(redis, bf16);
-  EngineOptions o;
-  o.second_tier = reader;
-  o.cache_bytes = 0;
-  Engine b(bf16, tok, o);
+  Engine b(bf16, tok, replica(reader, false));
   const Outcome got = run(b, p, c);
   EXPECT_EQ(got.result.cache_tier, CacheTier::kNone);
   EXPECT_EQ(got.result.cached_tokens, 0);
   EXPECT_EQ(reader->stats().misses, 1u);
   // An fp32 replica does get it (the miss above was the scope, not the store).
   auto fp32 = tier_on(redis);
-  EngineOptions o2;
-  o2.second_tier = fp32;
-  o2.cache_bytes = 0;
-  Engine d(tiny(), tok, o2);
+  Engine d(tiny(), tok, replica(fp32, false));
   EXPECT_EQ(run(d, p, c).result.cache_tier, CacheTier::kSecond);
 }
 
@@ -294,14 +282,9 @@ TEST(RedisTier, ADeadRedisIsAMissAndTheTierRecoversWithoutARestart) {
   const int port = redis->port();
   ByteTokenizer tok;
   const GenerationConfig c = seeded(3);
-  EngineOptions none;
-  none.cache_bytes = 0;
-  Engine solo_engine(tiny(), tok, none);
+  Engine solo_engine(tiny(), tok, replica(nullptr, false));
   auto tier = tier_on(*redis);
-  EngineOptions o;
-  o.second_tier = tier;
-  o.cache_bytes = 0;
-  Engine e(tiny(), tok, o);
+  Engine e(tiny(), tok, replica(tier, false));
   const std::vector<int32_t> p1 = tok.encode("User: first\n\nAssistant:");
   run(e, p1, c);
   ASSERT_TRUE(tier->flush(5s));
@@ -367,9 +350,7 @@ TEST(RedisTier, WithoutScriptsLookupsUseMget) {
   o.prefix = "wicktest";
   auto writer = std::make_shared<RedisTier>(tiny(), o);
   {
-    EngineOptions eo;
-    eo.second_tier = writer;
-    Engine a(tiny(), tok, eo);
+    Engine a(tiny(), tok, replica(writer));
     Request q;
     q.prompt_tokens = p;
     q.config = c;
@@ -381,10 +362,7 @@ TEST(RedisTier, WithoutScriptsLookupsUseMget) {
   RedisConnection raw(o.address, 2s);
   raw.command({"SET", writer->key(Engine(tiny(), tok).cache_scope("zero"), p), "damaged"});
   auto reader = std::make_shared<RedisTier>(tiny(), o);
-  EngineOptions eo;
-  eo.second_tier = reader;
-  eo.cache_bytes = 0;
-  Engine b(tiny(), tok, eo);
+  Engine b(tiny(), tok, replica(reader, false));
   Request q;
   q.prompt_tokens = p;
   q.config = c;
@@ -394,9 +372,7 @@ TEST(RedisTier, WithoutScriptsLookupsUseMget) {
   EXPECT_EQ(r.cached_tokens, static_cast<int>(system.size()));
   EXPECT_EQ(reader->stats().hits, 1u);
   EXPECT_EQ(reader->stats().errors, 1u);  // the damaged value
-  EngineOptions none;
-  none.cache_bytes = 0;
-  Engine solo(tiny(), tok, none);
+  Engine solo(tiny(), tok, replica(nullptr, false));
   Request s;
   s.prompt_tokens = p;
   s.config = c;
