@@ -160,6 +160,7 @@ void run_serve(const ServeOptions& o) {
   load_head(ctx, model, o);
 
   std::unique_ptr<Engine> engine;
+  std::shared_ptr<replicas::RedisTier> redis_tier;
   if (model.has_lm_head()) {
     EngineOptions eo;
     eo.max_rows = o.max_rows;
@@ -174,7 +175,8 @@ void run_serve(const ServeOptions& o) {
       ro.ttl_s = o.redis_ttl_s;
       ro.read_timeout = std::chrono::milliseconds(o.redis_timeout_ms);
       ro.log = [](const std::string& line) { std::cerr << "wick serve: " << line << "\n"; };
-      eo.second_tier = std::make_shared<replicas::RedisTier>(model, ro);
+      redis_tier = std::make_shared<replicas::RedisTier>(model, ro);
+      eo.second_tier = redis_tier;
       std::cerr << "wick serve: prefix states shared through Redis at " << redis_address.display()
                 << " (keys " << o.redis_prefix << ":" << model.info().fingerprint << ":pfx:*"
                 << (o.redis_ttl_s ? ", TTL " + std::to_string(o.redis_ttl_s) + " s" : "")
@@ -213,6 +215,9 @@ void run_serve(const ServeOptions& o) {
             << ": draining (up to " << o.shutdown_grace_s << " s)\n";
   ctx.draining.store(true);
   if (engine) engine->shutdown(grace);
+  // The last turns' states reach Redis before the process ends (another replica continues them).
+  if (redis_tier && !redis_tier->flush(std::chrono::seconds(2)))
+    std::cerr << "wick serve: some states were not written to Redis before exit\n";
   // Let the last bytes of the finished responses reach their clients.
   const auto flush_until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (http.pending_responses() > 0 && std::chrono::steady_clock::now() < flush_until)

@@ -27,12 +27,14 @@ NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 
 die() { echo "local-cluster: $*" >&2; exit 1; }
 
-# Waits (up to $2 seconds) until file $1 contains $3.
+# Waits (up to $2 seconds) until file $1 contains $3; gives up at once when pid file $4 (if
+# given) names a process that has exited.
 wait_for_text() {
   waited=0
   while ! grep -q "$3" "$1" 2>/dev/null; do
     waited=$((waited + 1))
     [ "$waited" -le $(($2 * 10)) ] || return 1
+    if [ -n "${4:-}" ] && ! alive "$4"; then return 1; fi
     sleep 0.1
   done
 }
@@ -47,9 +49,9 @@ redis_start() {
 }
 
 redis_stop() {
-  if alive "$DIR/redis.pid"; then kill -9 "$(cat "$DIR/redis.pid")"; fi
+  if alive "$DIR/redis.pid"; then kill -9 "$(cat "$DIR/redis.pid")" 2>/dev/null || true; fi
   rm -f "$DIR/redis.pid"
-  : > "$DIR/redis.log"
+  if [ -d "$DIR" ]; then : > "$DIR/redis.log"; fi
 }
 
 start() {
@@ -66,12 +68,12 @@ start() {
     "$BIN" serve --port "$port" --redis "redis://127.0.0.1:$REDIS_PORT" --replica-name "r$i" \
       $ARGS >"$DIR/r$i.log" 2>&1 &
     echo $! > "$DIR/r$i.pid"
-    servers="${servers}server 127.0.0.1:$port max_fails=1 fail_timeout=5s; "
+    servers="${servers}server 127.0.0.1:$port max_fails=3 fail_timeout=5s; "
     i=$((i + 1))
   done
   i=1
   while [ "$i" -le "$N" ]; do
-    wait_for_text "$DIR/r$i.log" 120 "listening on" || { stop; die "replica r$i did not start: $DIR/r$i.log"; }
+    wait_for_text "$DIR/r$i.log" 120 "listening on" "$DIR/r$i.pid" || { stop; die "replica r$i did not start: $DIR/r$i.log"; }
     i=$((i + 1))
   done
   sed -e "s|@PREFIX@|$DIR|g" -e "s|@LISTEN@|127.0.0.1:$NGINX_PORT|g" -e "s|@SERVERS@|$servers|g" \
@@ -90,7 +92,11 @@ start() {
 
 stop() {
   [ -d "$DIR" ] || return 0
-  if alive "$DIR/nginx.pid"; then kill "$(cat "$DIR/nginx.pid")"; fi
+  if alive "$DIR/nginx.pid"; then
+    kill "$(cat "$DIR/nginx.pid")" 2>/dev/null || true
+    i=0
+    while alive "$DIR/nginx.pid" && [ "$i" -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+  fi
   for p in "$DIR"/r*.pid; do
     [ -f "$p" ] || continue
     if alive "$p"; then kill -TERM "$(cat "$p")" 2>/dev/null || true; fi

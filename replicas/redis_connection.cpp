@@ -1,6 +1,8 @@
 #include "replicas/redis_connection.h"
 
 #include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <stdexcept>
 
@@ -13,6 +15,38 @@ timeval to_timeval(std::chrono::milliseconds t) {
   tv.tv_usec = static_cast<suseconds_t>((t.count() % 1000) * 1000);
   return tv;
 }
+
+// hiredis writes with write(): to a Redis that has just died that raises SIGPIPE, which would
+// end the process. While a guard lives, SIGPIPE is blocked in this thread; one it raised is
+// consumed before the old mask returns (write() then fails with EPIPE, a RedisError).
+class SigpipeGuard {
+ public:
+  SigpipeGuard() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~SigpipeGuard() {
+    if (!was_pending_) {
+      sigset_t pending;
+      sigpending(&pending);
+      if (sigismember(&pending, SIGPIPE) == 1) {
+        const timespec none{0, 0};
+        sigtimedwait(&pipe_, nullptr, &none);
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SigpipeGuard(const SigpipeGuard&) = delete;
+  SigpipeGuard& operator=(const SigpipeGuard&) = delete;
+
+ private:
+  sigset_t pipe_, old_;
+  bool was_pending_ = false;
+};
 
 RedisValue convert(const redisReply* r) {
   RedisValue v;
@@ -56,7 +90,10 @@ RedisConnection::RedisConnection(const RedisAddress& address, std::chrono::milli
   try {
     set_timeout(timeout);
     redisEnableKeepAlive(ctx_);
-    if (!address.password.empty()) command({"AUTH", address.password});
+    if (!address.user.empty())
+      command({"AUTH", address.user, address.password});
+    else if (!address.password.empty())
+      command({"AUTH", address.password});
     if (address.db != 0) command({"SELECT", std::to_string(address.db)});
   } catch (...) {
     redisFree(ctx_);
@@ -76,6 +113,7 @@ void RedisConnection::set_timeout(std::chrono::milliseconds timeout) {
 
 RedisValue RedisConnection::command(const std::vector<std::string_view>& args) {
   if (ctx_->err) throw RedisError(std::string("the Redis connection is broken: ") + ctx_->errstr);
+  const SigpipeGuard no_sigpipe;
   std::vector<const char*> argv;
   std::vector<size_t> lens;
   for (std::string_view a : args) {

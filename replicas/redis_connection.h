@@ -1,5 +1,8 @@
-// One blocking connection to a Redis server (hiredis 0.14), with a timeout on every reply. The
-// only file that includes hiredis. Not thread-safe: one owner thread per connection.
+// One blocking connection to a Redis server (hiredis 0.14). The timeout bounds each send and
+// each receive (SO_SNDTIMEO / SO_RCVTIMEO), not a whole reply: a large value trickled slowly can
+// take longer. SIGPIPE from a dead server is blocked and consumed during a command (the command
+// fails instead of the process ending). The only file that includes hiredis. Not thread-safe: one
+// owner thread per connection.
 #pragma once
 
 #include <chrono>

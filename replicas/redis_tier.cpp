@@ -14,15 +14,33 @@ constexpr std::chrono::milliseconds kFirstBackoff{250}, kMaxBackoff{8000};
 
 // The longest candidate that exists, in one round trip: KEYS ascend by prefix length; the reply
 // is {index (1-based), value} or nil.
+// is {index (1-based), value} or nil. Values longer than ARGV[1] bytes (more than any valid value
+// could be) are skipped without being sent.
 constexpr std::string_view kLongestScript =
-    "for i = #KEYS, 1, -1 do local v = redis.call('GET', KEYS[i]) "
-    "if v then return {i, v} end end return false";
+    "local cap = tonumber(ARGV[1]) for i = #KEYS, 1, -1 do "
+    "local n = redis.call('STRLEN', KEYS[i]) "
+    "if n > 0 and n <= cap then return {i, redis.call('GET', KEYS[i])} end end return false";
+
+// An error reply that says the lookup script cannot run here (renamed away, denied by an ACL):
+// lookups then use MGET. Other error replies (OOM, BUSY, LOADING, WRONGTYPE) fail one lookup.
+bool scripts_unavailable(const std::string& message) {
+  return message.find("unknown command") != std::string::npos ||
+         message.find("NOPERM") != std::string::npos ||
+         message.find("NOSCRIPT") != std::string::npos;
+}
 
 // 1, 10, 100, ...: how often a repeated event is logged.
 bool worth_logging(uint64_t n) {
   while (n >= 10 && n % 10 == 0) n /= 10;
   return n == 1;
 }
+
+// A lookup Redis answered with an error (or an unexpected reply): this lookup fails, the
+// connection stays.
+class LookupError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 }  // namespace
 
@@ -55,6 +73,7 @@ RedisTier::~RedisTier() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     quit_ = true;
+    dropped_ += queue_.size();
   }
   wake_.notify_all();
   if (io_.joinable()) io_.join();
@@ -78,6 +97,7 @@ void RedisTier::read_failed(const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     read_wanted_ = true;
+    read_broke_ = true;  // the I/O thread backs off before reconnecting
   }
   wake_.notify_all();
 }
@@ -100,8 +120,20 @@ std::shared_ptr<const CachedPrefix> RedisTier::fetch(std::string_view scope,
       } else {
         ++misses_;
       }
+      {
+        std::lock_guard<std::mutex> q(mutex_);
+        read_wanted_ = true;
+      }
+      wake_.notify_all();
       return nullptr;
     }
+    // No valid value is longer than this: the state, the logits, the ids (and for RWKV-X the KV
+    // rows of the longest candidate), the scope and the file header's slack.
+    const Geometry& g = model_.geometry();
+    const uint64_t cap = model_.new_state().bytes() + uint64_t{4} * g.vocab + 8 * cand.back() +
+                         uint64_t{8} * g.n_attn * g.n_embd * cand.back() + scope.size() +
+                         (uint64_t{1} << 20);
+    const std::string cap_text = std::to_string(cap);
     // The values of candidates [0, limit) in one round trip: index -> value (the longest present
     // one with the script; all of them with MGET).
     std::vector<std::pair<size_t, std::string>> found;
@@ -111,6 +143,7 @@ std::shared_ptr<const CachedPrefix> RedisTier::fetch(std::string_view scope,
         const std::string n = std::to_string(limit);
         std::vector<std::string_view> args = {"EVAL", kLongestScript, n};
         for (size_t i = 0; i < limit; ++i) args.push_back(keys[i]);
+        args.push_back(cap_text);
         try {
           RedisValue r = read_conn_->command(args);
           if (r.type == RedisValue::Type::kNil) return;
@@ -122,19 +155,25 @@ std::shared_ptr<const CachedPrefix> RedisTier::fetch(std::string_view scope,
                                std::move(r.elements[1].str));
             return;
           }
-          throw RedisReplyError("an unexpected reply to the lookup script");
+          throw LookupError("an unexpected reply to the lookup script");
         } catch (const RedisReplyError& e) {
+          if (!scripts_unavailable(e.what())) throw LookupError(e.what());
           use_mget_ = true;  // scripts renamed away or denied: plain MGET from now on
           log(std::string("redis tier (read): ") + e.what() + "; looking up with MGET instead");
         }
       }
       std::vector<std::string_view> args = {"MGET"};
       for (size_t i = 0; i < limit; ++i) args.push_back(keys[i]);
-      RedisValue r = read_conn_->command(args);
+      RedisValue r;
+      try {
+        r = read_conn_->command(args);
+      } catch (const RedisReplyError& e) {
+        throw LookupError(e.what());
+      }
       if (r.type != RedisValue::Type::kArray || r.elements.size() != limit)
-        throw RedisError("an unexpected reply to MGET");
+        throw LookupError("an unexpected reply to MGET");
       for (size_t i = limit; i-- > 0;)
-        if (r.elements[i].type == RedisValue::Type::kString)
+        if (r.elements[i].type == RedisValue::Type::kString && r.elements[i].str.size() <= cap)
           found.emplace_back(i, std::move(r.elements[i].str));
     };
 
@@ -143,6 +182,11 @@ std::shared_ptr<const CachedPrefix> RedisTier::fetch(std::string_view scope,
     while (limit > 0) {
       try {
         ask(limit);
+      } catch (const LookupError& e) {  // Redis answered: the connection is fine
+        ++errors_;
+        const uint64_t n = ++refused_;
+        if (worth_logging(n)) log(std::string("redis tier (read): ") + e.what() + "; recomputing");
+        return nullptr;
       } catch (const std::exception& e) {
         ++errors_;
         read_failed(e.what());
@@ -197,11 +241,17 @@ void RedisTier::connect_read_if_due() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!read_wanted_) return;
+    if (read_broke_) {  // a lookup failed on a live connection: back off before the next one
+      read_broke_ = false;
+      read_link_.failed();
+    }
   }
   if (Clock::now() < read_link_.next_try) return;
   std::unique_ptr<RedisConnection> conn;
   try {
     conn = std::make_unique<RedisConnection>(options_.address, options_.read_timeout);
+    // A server that accepts connections but does not answer (stopped, stuck) must not count as up.
+    conn->command({"PING"});
   } catch (const std::exception& e) {
     read_failed_once_ = true;
     read_link_.failed();
@@ -212,13 +262,14 @@ void RedisTier::connect_read_if_due() {
   }
   read_link_.succeeded();
   {
+    // Published together (read_mutex_ then mutex_, the order fetch() uses): a lookup failing
+    // meanwhile cannot have its reconnect request overwritten.
     std::lock_guard<std::mutex> lock(read_mutex_);
     read_conn_ = std::move(conn);
     read_connected_ = true;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> q(mutex_);
     read_wanted_ = false;
+    read_broke_ = false;
   }
   if (read_down_logged_.exchange(false))
     log("redis tier (read): connected again to " + options_.address.display());

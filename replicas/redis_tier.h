@@ -16,9 +16,13 @@
 // Failures never fail a request: an unreachable Redis, a timeout or a bad value is a miss (the
 // engine recomputes), logged once per outage through `log` and counted in stats(). The I/O
 // thread does all connecting: it keeps one connection for its writes and opens the one fetch()
-// uses, reconnecting each with exponential backoff (250 ms doubling to 8 s). fetch() never
-// connects: while its connection is down it returns at once, so a dead or unreachable Redis never
-// holds the engine thread.
+// uses (answering PING before it is used), reconnecting each with exponential backoff (250 ms
+// doubling to 8 s, reset by a working connection). fetch() never connects: while its connection
+// is down it returns at once, so a dead or unreachable Redis never holds the engine thread; a
+// Redis that stops answering holds it for read_timeout once, then not until the backoff passes.
+// read_timeout bounds each send and receive, not a whole transfer. Values longer than any valid
+// value could be are skipped by the lookup script without being sent. Where scripts are renamed
+// away or denied (ACL), lookups use MGET, which transfers every candidate present.
 //
 // Thread-safety: fetch(), store() and stats() may be called from any thread; fetch() calls are
 // serialised (one read connection). No TLS (hiredis 0.14 has none): keep Redis on loopback or a
@@ -59,7 +63,8 @@ class RedisTier : public PrefixCacheTier {
   // (waiting at most read_timeout); Redis need not be up: the I/O thread keeps trying. Throws
   // InputError for bad options.
   RedisTier(Model model, RedisTierOptions options);
-  // Stops the writer thread; entries still queued are dropped.
+  // Stops the I/O thread; entries still queued are dropped (counted in stats().dropped). Call
+  // flush() first to write them.
   ~RedisTier() override;
 
   std::shared_ptr<const CachedPrefix> fetch(std::string_view scope,
@@ -103,6 +108,7 @@ class RedisTier : public PrefixCacheTier {
   bool writing_ = false;
   bool quit_ = false;
   bool read_wanted_ = true;  // fetch() has no connection: the I/O thread should open one
+  bool read_broke_ = false;  // ... because a lookup failed on it (back off first)
 
   // I/O thread only.
   std::unique_ptr<RedisConnection> write_conn_;

@@ -42,8 +42,11 @@ RedisAddress parse_redis_url(std::string_view url) {
   if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
     std::string_view auth = rest.substr(0, at);
     rest = rest.substr(at + 1);
-    if (!auth.empty() && auth[0] == ':') auth.remove_prefix(1);  // ":PASSWORD" (no user name)
-    a.password = std::string(auth);
+    const size_t colon = auth.find(':');
+    if (colon == std::string_view::npos)
+      throw InputError("--redis " + shown + ": expected ':PASSWORD@' or 'USER:PASSWORD@' before the host");
+    a.user = std::string(auth.substr(0, colon));
+    a.password = std::string(auth.substr(colon + 1));
   }
   if (const size_t slash = rest.find('/'); slash != std::string_view::npos) {
     a.db = parse_int(rest.substr(slash + 1), 0, 1 << 20, "database number", shown);

@@ -1,4 +1,5 @@
-// Where a Redis server is: parsed from `redis://[:PASSWORD@]HOST:PORT[/DB]` (wick serve --redis).
+// Where a Redis server is: parsed from `redis://[[USER]:PASSWORD@]HOST:PORT[/DB]` (wick serve
+// --redis; USER for a Redis 6+ ACL user, else the default user).
 #pragma once
 
 #include <string>
@@ -9,6 +10,7 @@ namespace wick::replicas {
 struct RedisAddress {
   std::string host = "127.0.0.1";
   int port = 6379;
+  std::string user;      // empty: the default user (AUTH PASSWORD)
   std::string password;  // empty: no AUTH
   int db = 0;            // SELECT db (0..15 on a default Redis)
   // "HOST:PORT/DB", without the password (for messages and logs).

@@ -49,7 +49,7 @@ struct CachedPrefix {
 // The key of `tokens[0, n)` in `scope`: 64 lowercase hex digits of SHA-256(scope, 0x00, ids).
 std::string prefix_key(std::string_view scope, std::span<const int32_t> tokens);
 // prefix_key(scope, tokens[0, n)) for each n in `lengths` (ascending, each <= tokens.size()),
-// in one pass over the ids.
+// in one pass over the ids. Throws InputError for lengths that descend or pass tokens.size().
 std::vector<std::string> prefix_keys(std::string_view scope, std::span<const int32_t> tokens,
                                      std::span<const size_t> lengths);
 

@@ -31,8 +31,11 @@ std::string encode_cached_prefix(const CachedPrefix& entry, const Model& model);
 // every size against the bytes present, the scope (must equal `scope`), the ids (must equal
 // `tokens`, the prefix the value was looked up for), the state file (format, geometry, exact
 // fingerprint, shapes), its token count, the vocabulary size, and that every number is finite.
-// Throws FormatError for a damaged value and StateFileError for a state that does not belong
-// here, each saying what was expected and what was found.
+// Throws FormatError for a damaged value (bad magic, a size past the bytes present or past its
+// bound, a token count or vocabulary other than asked, non-finite logits, a broken state file)
+// and StateFileError for a well-formed value that does not belong here (another scope, other
+// ids, another model's state, a state whose token count disagrees), each saying what was
+// expected and what was found.
 CachedPrefix decode_cached_prefix(std::string_view bytes, const Model& model,
                                   std::string_view scope, std::span<const int32_t> tokens);
 

@@ -51,7 +51,14 @@ RedisServer::RedisServer(int port, const std::string& extra) : port_(port ? port
     _exit(127);
   }
   if (pid_ < 0) throw std::runtime_error("RedisServer: fork failed");
+  // Ours must be the one answering: a Redis of another test could hold the port (ctest -j).
   for (int i = 0; i < 200; ++i) {
+    int st = 0;
+    if (waitpid(pid_, &st, WNOHANG) == pid_) {
+      pid_ = -1;
+      throw std::runtime_error("redis-server exited at start on port " + std::to_string(port_) +
+                               " (port taken?)");
+    }
     if (answers_ping(port_)) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

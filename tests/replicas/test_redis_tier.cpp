@@ -36,6 +36,10 @@ TEST(RedisUrl, ParsesEveryPartAndRefusesWhatIsWrong) {
   EXPECT_EQ(a.port, 6380);
   EXPECT_EQ(a.password, "s3cret");
   EXPECT_EQ(a.db, 2);
+  EXPECT_TRUE(a.user.empty());
+  a = replicas::parse_redis_url("redis://alice:pw@h:1");  // a Redis 6+ ACL user
+  EXPECT_EQ(a.user, "alice");
+  EXPECT_EQ(a.password, "pw");
   a = replicas::parse_redis_url("redis://cache.local");
   EXPECT_EQ(a.host, "cache.local");
   EXPECT_EQ(a.port, 6379);
@@ -45,7 +49,8 @@ TEST(RedisUrl, ParsesEveryPartAndRefusesWhatIsWrong) {
   EXPECT_EQ(a.host, "::1");
   EXPECT_EQ(a.port, 7000);
   for (const char* bad : {"http://x:1", "rediss://x:1", "redis://:1", "redis://h:0",
-                          "redis://h:70000", "redis://h:12ab", "redis://h:1/x", "redis://[::1"}) {
+                          "redis://h:70000", "redis://h:12ab", "redis://h:1/x", "redis://[::1",
+                          "redis://nocolon@h:1"}) {
     EXPECT_THROW(replicas::parse_redis_url(bad), InputError) << bad;
   }
   // The password never appears in a message.
