@@ -174,6 +174,40 @@ int64_t max_tokens_field(const ServeContext& ctx, const Json& b, const char* nam
 
 constexpr size_t kMaxPrompts = 256;
 
+// The log-probabilities one request may ask for: rows x max_tokens x (1 + top_logprobs) entries
+// (the engine keeps every row's until it ends, and a non-streamed reply holds them all at once).
+// About 200 bytes each in the reply being built: the bound keeps one request near 400 MiB.
+constexpr int64_t kMaxLogprobEntries = int64_t{1} << 21;
+
+// Holds a request with logprobs to kMaxLogprobEntries: a max_tokens left to its default shrinks
+// to fit (the reply then ends with finish_reason "length" there); one given is a 400 naming it.
+void fit_logprob_budget(Job& job, size_t prompts, bool max_given, const char* max_name) {
+  if (job.logprobs < 0) return;
+  const int64_t rows = static_cast<int64_t>(prompts) * job.n;
+  const int64_t per_token = rows * (1 + job.logprobs);
+  const int64_t fit = kMaxLogprobEntries / per_token;
+  if (job.config.max_tokens <= fit) return;
+  if (!max_given && fit >= 1) {
+    job.config.max_tokens = static_cast<int>(fit);
+    return;
+  }
+  const std::string rows_text =
+      prompts > 1 ? std::to_string(prompts) + " prompts x " + std::to_string(job.n)
+                  : std::to_string(job.n);
+  throw bad_request(
+      fit >= 1 ? max_name : "n",
+      std::string("with logprobs, ") + (prompts > 1 ? "prompts x " : "") + "'n' x '" + max_name +
+          "' x (1 + '" + (job.kind == Kind::kChat ? "top_logprobs" : "logprobs") + "') is " +
+          rows_text + " x " + std::to_string(job.config.max_tokens) + " x " +
+          std::to_string(1 + job.logprobs) + " = " +
+          std::to_string(per_token * job.config.max_tokens) +
+          " log-probabilities, above this server's limit of " +
+          std::to_string(kMaxLogprobEntries) + " per request: " +
+          (fit >= 1 ? "ask for at most " + std::to_string(fit) + " tokens, or lower " +
+                          (prompts > 1 ? "the prompts, " : "") + "n or the alternatives"
+                    : std::string("lower n or the alternatives")));
+}
+
 // Rows of one request (prompts x n) must fit the engine's queue at once (all or none).
 void check_rows(const ServeContext& ctx, size_t prompts, int n) {
   if (!ctx.engine) return;  // no LM head: run_job answers 404
@@ -282,6 +316,9 @@ Job parse_chat(const ServeContext& ctx, const Json& b) {
   if (top && !lp)
     throw bad_request("top_logprobs", "'top_logprobs' needs 'logprobs': true");
   if (lp) job.logprobs = static_cast<int>(top.value_or(0));
+  const char* max_name =
+      field(b, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  fit_logprob_budget(job, 1, field(b, max_name) != nullptr, max_name);
 
   const RenderedChat chat = ctx.chat_template.render(messages);
   PromptSpec p;
@@ -367,6 +404,7 @@ Job parse_completion(const ServeContext& ctx, const Json& b) {
                                 "supported; send one or the other");
     job.logprobs = static_cast<int>(*lp);
   }
+  fit_logprob_budget(job, prompts.size(), field(b, "max_tokens") != nullptr, "max_tokens");
   if (!echo)
     for (PromptSpec& p : prompts) p.echo.clear();
   job.prompts = std::move(prompts);

@@ -5,7 +5,11 @@
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import net from "node:net";
-import { startServer, metric, waitFor } from "./harness.mjs";
+import { spawn, execFileSync } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { startServer, metric, waitFor, WICK } from "./harness.mjs";
 
 // Sends raw bytes, collects everything until the server closes or `ms` passes.
 function raw(port, chunks, { ms = 5000, gapMs = 0 } = {}) {
@@ -143,6 +147,29 @@ describe("hostile input", () => {
     await healthy();
   });
 
+  test("a non-streaming request whose client leaves frees its row, also after pipelined bytes", async () => {
+    // Chat that cannot stop by itself: no newline (the template's stops) and no id 0.
+    const body = JSON.stringify({ messages: [{ role: "user", content: "go" }], max_tokens: 5000000,
+                                  logit_bias: { "0": -100, "10": -100 } });
+    for (const pipelined of ["", "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", "G"]) {
+      const s = net.connect(srv.port, "127.0.0.1");
+      s.on("error", () => {});
+      await new Promise((r) => s.on("connect", r));
+      s.write(post("/v1/chat/completions", body));
+      assert.ok(await waitFor(async () => (await metric(srv.url, "wick_requests_running")) === 1, 5000),
+        "the request runs");
+      if (pipelined) {
+        s.write(pipelined);
+        await new Promise((r) => setTimeout(r, 300));
+        assert.equal(await metric(srv.url, "wick_requests_running"), 1, "still running before the close");
+      }
+      s.destroy();
+      assert.ok(await waitFor(async () => (await metric(srv.url, "wick_requests_running")) === 0, 3000),
+        `the row is freed when the client closes (pipelined: ${JSON.stringify(pipelined)})`);
+    }
+    await healthy();
+  });
+
   test("deeply nested values are refused; HEAD gets headers only and the connection goes on", async () => {
     const deep = '{"messages":[{"role":"user","content":"x"}],"logit_bias":{"0":' + "[".repeat(30000) +
                  "]".repeat(30000) + "}}";
@@ -187,16 +214,86 @@ describe("SIGTERM with streams open", () => {
       const text = await r.text();
       return text;
     });
-    await waitFor(async () => (await metric(srv.url, "wick_requests_running")) === 3, 5000);
+    assert.ok(await waitFor(async () => (await metric(srv.url, "wick_requests_running")) === 3, 5000),
+      "three streams running");
     srv.proc.kill("SIGTERM");
-    await waitFor(async () => {
-      try { return (await fetch(srv.url + "/health")).status === 503; } catch { return true; }
-    }, 3000);
+    // While draining (--shutdown-grace-s 1 with streams that do not end), /health answers 503; a
+    // refused connection is not an answer.
+    let health = null;
+    assert.ok(await waitFor(async () => {
+      try {
+        const r = await fetch(srv.url + "/health");
+        health = { status: r.status, retry: r.headers.get("retry-after"), body: await r.json() };
+        return r.status === 503;
+      } catch {
+        return false;
+      }
+    }, 3000), "/health answered 503 while draining: " + JSON.stringify(health));
+    assert.deepEqual(health.body, { status: "draining" });
+    assert.ok(health.retry, "Retry-After while draining");
     const { code } = await srv.exited;
     assert.equal(code, 0, srv.stderr());
     for (const t of await Promise.all(streams)) {
       assert.match(t, /data: \[DONE\]\n\n$/, "every stream is closed properly");
       assert.match(t, /shutting down/);
     }
+  });
+});
+
+describe("a full queue", () => {
+  let srv;
+  before(async () => {
+    srv = await startServer(["--queue", "1", "--max-rows", "1", "--max-tokens-limit", "10000000"]);
+  });
+  after(async () => { assert.equal((await srv.stop()).code, 0, srv.stderr()); });
+
+  test("is a 503 with Retry-After, and the server goes on once it empties", async () => {
+    const long = JSON.stringify({ prompt: "long", max_tokens: 5000000, stream: true });
+    const aborts = [new AbortController(), new AbortController()];
+    const running = fetch(srv.url + "/v1/completions", { method: "POST", body: long, signal: aborts[0].signal });
+    assert.ok(await waitFor(async () => (await metric(srv.url, "wick_requests_running")) === 1, 5000),
+      "one row running");
+    const queued = fetch(srv.url + "/v1/completions", { method: "POST", body: long, signal: aborts[1].signal });
+    assert.ok(await waitFor(async () => (await metric(srv.url, "wick_requests_queued")) === 1, 5000),
+      "one request queued");
+    const r = await fetch(srv.url + "/v1/completions", { method: "POST",
+      body: JSON.stringify({ prompt: "one more", max_tokens: 2 }) });
+    assert.equal(r.status, 503);
+    assert.match(r.headers.get("retry-after") ?? "", /^\d+$/, "Retry-After in seconds");
+    const e = (await r.json()).error;
+    assert.equal(e.type, "service_unavailable_error");
+    assert.match(e.message, /busy/);
+    for (const a of aborts) a.abort();
+    await Promise.allSettled([running, queued]);
+    assert.ok(await waitFor(async () => (await metric(srv.url, "wick_requests_running")) === 0 &&
+                                        (await metric(srv.url, "wick_requests_queued")) === 0, 5000));
+    const ok = await fetch(srv.url + "/v1/completions", { method: "POST",
+      body: JSON.stringify({ prompt: "again", max_tokens: 2 }) });
+    assert.equal(ok.status, 200);
+  });
+});
+
+describe("SIGTERM while the model loads", () => {
+  test("exits 0 at once", async () => {
+    // A model file that never finishes loading: a FIFO nobody writes.
+    const fifo = path.join(mkdtempSync(path.join(tmpdir(), "wick-load-")), "model.safetensors");
+    execFileSync("mkfifo", [fifo]);
+    const proc = spawn(WICK, ["serve", "--port", "0", "--threads", "1", "--model", fifo],
+                       { stdio: ["ignore", "pipe", "pipe"] });
+    let stderr = "";
+    proc.stderr.on("data", (d) => { stderr += d; });
+    const exited = new Promise((resolve) => proc.on("exit", (code, signal) => resolve({ code, signal })));
+    assert.ok(await waitFor(() => /loading/.test(stderr), 10000), "the load began:\n" + stderr);
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(proc.exitCode, null, "still loading:\n" + stderr);
+    const t0 = Date.now();
+    proc.kill("SIGTERM");
+    const timeout = new Promise((resolve) => setTimeout(() => resolve(null), 5000));
+    const result = await Promise.race([exited, timeout]);
+    if (!result) proc.kill("SIGKILL");
+    assert.ok(result, "no exit within 5 s of SIGTERM during the load:\n" + stderr);
+    assert.deepEqual(result, { code: 0, signal: null }, stderr);
+    assert.ok(Date.now() - t0 < 5000);
+    assert.match(stderr, /SIGTERM while loading the model/);
   });
 });
