@@ -320,7 +320,9 @@ void Api::embeddings(const std::string& body, const std::shared_ptr<Exchange>& e
   if (!in) throw bad_request("input", "'input' is required: a string, strings or token ids");
   std::vector<std::string> texts;
   std::vector<std::vector<int32_t>> ids;
-  const int vocab = ctx_.tokenizer->vocab_size();
+  // The embedding model's rows, not the tokenizer's: EmbeddingRWKV's EOS (65535) lies past the
+  // World vocabulary, and token-id inputs must end with it.
+  const int vocab = ctx_.embedder->model().geometry().vocab;
   auto id_array = [&](const Json& a, const std::string& name) {
     std::vector<int32_t> out = token_ids(a, name, "input", vocab);
     if (out.empty()) throw bad_request("input", "'" + name + "' holds no token ids");

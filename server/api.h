@@ -50,7 +50,7 @@ class Api {
 
   ServeContext& ctx_;
   BackgroundWorker worker_{64};    // embeddings, rerank (model passes outside the engine)
-  // Every POST but the chat page's: parse, tokenize, validate, submit or serialize (off_io).
+  // Every route that reads a body: parse, tokenize, validate, submit or serialize (off_io).
   BackgroundWorker parser_{1024};
 };
 

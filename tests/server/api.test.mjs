@@ -306,26 +306,28 @@ describe("embeddings (EmbeddingRWKV fixture)", { skip: skip || (!fixture("tasks"
 const erModel = fixture("tasks", "er_emb_model.pth"), erReranker = fixture("tasks", "er_reranker.pth");
 describe("--max-prompt-tokens on embeddings and rerank", { skip: (!erModel || !erReranker) && "fixtures tasks/er_emb_model.pth, er_reranker.pth missing" }, () => {
   let srv;
-  before(async () => { srv = await startServer(["--model", erModel, "--head", erReranker, "--max-prompt-tokens", "16"]); });
+  before(async () => { srv = await startServer(["--model", erModel, "--head", erReranker, "--max-prompt-tokens", "32"]); });
   after(async () => { assert.equal((await srv.stop()).code, 0, srv.stderr()); });
   const post = (route, body) => fetch(srv.url + route, { method: "POST", body: JSON.stringify(body) });
 
   test("token-id inputs and documents past the limit are a 400 naming it", async () => {
-    const ids = (n) => Array.from({ length: n }, (_, i) => 100 + i);
-    for (const input of [ids(17), [ids(3), ids(17)]]) {
+    // n token ids, the last EmbeddingRWKV's EOS (65535), where it pools.
+    const ids = (n) => [...Array.from({ length: n - 1 }, (_, i) => 100 + i), 65535];
+    for (const input of [ids(33), [ids(3), ids(33)]]) {
       const r = await post("/v1/embeddings", { input });
       assert.equal(r.status, 400, JSON.stringify(input).slice(0, 60));
       const e = (await r.json()).error;
       assert.equal(e.param, "input");
-      assert.match(e.message, /17 tokens.*limit of 16 \(wick serve --max-prompt-tokens\)/);
+      assert.match(e.message, /33 tokens.*limit of 32 \(wick serve --max-prompt-tokens\)/);
     }
-    assert.equal((await post("/v1/embeddings", { input: ids(16) })).status, 200);
+    assert.equal((await post("/v1/embeddings", { input: ids(32) })).status, 200);
     assert.equal((await post("/v1/embeddings", { input: "word ".repeat(40) })).status, 400);
     const long = await post("/v1/rerank", { query: "q", documents: ["short", "a long document ".repeat(10)] });
     assert.equal(long.status, 400);
     const e = (await long.json()).error;
     assert.equal(e.param, "documents");
-    assert.match(e.message, /documents\[1\].*limit of 16 \(wick serve --max-prompt-tokens\)/);
+    assert.match(e.message, /documents\[1\].*limit of 32 \(wick serve --max-prompt-tokens\)/);
+    // A short document with the query and the reranker's template: 22 tokens.
     const ok = await post("/v1/rerank", { query: "q", documents: ["short", "tiny"] });
     assert.equal(ok.status, 200, await ok.clone().text());
     assert.equal((await ok.json()).results.length, 2);
