@@ -69,6 +69,7 @@ std::string serialize_reply(const HttpReply& r, bool keep_alive, bool head_only 
   std::string s = head_lines(r.status, no_body ? "" : r.content_type, r.headers, keep_alive);
   if (!no_body) s += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
   s += "\r\n";
+  if (!no_body && !head_only) s.reserve(s.size() + r.body.size());
   if (!no_body && !head_only) s += r.body;
   return s;
 }
@@ -115,7 +116,7 @@ class ExchangeImpl final : public Exchange, public std::enable_shared_from_this<
     if (mode_ != Mode::kNone) return;
     mode_ = Mode::kReply;
     status_ = r.status;
-    out_ += serialize_reply(r, keep_alive_, head_only_);
+    out_ = serialize_reply(r, keep_alive_, head_only_);  // nothing queued before: no copy
     ended_ = true;
     schedule_locked();
   }

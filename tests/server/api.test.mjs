@@ -239,6 +239,20 @@ describe("wick serve with the openai client", { skip }, () => {
       assert.equal(t.logprob, t.top_logprobs[0].logprob, "greedy: the top token");
       assert.ok(t.logprob <= 0);
     }
+    // Streamed, the same entries arrive spread over the chunks (chat and completions).
+    const chatReq = { messages: [{ role: "user", content: "hi" }], max_tokens: 6, temperature: 0, logprobs: true, top_logprobs: 2 };
+    const whole = (await client.chat.completions.create(chatReq)).choices[0].logprobs.content;
+    const streamed = [];
+    for await (const c of await client.chat.completions.create({ ...chatReq, stream: true }))
+      for (const ch of c.choices) streamed.push(...(ch.logprobs?.content ?? []));
+    assert.deepEqual(streamed, whole);
+    const textReq = { prompt: "ab\u00e9", max_tokens: 6, temperature: 0, logprobs: 2 };
+    const wholeText = (await client.completions.create(textReq)).choices[0].logprobs;
+    const parts = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+    for await (const c of await client.completions.create({ ...textReq, stream: true }))
+      for (const ch of c.choices)
+        if (ch.logprobs) for (const k of Object.keys(parts)) parts[k].push(...ch.logprobs[k]);
+    assert.deepEqual(parts, wholeText);
   });
 
   test("fields wick cannot honour are a 400 naming them (an unknown state a 404)", async () => {
