@@ -6,7 +6,7 @@ import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import net from "node:net";
 import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { existsSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { startServer, metric, waitFor, WICK } from "./harness.mjs";
@@ -237,6 +237,44 @@ describe("SIGTERM with streams open", () => {
     for (const t of await Promise.all(streams)) {
       assert.match(t, /data: \[DONE\]\n\n$/, "every stream is closed properly");
       assert.match(t, /shutting down/);
+    }
+  });
+});
+
+const prlimit = ["/usr/bin/prlimit", "/bin/prlimit"].find((p) => existsSync(p));
+describe("descriptor limits", { skip: !prlimit && "prlimit (util-linux) not found" }, () => {
+  test("the soft limit is raised to the hard one; connections past the limit less 64 are closed, the others served", async () => {
+    const raised = await startServer([], {}, [prlimit, "--nofile=200:300", "--"]);
+    assert.match(raised.stderr(), /open-descriptor limit raised from 200 to 300; up to 236 connections/);
+    assert.equal((await raised.stop()).code, 0);
+
+    const srv = await startServer(["--idle-timeout-s", "30"], {}, [prlimit, "--nofile=100:100", "--"]);
+    try {
+      assert.match(srv.stderr(), /up to 36 connections \(--max-connections 4096 within the descriptor limit less 64\)/);
+      const socks = await Promise.all(Array.from({ length: 50 }, () => new Promise((resolve) => {
+        const s = net.connect(srv.port, "127.0.0.1", () => resolve(s));
+        s.closedByServer = false;
+        s.on("close", () => { s.closedByServer = true; });
+        s.on("error", () => {});
+      })));
+      assert.ok(await waitFor(() => socks.filter((s) => s.closedByServer).length >= 14, 5000),
+        `connections past 36 are closed: ${socks.filter((s) => s.closedByServer).length} of 50`);
+      // The held ones are served (each is one of the 36).
+      const held = socks.filter((s) => !s.closedByServer);
+      assert.equal(held.length, 36);
+      const answer = await new Promise((resolve) => {
+        let data = "";
+        held[0].on("data", (d) => { data += d; if (data.includes('{"status":"ok"}')) resolve(data); });
+        held[0].write("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+        setTimeout(() => resolve(data), 3000);
+      });
+      assert.match(answer, /^HTTP\/1\.1 200/);
+      for (const s of socks) s.destroy();
+      assert.ok(await waitFor(async () => {
+        try { return (await fetch(srv.url + "/health")).status === 200; } catch { return false; }
+      }, 5000), "new connections are served once the others closed");
+    } finally {
+      assert.equal((await srv.stop()).code, 0, srv.stderr());
     }
   });
 });
