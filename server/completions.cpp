@@ -194,21 +194,18 @@ void fit_logprob_budget(Job& job, size_t prompts, bool max_given, const char* ma
     job.config.max_tokens = static_cast<int>(fit);
     return;
   }
-  const std::string rows_text =
-      prompts > 1 ? std::to_string(prompts) + " prompts x " + std::to_string(job.n)
-                  : std::to_string(job.n);
+  const std::string alternatives = job.kind == Kind::kChat ? "top_logprobs" : "logprobs";
   throw bad_request(
       fit >= 1 ? max_name : "n",
-      std::string("with logprobs, ") + (prompts > 1 ? "prompts x " : "") + "'n' x '" + max_name +
-          "' x (1 + '" + (job.kind == Kind::kChat ? "top_logprobs" : "logprobs") + "') is " +
-          rows_text + " x " + std::to_string(job.config.max_tokens) + " x " +
+      "with logprobs, one request may ask for at most " + std::to_string(kMaxLogprobEntries) +
+          " log-probabilities, counted as choices (" + (prompts > 1 ? "prompts x 'n'" : "'n'") +
+          ") x '" + max_name + "' x (1 + '" + alternatives + "'); this one asks for " +
+          std::to_string(rows) + " x " + std::to_string(job.config.max_tokens) + " x " +
           std::to_string(1 + job.logprobs) + " = " +
-          std::to_string(per_token * job.config.max_tokens) +
-          " log-probabilities, above this server's limit of " +
-          std::to_string(kMaxLogprobEntries) + " per request: " +
-          (fit >= 1 ? "ask for at most " + std::to_string(fit) + " tokens, or lower " +
-                          (prompts > 1 ? "the prompts, " : "") + "n or the alternatives"
-                    : std::string("lower n or the alternatives")));
+          std::to_string(per_token * job.config.max_tokens) + ": " +
+          (fit >= 1 ? "ask for at most " + std::to_string(fit) + " tokens, or fewer choices or "
+                                                                  "alternatives"
+                    : std::string("ask for fewer choices or alternatives")));
 }
 
 // Rows of one request (prompts x n) must fit the engine's queue at once (all or none).
