@@ -306,8 +306,13 @@ TEST(ServerApi, LogprobVolumeIsBounded) {
       R"({"messages": [{"role": "user", "content": "x"}], "n": 2, "max_tokens": 4,
           "logprobs": true, "top_logprobs": 20, "temperature": 0})"));
   ASSERT_EQ(ok.status, 200) << ok.body;
-  for (const auto& c : json::parse(ok.body)["choices"])
+  const json body = json::parse(ok.body);
+  ASSERT_EQ(body["choices"].size(), 2u);
+  for (const auto& c : body["choices"]) {
+    EXPECT_GE(c["logprobs"]["content"].size(), 1u);
+    EXPECT_LE(c["logprobs"]["content"].size(), 4u);
     for (const auto& t : c["logprobs"]["content"]) EXPECT_EQ(t["top_logprobs"].size(), 20u);
+  }
 }
 
 }  // namespace

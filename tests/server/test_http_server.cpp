@@ -181,6 +181,11 @@ TEST(HttpServer, ConnectionsStayWithinTheDescriptorLimit) {
 }
 
 TEST(HttpServer, OutOfDescriptorsTheOpenConnectionsAreStillServed) {
+#ifdef __SANITIZE_ADDRESS__
+  // The WICK_SANITIZE build also has UBSan, whose type checks open a pipe the first time they
+  // meet a type: in a process out of descriptors they fail and report false errors.
+  GTEST_SKIP() << "needs a process out of descriptors, which the sanitizers cannot run in";
+#endif
   HeldServer s;  // sized with the full limit: accept() is what runs out
   constexpr int kClients = 12;
   std::vector<int> clients;
