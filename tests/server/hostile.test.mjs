@@ -322,17 +322,23 @@ describe("SIGTERM while the model loads", () => {
     let stderr = "";
     proc.stderr.on("data", (d) => { stderr += d; });
     const exited = new Promise((resolve) => proc.on("exit", (code, signal) => resolve({ code, signal })));
-    assert.ok(await waitFor(() => /loading/.test(stderr), 10000), "the load began:\n" + stderr);
-    await new Promise((r) => setTimeout(r, 300));
-    assert.equal(proc.exitCode, null, "still loading:\n" + stderr);
-    const t0 = Date.now();
-    proc.kill("SIGTERM");
-    const timeout = new Promise((resolve) => setTimeout(() => resolve(null), 5000));
-    const result = await Promise.race([exited, timeout]);
-    if (!result) proc.kill("SIGKILL");
-    assert.ok(result, "no exit within 5 s of SIGTERM during the load:\n" + stderr);
-    assert.deepEqual(result, { code: 0, signal: null }, stderr);
-    assert.ok(Date.now() - t0 < 5000);
-    assert.match(stderr, /SIGTERM while loading the model/);
+    try {
+      assert.ok(await waitFor(() => /loading/.test(stderr), 10000), "the load began:\n" + stderr);
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(proc.exitCode, null, "still loading:\n" + stderr);
+      const t0 = Date.now();
+      proc.kill("SIGTERM");
+      const timeout = new Promise((resolve) => setTimeout(() => resolve(null), 5000));
+      const result = await Promise.race([exited, timeout]);
+      assert.ok(result, "no exit within 5 s of SIGTERM during the load:\n" + stderr);
+      assert.deepEqual(result, { code: 0, signal: null }, stderr);
+      assert.ok(Date.now() - t0 < 5000);
+      assert.match(stderr, /SIGTERM while loading the model/);
+    } finally {
+      if (proc.exitCode === null && proc.signalCode === null) {
+        proc.kill("SIGKILL");
+        await exited;
+      }
+    }
   });
 });
