@@ -170,6 +170,7 @@ struct DescriptorLimit {
 
 TEST(HttpServer, ConnectionsStayWithinTheDescriptorLimit) {
   DescriptorLimit limit;
+  if (limit.saved.rlim_max < 200) GTEST_SKIP() << "the hard descriptor limit is below 200";
   ASSERT_TRUE(limit.set(200));
   HttpServerOptions o;
   o.port = 0;
