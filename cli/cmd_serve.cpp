@@ -1,10 +1,13 @@
 // wick serve --model M [--host 127.0.0.1] [--port 8080] [--api-key K] ...
 // An OpenAI-compatible HTTP server on the serving engine (README "wick serve", serving.md §3).
 // Listens at once (GET /health answers 503 while the model loads) and prints "wick serve:
-// listening on http://HOST:PORT" on stdout when ready (GET /health is then 200). SIGTERM / SIGINT: /health turns 503 and new requests are refused, running requests finish
-// within --shutdown-grace-s or are cancelled, then the process exits 0.
+// listening on http://HOST:PORT" on stdout when ready (GET /health is then 200). SIGTERM /
+// SIGINT while the model loads: exit 0 at once. Afterwards: /health turns 503 and new requests
+// are refused, running requests finish within --shutdown-grace-s or are cancelled, then the
+// process exits 0.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -12,6 +15,8 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <future>
 #include <iostream>
 #include <thread>
 
@@ -34,6 +39,7 @@ struct ServeOptions {
   std::string model, tokenizer, host = "127.0.0.1", api_key, head, served_name, cors_origin;
   std::string chat_template;
   int port = 8080;
+  int max_connections = 4096;
   LoadOptions load;
   AttentionFlags attention;
   int threads = 0;
@@ -97,15 +103,71 @@ std::chrono::milliseconds seconds(double s, const char* flag) {
   return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
 }
 
+// Raises the soft limit on open descriptors to the hard one (idle HTTP connections hold one
+// each). Returns a line for the log, empty when nothing changed.
+std::string raise_descriptor_limit() {
+  rlimit fds{};
+  if (::getrlimit(RLIMIT_NOFILE, &fds) != 0 || fds.rlim_cur == fds.rlim_max) return {};
+  const rlim_t before = fds.rlim_cur;
+  fds.rlim_cur = fds.rlim_max;
+  if (fds.rlim_max == RLIM_INFINITY) {
+    // Linux takes at most fs.nr_open for RLIMIT_NOFILE.
+    rlim_t nr_open = 1048576;
+    std::ifstream f("/proc/sys/fs/nr_open");
+    if (unsigned long long v = 0; f >> v) nr_open = static_cast<rlim_t>(v);
+    fds.rlim_cur = nr_open;
+  }
+  if (fds.rlim_cur <= before || ::setrlimit(RLIMIT_NOFILE, &fds) != 0)
+    return "open-descriptor limit stays at " + std::to_string(before) +
+           " (raising it to the hard limit failed)";
+  return "open-descriptor limit raised from " + std::to_string(before) + " to " +
+         std::to_string(fds.rlim_cur);
+}
+
+// SIGTERM / SIGINT, taken on a thread of their own from start-up: during the model load the
+// process exits at once (status 0: nothing was being served); afterwards the signal is handed
+// to the main thread, which drains.
+class StopSignals {
+ public:
+  StopSignals() {
+    // Block them before any other thread starts, so every thread inherits the mask.
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    auto state = state_;
+    const sigset_t set = set_;
+    // Detached: if start-up fails, the process exits with the thread still waiting.
+    std::thread([state, set] {
+      int sig = 0;
+      sigwait(&set, &sig);
+      const char* name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+      if (!state->serving.load()) {
+        std::fprintf(stderr, "wick serve: %s while loading the model: exiting\n", name);
+        std::fflush(stderr);
+        std::_Exit(0);
+      }
+      state->signal.set_value(sig);
+    }).detach();
+  }
+  // The model is loaded: a signal from now on drains instead of exiting.
+  void serving() { state_->serving.store(true); }
+  // Blocks until SIGTERM or SIGINT; returns it.
+  int wait() { return state_->signal.get_future().get(); }
+
+ private:
+  struct State {
+    std::atomic<bool> serving{false};
+    std::promise<int> signal;
+  };
+  sigset_t set_;
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+};
+
 void run_serve(const ServeOptions& o) {
-  // Signals are taken by sigwait() below: block them before any thread starts, so every thread
-  // inherits the mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  StopSignals stop_signals;
   ::signal(SIGPIPE, SIG_IGN);
+  const std::string descriptors = raise_descriptor_limit();
 
   if (o.port < 0 || o.port > 65535) throw InputError("--port must be in 0..65535");
   if (o.max_rows < 1) throw InputError("--max-rows must be >= 1");
@@ -115,6 +177,7 @@ void run_serve(const ServeOptions& o) {
   if (o.max_prompt_tokens < 1) throw InputError("--max-prompt-tokens must be >= 1");
   if (o.max_tokens_limit < 1) throw InputError("--max-tokens-limit must be >= 1");
   if (o.max_body_bytes < 1024) throw InputError("--max-body-bytes must be >= 1024");
+  if (o.max_connections < 1) throw InputError("--max-connections must be >= 1");
   if (o.threads > 0) set_cli_threads(o.threads);
   if (o.redis_ttl_s < 0) throw InputError("--redis-ttl must be >= 0 seconds (0: no expiry)");
   if (o.redis_timeout_ms < 1 || o.redis_timeout_ms > 60000)
@@ -130,6 +193,7 @@ void run_serve(const ServeOptions& o) {
   ho.max_body_bytes = o.max_body_bytes;
   ho.read_timeout = seconds(o.read_timeout_s, "--read-timeout-s");
   ho.idle_timeout = seconds(o.idle_timeout_s, "--idle-timeout-s");
+  ho.max_connections = o.max_connections;
   const auto grace = seconds(o.shutdown_grace_s, "--shutdown-grace-s");
 
   std::atomic<server::Api*> live{nullptr};
@@ -142,6 +206,16 @@ void run_serve(const ServeOptions& o) {
                                                  ? default_replica_name(http.port())
                                                  : o.replica_name);
   http.start();
+  std::cerr << "wick serve: " << (descriptors.empty() ? "" : descriptors + "; ") << "up to "
+            << http.max_connections() << " connections"
+            << (http.max_connections() < o.max_connections
+                    ? " (--max-connections " + std::to_string(o.max_connections) +
+                          " within the descriptor limit less " +
+                          std::to_string(server::kDescriptorMargin) + ")"
+                    : std::string())
+            << "\n";
+  std::cerr << "wick serve: loading " << (o.model.empty() ? "the embedded model" : o.model)
+            << "\n";
 
   server::ServeContext ctx;
   Model model = with_attention_flags(load_model_or_default(o.model, o.load), o.attention);
@@ -203,14 +277,14 @@ void run_serve(const ServeOptions& o) {
 
   server::Api api(ctx);
   live.store(&api);
+  stop_signals.serving();
   std::cerr << "wick serve: " << ctx.served_id << " (" << model.geometry().n_layer << " layers, C="
             << model.geometry().n_embd << ", V=" << model.geometry().vocab << ")"
             << (ctx.api_key.empty() ? "" : ", API key required")
             << (engine ? "" : ", embeddings only") << "\n";
   std::cout << "wick serve: listening on http://" << o.host << ":" << http.port() << std::endl;
 
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
+  const int sig = stop_signals.wait();
   std::cerr << "wick serve: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT")
             << ": draining (up to " << o.shutdown_grace_s << " s)\n";
   ctx.draining.store(true);
@@ -264,6 +338,9 @@ void register_serve(CLI::App& app) {
                   "Seconds a kept-alive connection may stay silent, or a response unread (default 60)");
   cmd->add_option("--shutdown-grace-s", o->shutdown_grace_s,
                   "Seconds running requests get to finish on SIGTERM (default 10)");
+  cmd->add_option("--max-connections", o->max_connections,
+                  "Open connections held at once, within the descriptor limit less 64 (default "
+                  "4096)");
   cmd->add_option("--cors-origin", o->cors_origin,
                   "Allow this browser origin (CORS headers); default: none");
   cmd->add_option("--chat-template", o->chat_template,

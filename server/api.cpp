@@ -119,18 +119,11 @@ void Api::answer_error(std::exception_ptr e, std::string_view endpoint,
   ex->reply(std::move(r));
 }
 
-void Api::generation(HttpRequest& req, const std::shared_ptr<Exchange>& ex,
-                     const std::string& endpoint) {
-  // Parsing, tokenizing (up to --max-body-bytes of text) and submitting run on their own thread,
-  // never on the I/O thread, which serves every connection.
-  const bool chat = endpoint == "chat_completions";
-  const bool posted = parser_.post([this, r = std::move(req), ex, endpoint, chat] {
+void Api::off_io(const std::string& endpoint, const std::shared_ptr<Exchange>& ex,
+                 std::function<void()> work) {
+  const bool posted = parser_.post([this, endpoint, ex, work = std::move(work)] {
     try {
-      if (chat) {
-        handle_chat_completions(ctx_, r, ex);
-      } else {
-        handle_completions(ctx_, r, ex);
-      }
+      work();
     } catch (...) {
       answer_error(std::current_exception(), endpoint, ex);
     }
@@ -243,50 +236,78 @@ void Api::route(HttpRequest& req, const std::shared_ptr<Exchange>& ex,
       data.push_back({{"id", id}, {"object", "state"}, {"name", id}, {"source", source}});
     return reply_json(ex, endpoint, 200, dump_json({{"object", "list"}, {"data", data}}));
   }
-  if (endpoint == "tokenize") {
-    const Json b = parse_body(req.body);
-    const auto content = opt_string(b, "content");
-    if (!content) throw bad_request("content", "'content' is required: the text to tokenize");
-    const std::vector<int32_t> ids = ctx_.tokenizer->encode(*content);
-    Json out = {{"tokens", ids}};
-    if (opt_bool(b, "with_pieces").value_or(false)) {
-      Json pieces = Json::array();
-      for (int32_t id : ids)
-        pieces.push_back({{"id", id},
-                          {"piece", utf8_replace_invalid(ctx_.tokenizer->decode(
-                                        std::span<const int32_t>(&id, 1)))}});
-      out["tokens"] = pieces;
-    }
-    return reply_json(ex, endpoint, 200, dump_json(out));
-  }
-  if (endpoint == "detokenize") {
-    const Json b = parse_body(req.body);
-    const Json* t = field(b, "tokens");
-    if (!t || !t->is_array())
-      throw bad_request("tokens", "'tokens' is required: an array of token ids");
-    const std::vector<int32_t> ids =
-        token_ids(*t, "tokens", "tokens", ctx_.tokenizer->vocab_size());
-    std::string text;
-    try {
-      text = utf8_replace_invalid(ctx_.tokenizer->decode(ids));
-    } catch (const InputError& e) {
-      throw bad_request("tokens", e.what());
-    }
-    return reply_json(ex, endpoint, 200, dump_json({{"content", text}}));
-  }
+  // Everything below parses a body (up to --max-body-bytes): on the parse thread.
+  if (endpoint == "tokenize")
+    return off_io(endpoint, ex, [this, ex, body = std::move(req.body)] { tokenize(body, ex); });
+  if (endpoint == "detokenize")
+    return off_io(endpoint, ex, [this, ex, body = std::move(req.body)] { detokenize(body, ex); });
   if (ctx_.draining.load()) throw unavailable("the server is shutting down");
-  if (endpoint == "chat_completions" || endpoint == "completions")
-    return generation(req, ex, endpoint);
-  if (endpoint == "embeddings") return embeddings(req, ex);
-  if (endpoint == "rerank") return rerank(req, ex);
+  if (endpoint == "chat_completions")
+    return off_io(endpoint, ex, [this, ex, r = std::move(req)] {
+      handle_chat_completions(ctx_, r, ex);
+    });
+  if (endpoint == "completions")
+    return off_io(endpoint, ex, [this, ex, r = std::move(req)] { handle_completions(ctx_, r, ex); });
+  if (endpoint == "embeddings")
+    return off_io(endpoint, ex, [this, ex, body = std::move(req.body)] { embeddings(body, ex); });
+  if (endpoint == "rerank")
+    return off_io(endpoint, ex, [this, ex, body = std::move(req.body)] { rerank(body, ex); });
   throw not_found("", "no endpoint " + req.path);
 }
 
-void Api::embeddings(const HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
+void Api::tokenize(const std::string& body, const std::shared_ptr<Exchange>& ex) {
+  const Json b = parse_body(body);
+  const auto content = opt_string(b, "content");
+  if (!content) throw bad_request("content", "'content' is required: the text to tokenize");
+  const bool with_pieces = opt_bool(b, "with_pieces").value_or(false);
+  const std::vector<int32_t> ids = ctx_.tokenizer->encode(*content);
+  // One {id, piece} object per token is ~10x the text: bounded by --max-prompt-tokens (the
+  // plain id list is bounded by the body limit).
+  if (with_pieces && static_cast<int64_t>(ids.size()) > ctx_.limits.max_prompt_tokens)
+    throw bad_request("with_pieces",
+                      "'with_pieces' answers at most " +
+                          std::to_string(ctx_.limits.max_prompt_tokens) +
+                          " tokens (wick serve --max-prompt-tokens); the content is " +
+                          std::to_string(ids.size()) +
+                          " tokens: send it without with_pieces, or in parts");
+  // Written directly: no JSON object per token.
+  std::string out = "{\"tokens\":[";
+  out.reserve(16 + ids.size() * (with_pieces ? 24 : 6));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) out += ',';
+    if (!with_pieces) {
+      out += std::to_string(ids[i]);
+      continue;
+    }
+    out += "{\"id\":" + std::to_string(ids[i]) + ",\"piece\":";
+    out += dump_json(utf8_replace_invalid(
+        ctx_.tokenizer->decode(std::span<const int32_t>(&ids[i], 1))));
+    out += '}';
+  }
+  out += "]}";
+  reply_json(ex, "tokenize", 200, std::move(out));
+}
+
+void Api::detokenize(const std::string& body, const std::shared_ptr<Exchange>& ex) {
+  const Json b = parse_body(body);
+  const Json* t = field(b, "tokens");
+  if (!t || !t->is_array())
+    throw bad_request("tokens", "'tokens' is required: an array of token ids");
+  const std::vector<int32_t> ids = token_ids(*t, "tokens", "tokens", ctx_.tokenizer->vocab_size());
+  std::string text;
+  try {
+    text = utf8_replace_invalid(ctx_.tokenizer->decode(ids));
+  } catch (const InputError& e) {
+    throw bad_request("tokens", e.what());
+  }
+  reply_json(ex, "detokenize", 200, dump_json({{"content", text}}));
+}
+
+void Api::embeddings(const std::string& body, const std::shared_ptr<Exchange>& ex) {
   if (!ctx_.embedder)
     throw not_found("model", "this server has no embedding model: serve an EmbeddingRWKV "
                              "checkpoint, or give an embedding head with --head FILE");
-  const Json b = parse_body(req.body);
+  const Json b = parse_body(body);
   (void)opt_string(b, "model");
   const std::string format = opt_string(b, "encoding_format").value_or("float");
   if (format != "float" && format != "base64")
@@ -299,10 +320,17 @@ void Api::embeddings(const HttpRequest& req, const std::shared_ptr<Exchange>& ex
   if (!in) throw bad_request("input", "'input' is required: a string, strings or token ids");
   std::vector<std::string> texts;
   std::vector<std::vector<int32_t>> ids;
-  const int vocab = ctx_.tokenizer->vocab_size();
+  // The embedding model's rows, not the tokenizer's: EmbeddingRWKV's EOS (65535) lies past the
+  // World vocabulary, and token-id inputs must end with it.
+  const int vocab = ctx_.embedder->model().geometry().vocab;
   auto id_array = [&](const Json& a, const std::string& name) {
     std::vector<int32_t> out = token_ids(a, name, "input", vocab);
     if (out.empty()) throw bad_request("input", "'" + name + "' holds no token ids");
+    if (static_cast<int64_t>(out.size()) > ctx_.limits.max_prompt_tokens)
+      throw bad_request("input", "'" + name + "' is " + std::to_string(out.size()) +
+                                     " tokens, above this server's limit of " +
+                                     std::to_string(ctx_.limits.max_prompt_tokens) +
+                                     " (wick serve --max-prompt-tokens)");
     return out;
   };
   if (in->is_string()) {
@@ -336,7 +364,9 @@ void Api::embeddings(const HttpRequest& req, const std::shared_ptr<Exchange>& ex
       const size_t n = ctx_.embedder->tokens(t).size();
       if (static_cast<int64_t>(n) > ctx_.limits.max_prompt_tokens)
         throw bad_request("input", "an input is " + std::to_string(n) +
-                                       " tokens, above this server's --max-prompt-tokens");
+                                       " tokens, above this server's limit of " +
+                                       std::to_string(ctx_.limits.max_prompt_tokens) +
+                                       " (wick serve --max-prompt-tokens)");
       tokens += static_cast<int64_t>(n);
     }
   } catch (const InputError& e) {
@@ -378,10 +408,10 @@ void Api::embeddings(const HttpRequest& req, const std::shared_ptr<Exchange>& ex
   if (!posted) throw unavailable("the server is busy with other embedding or rerank requests");
 }
 
-void Api::rerank(const HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
+void Api::rerank(const std::string& body, const std::shared_ptr<Exchange>& ex) {
   if (!ctx_.reranker)
     throw not_found("model", "this server has no reranker: give a reranker head with --head FILE");
-  const Json b = parse_body(req.body);
+  const Json b = parse_body(body);
   (void)opt_string(b, "model");
   const auto query = opt_string(b, "query");
   if (!query) throw bad_request("query", "'query' is required: a string");
@@ -407,8 +437,17 @@ void Api::rerank(const HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
   int64_t tokens = 0;
   try {
     const size_t tail = ctx_.reranker->tail_tokens(*query).size();
-    for (const std::string& d : texts)
-      tokens += static_cast<int64_t>(ctx_.reranker->prefix_tokens(d).size() + tail);
+    for (size_t i = 0; i < texts.size(); ++i) {
+      // Each document is one pass over its tokens and the query's.
+      const size_t n = ctx_.reranker->prefix_tokens(texts[i]).size() + tail;
+      if (static_cast<int64_t>(n) > ctx_.limits.max_prompt_tokens)
+        throw bad_request("documents", "'documents[" + std::to_string(i) + "]' with the query is " +
+                                           std::to_string(n) +
+                                           " tokens, above this server's limit of " +
+                                           std::to_string(ctx_.limits.max_prompt_tokens) +
+                                           " (wick serve --max-prompt-tokens)");
+      tokens += static_cast<int64_t>(n);
+    }
   } catch (const InputError& e) {
     throw bad_request("documents", e.what());
   }

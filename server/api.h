@@ -9,6 +9,7 @@
 #pragma once
 
 #include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -33,18 +34,24 @@ class Api {
   // Throws 401 unless the request carries the API key (when one is set).
   void check_key(const HttpRequest& req) const;
   void route(HttpRequest& req, const std::shared_ptr<Exchange>& ex, const std::string& endpoint);
-  void generation(HttpRequest& req, const std::shared_ptr<Exchange>& ex,
-                  const std::string& endpoint);
+  // Runs `work` on the parse thread, never on the I/O thread (which serves every connection):
+  // parsing, tokenizing and serializing a request's answer happen there; an exception `work`
+  // throws answers the request. 503 when too many requests already wait to be parsed.
+  void off_io(const std::string& endpoint, const std::shared_ptr<Exchange>& ex,
+              std::function<void()> work);
+  void tokenize(const std::string& body, const std::shared_ptr<Exchange>& ex);
+  void detokenize(const std::string& body, const std::shared_ptr<Exchange>& ex);
   void answer_error(std::exception_ptr e, std::string_view endpoint,
                     const std::shared_ptr<Exchange>& ex);
-  void embeddings(const HttpRequest& req, const std::shared_ptr<Exchange>& ex);
-  void rerank(const HttpRequest& req, const std::shared_ptr<Exchange>& ex);
+  void embeddings(const std::string& body, const std::shared_ptr<Exchange>& ex);
+  void rerank(const std::string& body, const std::shared_ptr<Exchange>& ex);
   void reply_json(const std::shared_ptr<Exchange>& ex, std::string_view endpoint, int status,
                   std::string body);
 
   ServeContext& ctx_;
   BackgroundWorker worker_{64};    // embeddings, rerank (model passes outside the engine)
-  BackgroundWorker parser_{1024};  // chat / completions: parse, tokenize, submit
+  // Every route that reads a body: parse, tokenize, validate, submit or serialize (off_io).
+  BackgroundWorker parser_{1024};
 };
 
 }  // namespace wick::server

@@ -1,6 +1,7 @@
-// One background thread for the requests that run passes outside the engine (embeddings,
-// rerank), so the I/O thread never blocks on a model pass. A bounded queue: when it is full the
-// request is refused at once (503) instead of waiting.
+// One background thread with a bounded queue, so the I/O thread never blocks: the API runs the
+// model passes outside the engine (embeddings, rerank) on one, and parses, tokenizes and answers
+// request bodies on another. When the queue is full the request is refused at once (503)
+// instead of waiting.
 #pragma once
 
 #include <condition_variable>

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <mutex>
 #include <random>
+#include <span>
+#include <string_view>
 
 #include "server/api_error.h"
 #include "server/json_fields.h"
@@ -174,6 +176,38 @@ int64_t max_tokens_field(const ServeContext& ctx, const Json& b, const char* nam
 
 constexpr size_t kMaxPrompts = 256;
 
+// The log-probabilities one request may ask for: rows x max_tokens x (1 + top_logprobs) entries
+// (the engine keeps every row's until it ends, and a non-streamed reply holds them all at once).
+// About 60 bytes each as JSON text: at the bound, a chat reply with 20 alternatives is 122 MB and
+// the server peaks near 450 MB (measured) while writing it.
+constexpr int64_t kMaxLogprobEntries = int64_t{1} << 21;
+
+// Holds a request with logprobs to kMaxLogprobEntries: a max_tokens left to its default shrinks
+// to fit (the reply then ends with finish_reason "length" there); one given is a 400 naming it.
+void fit_logprob_budget(Job& job, size_t prompts, bool max_given, const char* max_name) {
+  if (job.logprobs < 0) return;
+  const int64_t rows = static_cast<int64_t>(prompts) * job.n;
+  const int64_t per_token = rows * (1 + job.logprobs);
+  const int64_t fit = kMaxLogprobEntries / per_token;
+  if (job.config.max_tokens <= fit) return;
+  if (!max_given && fit >= 1) {
+    job.config.max_tokens = static_cast<int>(fit);
+    return;
+  }
+  const std::string alternatives = job.kind == Kind::kChat ? "top_logprobs" : "logprobs";
+  throw bad_request(
+      fit >= 1 ? max_name : "n",
+      "with logprobs, one request may ask for at most " + std::to_string(kMaxLogprobEntries) +
+          " log-probabilities, counted as choices (" + (prompts > 1 ? "prompts x 'n'" : "'n'") +
+          ") x '" + max_name + "' x (1 + '" + alternatives + "'); this one asks for " +
+          std::to_string(rows) + " x " + std::to_string(job.config.max_tokens) + " x " +
+          std::to_string(1 + job.logprobs) + " = " +
+          std::to_string(per_token * job.config.max_tokens) + ": " +
+          (fit >= 1 ? "ask for at most " + std::to_string(fit) + " tokens, or fewer choices or "
+                                                                  "alternatives"
+                    : std::string("ask for fewer choices or alternatives")));
+}
+
 // Rows of one request (prompts x n) must fit the engine's queue at once (all or none).
 void check_rows(const ServeContext& ctx, size_t prompts, int n) {
   if (!ctx.engine) return;  // no LM head: run_job answers 404
@@ -282,6 +316,9 @@ Job parse_chat(const ServeContext& ctx, const Json& b) {
   if (top && !lp)
     throw bad_request("top_logprobs", "'top_logprobs' needs 'logprobs': true");
   if (lp) job.logprobs = static_cast<int>(top.value_or(0));
+  const char* max_name =
+      field(b, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  fit_logprob_budget(job, 1, field(b, max_name) != nullptr, max_name);
 
   const RenderedChat chat = ctx.chat_template.render(messages);
   PromptSpec p;
@@ -367,6 +404,7 @@ Job parse_completion(const ServeContext& ctx, const Json& b) {
                                 "supported; send one or the other");
     job.logprobs = static_cast<int>(*lp);
   }
+  fit_logprob_budget(job, prompts.size(), field(b, "max_tokens") != nullptr, "max_tokens");
   if (!echo)
     for (PromptSpec& p : prompts) p.echo.clear();
   job.prompts = std::move(prompts);
@@ -489,45 +527,100 @@ class Run : public std::enable_shared_from_this<Run> {
                 {"model", ctx_.served_id}};
   }
 
-  Json chat_logprobs(const std::vector<TokenLogprob>& lps) const {
-    Json content = Json::array();
-    auto entry = [&](int32_t id, float lp) {
-      const std::string raw = token_text(*ctx_.tokenizer, id);
-      Json bytes = Json::array();
-      for (unsigned char c : raw) bytes.push_back(static_cast<int>(c));
-      return Json{{"token", utf8_replace_invalid(raw)}, {"logprob", lp}, {"bytes", bytes}};
-    };
-    for (const TokenLogprob& t : lps) {
-      Json e = entry(t.token, t.logprob);
-      Json top = Json::array();
-      for (const auto& [id, lp] : t.top) top.push_back(entry(id, lp));
-      e["top_logprobs"] = top;
-      content.push_back(std::move(e));
+  // Log-probabilities are written as JSON text, never as a JSON tree: a tree costs ~1 KiB per
+  // entry, and a non-streamed reply may hold 2^21 of them (kMaxLogprobEntries).
+  void append_chat_entry(std::string& out, int32_t id, float lp) const {
+    const std::string raw = token_text(*ctx_.tokenizer, id);
+    out += "{\"token\":";
+    out += dump_json(Json(utf8_replace_invalid(raw)));
+    out += ",\"logprob\":";
+    out += Json(lp).dump();
+    out += ",\"bytes\":[";
+    for (size_t k = 0; k < raw.size(); ++k) {
+      if (k) out += ',';
+      out += std::to_string(static_cast<int>(static_cast<unsigned char>(raw[k])));
     }
-    return Json{{"content", content}};
+    out += ']';
   }
 
-  Json text_logprobs(const std::vector<TokenLogprob>& lps, size_t offset) const {
-    Json tokens = Json::array(), lp = Json::array(), top = Json::array(), off = Json::array();
-    for (const TokenLogprob& t : lps) {
-      const std::string raw = token_text(*ctx_.tokenizer, t.token);
-      tokens.push_back(utf8_replace_invalid(raw));
-      lp.push_back(t.logprob);
-      Json alt = Json::object();
-      for (const auto& [id, l] : t.top) alt[utf8_replace_invalid(token_text(*ctx_.tokenizer, id))] = l;
-      top.push_back(alt);
-      off.push_back(offset);
+  // {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}
+  std::string chat_logprobs(std::span<const TokenLogprob> lps) const {
+    std::string out = "{\"content\":[";
+    for (size_t i = 0; i < lps.size(); ++i) {
+      if (i) out += ',';
+      append_chat_entry(out, lps[i].token, lps[i].logprob);
+      out += ",\"top_logprobs\":[";
+      for (size_t k = 0; k < lps[i].top.size(); ++k) {
+        if (k) out += ',';
+        append_chat_entry(out, lps[i].top[k].first, lps[i].top[k].second);
+        out += '}';
+      }
+      out += "]}";
+    }
+    out += "]}";
+    return out;
+  }
+
+  // {"tokens", "token_logprobs", "top_logprobs": [{text: logprob}], "text_offset"}
+  std::string text_logprobs(std::span<const TokenLogprob> lps, size_t offset) const {
+    std::string tokens = "[", lp = "[", top = "[", off = "[";
+    for (size_t i = 0; i < lps.size(); ++i) {
+      if (i) {
+        tokens += ',';
+        lp += ',';
+        top += ',';
+        off += ',';
+      }
+      const std::string raw = token_text(*ctx_.tokenizer, lps[i].token);
+      tokens += dump_json(Json(utf8_replace_invalid(raw)));
+      lp += Json(lps[i].logprob).dump();
+      Json alt = Json::object();  // at most 5 alternatives
+      for (const auto& [id, l] : lps[i].top)
+        alt[utf8_replace_invalid(token_text(*ctx_.tokenizer, id))] = l;
+      top += dump_json(alt);
+      off += std::to_string(offset);
       offset += raw.size();
     }
-    return Json{{"tokens", tokens}, {"token_logprobs", lp}, {"top_logprobs", top},
-                {"text_offset", off}};
+    tokens += "],\"token_logprobs\":";
+    tokens += lp;
+    tokens += "],\"top_logprobs\":";
+    tokens += top;
+    tokens += "],\"text_offset\":";
+    tokens += off;
+    tokens += "]}";
+    return "{\"tokens\":" + tokens;
+  }
+
+  std::string logprobs_json(std::span<const TokenLogprob> lps, size_t text_offset) const {
+    if (job_.logprobs < 0) return "null";
+    return job_.kind == Kind::kChat ? chat_logprobs(lps) : text_logprobs(lps, text_offset);
   }
 
   // Logprob entries of a finished row: every generated token but a stop token.
-  std::vector<TokenLogprob> kept_logprobs(const EngineResult& r) const {
-    std::vector<TokenLogprob> out = r.logprobs;
-    if (r.stop_reason == StopReason::kStopToken && !out.empty()) out.pop_back();
+  static std::span<const TokenLogprob> kept_logprobs(const EngineResult& r) {
+    std::span<const TokenLogprob> out = r.logprobs;
+    if (r.stop_reason == StopReason::kStopToken && !out.empty()) out = out.first(out.size() - 1);
     return out;
+  }
+
+  // `object` (dumped JSON text of an object) with the member "key": raw_json added.
+  static void add_member(std::string& object, std::string_view key, std::string_view raw_json) {
+    object.pop_back();  // '}'
+    if (object.size() > 1) object += ',';
+    object += '"';
+    object += key;
+    object += "\":";
+    object += raw_json;
+    object += '}';
+  }
+
+  // A chunk: chunk_base() (+ usage etc. in `ch`) with one choice, `choice` plus its logprobs.
+  std::string chunk_event(const Json& ch, const Json& choice, const std::string& logprobs) const {
+    std::string c = dump_json(choice);
+    add_member(c, "logprobs", logprobs);
+    std::string out = dump_json(ch);
+    add_member(out, "choices", "[" + c + "]");
+    return "data: " + out + "\n\n";
   }
 
   void emit(std::string event) {
@@ -550,26 +643,22 @@ class Run : public std::enable_shared_from_this<Run> {
     if (text.empty() && c.pending.empty()) return !lost();
     Json ch = chunk_base();
     Json choice;
+    std::string logprobs;
     if (job_.kind == Kind::kChat) {
-      choice = {{"index", i},
-                {"delta", {{"content", text}}},
-                {"logprobs", job_.logprobs >= 0 ? chat_logprobs(c.pending) : Json()},
-                {"finish_reason", nullptr}};
+      choice = {{"index", i}, {"delta", {{"content", text}}}, {"finish_reason", nullptr}};
+      logprobs = logprobs_json(c.pending, 0);
     } else {
       const PromptSpec& p = job_.prompts[i / static_cast<size_t>(job_.n)];
       if (c.text_bytes == 0 && !p.echo.empty()) {
         text = p.echo + text;
       }
-      choice = {{"text", text},
-                {"index", i},
-                {"logprobs", job_.logprobs >= 0 ? text_logprobs(c.pending, c.text_bytes) : Json()},
-                {"finish_reason", nullptr}};
+      choice = {{"text", text}, {"index", i}, {"finish_reason", nullptr}};
+      logprobs = logprobs_json(c.pending, c.text_bytes);
       c.text_bytes += text.size();
     }
     c.pending.clear();
-    ch["choices"] = Json::array({choice});
     if (job_.include_usage) ch["usage"] = nullptr;
-    emit("data: " + dump_json(ch) + "\n\n");
+    emit(chunk_event(ch, choice, logprobs));
     return !lost();
   }
 
@@ -683,25 +772,21 @@ class Run : public std::enable_shared_from_this<Run> {
         std::vector<TokenLogprob> rest = c.pending;
         if (res.stop_reason == StopReason::kStopToken && !rest.empty()) rest.pop_back();
         Json choice;
+        std::string logprobs = "null";
         if (job_.kind == Kind::kChat) {
           choice = {{"index", i},
                     {"delta", Json::object()},
-                    {"logprobs", job_.logprobs >= 0 && !rest.empty() ? chat_logprobs(rest) : Json()},
                     {"finish_reason", finish_reason(res.stop_reason)}};
+          if (!rest.empty()) logprobs = logprobs_json(rest, 0);
         } else {
           const PromptSpec& p = job_.prompts[i / static_cast<size_t>(job_.n)];
           const std::string echo = c.text_bytes == 0 ? p.echo : std::string();
-          choice = {{"text", echo},
-                    {"index", i},
-                    {"logprobs", job_.logprobs >= 0 && !rest.empty()
-                                     ? text_logprobs(rest, c.text_bytes + echo.size())
-                                     : Json()},
-                    {"finish_reason", finish_reason(res.stop_reason)}};
+          choice = {{"text", echo}, {"index", i}, {"finish_reason", finish_reason(res.stop_reason)}};
+          if (!rest.empty()) logprobs = logprobs_json(rest, c.text_bytes + echo.size());
         }
-        ch["choices"] = Json::array({choice});
         if (job_.include_usage) ch["usage"] = nullptr;
         if (left == 0 && !job_.include_usage) ch["timings"] = timings();
-        emit("data: " + dump_json(ch) + "\n\n");
+        emit(chunk_event(ch, choice, logprobs));
       } else if (!stream_error_) {
         stream_error_ = true;
         Json e = Json::parse(error_body(*err));
@@ -748,35 +833,39 @@ class Run : public std::enable_shared_from_this<Run> {
           release();
           return;
         }
-      Json choices = Json::array();
-      for (size_t i = 0; i < choices_.size(); ++i) {
-        const EngineResult& r = choices_[i].result;
-        const PromptSpec& p = job_.prompts[i / static_cast<size_t>(job_.n)];
-        const std::vector<TokenLogprob> lps = kept_logprobs(r);
-        if (job_.kind == Kind::kChat) {
-          std::string text = r.text;
-          if (choices_[i].strip_space && !text.empty() && text[0] == ' ') text.erase(0, 1);
-          choices.push_back({{"index", i},
-                             {"message", {{"role", "assistant"}, {"content", text}}},
-                             {"logprobs", job_.logprobs >= 0 ? chat_logprobs(lps) : Json()},
-                             {"finish_reason", finish_reason(r.stop_reason)}});
-        } else {
-          choices.push_back({{"text", p.echo + r.text},
-                             {"index", i},
-                             {"logprobs", job_.logprobs >= 0 ? text_logprobs(lps, p.echo.size())
-                                                             : Json()},
-                             {"finish_reason", finish_reason(r.stop_reason)}});
-        }
-      }
-      Json body = {{"id", id_},
+      // Written into one string: the log-probabilities may be most of a large body.
+      Json head = {{"id", id_},
                    {"object", job_.kind == Kind::kChat ? "chat.completion" : "text_completion"},
                    {"created", created_},
                    {"model", ctx_.served_id},
-                   {"choices", choices},
                    {"usage", usage()},
                    {"timings", timings()}};
+      std::string body = dump_json(head);
+      add_member(body, "choices", "[");  // the choices go in before the closing "]}"
+      body.pop_back();
+      for (size_t i = 0; i < choices_.size(); ++i) {
+        const EngineResult& r = choices_[i].result;
+        const PromptSpec& p = job_.prompts[i / static_cast<size_t>(job_.n)];
+        Json choice;
+        if (job_.kind == Kind::kChat) {
+          std::string text = r.text;
+          if (choices_[i].strip_space && !text.empty() && text[0] == ' ') text.erase(0, 1);
+          choice = {{"index", i},
+                    {"message", {{"role", "assistant"}, {"content", text}}},
+                    {"finish_reason", finish_reason(r.stop_reason)}};
+        } else {
+          choice = {{"text", p.echo + r.text},
+                    {"index", i},
+                    {"finish_reason", finish_reason(r.stop_reason)}};
+        }
+        std::string c = dump_json(choice);
+        add_member(c, "logprobs", logprobs_json(kept_logprobs(r), p.echo.size()));
+        if (i) body += ',';
+        body += c;
+      }
+      body += "]}";
       HttpReply r;
-      r.body = dump_json(body);
+      r.body = std::move(body);
       r.headers = cors_;
       ex_->reply(std::move(r));
       ctx_.metrics.request(endpoint_, status);

@@ -4,8 +4,10 @@
 // cross-thread object is ExchangeImpl (a mutex-guarded outbox that posts to the I/O thread).
 #include "server/http_server.h"
 
+#include <sys/resource.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <boost/asio.hpp>
@@ -13,6 +15,7 @@
 #include <boost/beast/http.hpp>
 #include <cctype>
 #include <cerrno>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -66,6 +69,7 @@ std::string serialize_reply(const HttpReply& r, bool keep_alive, bool head_only 
   std::string s = head_lines(r.status, no_body ? "" : r.content_type, r.headers, keep_alive);
   if (!no_body) s += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
   s += "\r\n";
+  if (!no_body && !head_only) s.reserve(s.size() + r.body.size());
   if (!no_body && !head_only) s += r.body;
   return s;
 }
@@ -115,7 +119,7 @@ class ExchangeImpl final : public Exchange, public std::enable_shared_from_this<
     mode_ = Mode::kReply;
     status_ = r.status;
     r.headers.insert(r.headers.end(), hub_->response_headers.begin(), hub_->response_headers.end());
-    out_ += serialize_reply(r, keep_alive_, head_only_);
+    out_ = serialize_reply(r, keep_alive_, head_only_);  // nothing queued before: no copy
     ended_ = true;
     schedule_locked();
   }
@@ -266,6 +270,7 @@ struct HttpServer::Impl {
   std::shared_ptr<Hub> hub = std::make_shared<Hub>();
   std::thread thread;
   std::atomic<int> connections{0};
+  int max_connections = 0;  // opt.max_connections within the descriptor limit
   std::atomic<int> pending{0};
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions;  // I/O thread only
   std::mutex stop_mutex;
@@ -502,22 +507,34 @@ class Session : public std::enable_shared_from_this<Session> {
     }
   }
 
-  // Watches the socket while a response is pending: readable with nothing to read means the
-  // client closed (or reset) the connection; bytes mean a pipelined request (stop watching).
+  // Watches the socket while a response is pending: end of stream or an error means the client
+  // closed (or reset) the connection, and the request is cancelled. Bytes that arrive meanwhile
+  // (a pipelined request) are kept in buf_ for the next request and the watch goes on, so a
+  // client that pipelines and then closes is still seen leaving; only past max_pipelined_bytes
+  // does it stop reading (TCP then holds the client back) and the watch ends.
   void watch(const std::shared_ptr<ExchangeImpl>& ex) {
-    sock_.async_wait(tcp::socket::wait_read,
-                     [self = shared_from_this(), ex](beast::error_code ec) {
-                       if (ec || self->closed_ || ex != self->ex_ || ex->complete()) return;
-                       char c;
-                       const ssize_t n = ::recv(self->sock_.native_handle(), &c, 1,
-                                                MSG_PEEK | MSG_DONTWAIT);
-                       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
-                                      errno != EINTR)) {
-                         self->close();
-                       } else if (n < 0) {
-                         self->watch(ex);
-                       }
-                     });
+    watching_ = true;
+    sock_.async_read_some(
+        net::buffer(peek_), [self = shared_from_this(), ex](beast::error_code ec, size_t n) {
+          self->watching_ = false;
+          if (self->closed_) return;
+          if (n > 0) {
+            auto dst = self->buf_.prepare(n);
+            std::memcpy(dst.data(), self->peek_.data(), n);
+            self->buf_.commit(n);
+          }
+          if (ex != self->ex_) {  // the response completed: go on with the connection
+            if (self->resume_idle_) {
+              self->resume_idle_ = false;
+              self->do_idle();
+            }
+            return;
+          }
+          if (ec == net::error::operation_aborted) return;
+          if (ec) return self->close();  // end of stream or reset: the client is gone
+          if (self->buf_.size() < self->srv_.opt.max_header_bytes + self->srv_.opt.max_body_bytes)
+            self->watch(ex);
+        });
   }
 
   void finish_pending() {
@@ -536,11 +553,20 @@ class Session : public std::enable_shared_from_this<Session> {
     ping_armed_ = false;
     const std::shared_ptr<Session> self = std::move(keep_);
     if (!keep_alive_ || close_after) {
+      if (watching_) {
+        beast::error_code ec;
+        sock_.cancel(ec);  // the disconnect watch: its handler sees the exchange done
+      }
       linger_close();
       return;
     }
-    beast::error_code ec;
-    sock_.cancel(ec);  // the disconnect watch
+    if (watching_) {
+      // The disconnect watch may hold pipelined bytes: the next request starts once it returned.
+      resume_idle_ = true;
+      beast::error_code ec;
+      sock_.cancel(ec);
+      return;
+    }
     do_idle();
   }
 
@@ -552,10 +578,10 @@ class Session : public std::enable_shared_from_this<Session> {
   uint64_t timer_gen_ = 0;
   std::shared_ptr<ExchangeImpl> ex_;
   std::string wbuf_;
-  std::array<char, 4096> discard_;
+  std::array<char, 4096> discard_, peek_;
   std::shared_ptr<Session> keep_;  // self while a response is pending
   bool writing_ = false, closed_ = false, keep_alive_ = true, pending_counted_ = false;
-  bool ping_armed_ = false;
+  bool ping_armed_ = false, watching_ = false, resume_idle_ = false;
   Clock::time_point last_write_ = Clock::now();
 };
 
@@ -575,12 +601,14 @@ void HttpServer::Impl::accept() {
   acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
     if (ec) {
       if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
-      // Out of descriptors and the like: try again shortly rather than spin.
+      // Out of descriptors (EMFILE, ENFILE) and the like: the open connections go on being
+      // served; the waiting one is accepted when a descriptor frees (tried again shortly rather
+      // than in a spin).
       auto t = std::make_shared<net::steady_timer>(ioc, std::chrono::milliseconds(50));
       t->async_wait([this, t](beast::error_code) { accept(); });
       return;
     }
-    if (connections.load() >= opt.max_connections) {
+    if (connections.load() >= max_connections) {
       beast::error_code ignore;
       socket.close(ignore);
     } else {
@@ -596,6 +624,13 @@ void HttpServer::Impl::accept() {
 HttpServer::HttpServer(HttpServerOptions options, Handler handler)
     : impl_(std::make_unique<Impl>()) {
   impl_->opt = std::move(options);
+  impl_->max_connections = std::max(1, impl_->opt.max_connections);
+  rlimit fds{};
+  if (::getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur != RLIM_INFINITY) {
+    const int64_t fit = static_cast<int64_t>(fds.rlim_cur) - kDescriptorMargin;
+    impl_->max_connections =
+        static_cast<int>(std::clamp<int64_t>(fit, 1, impl_->max_connections));
+  }
   impl_->handler = std::move(handler);
   impl_->hub->ioc = &impl_->ioc;
   impl_->hub->response_headers = impl_->opt.response_headers;
@@ -654,6 +689,7 @@ void HttpServer::stop() {
 }
 
 int HttpServer::connections() const { return impl_->connections.load(); }
+int HttpServer::max_connections() const { return impl_->max_connections; }
 int HttpServer::pending_responses() const { return impl_->pending.load(); }
 
 }  // namespace wick::server

@@ -35,11 +35,19 @@ struct HttpServerOptions {
   // A stream's bytes queued and not yet written past which Exchange::send() refuses.
   size_t max_unsent_bytes = 4 * 1024 * 1024;
   std::chrono::milliseconds keepalive_interval{2000};
-  // Connections beyond this are accepted and closed at once.
+  // Connections beyond this are accepted and closed at once. The server holds at most
+  // min(max_connections, RLIMIT_NOFILE's soft limit - kDescriptorMargin) (read at construction),
+  // so idle connections cannot use up the descriptors the rest of the process needs; if
+  // descriptors still run out (accept fails with EMFILE), the open connections go on being served
+  // and accepting resumes when one frees.
   int max_connections = 4096;
   // Headers sent with every response, transport errors included (e.g. X-Wick-Replica).
   std::vector<std::pair<std::string, std::string>> response_headers;
 };
+
+// Descriptors left to the rest of the process (standard streams, the event loop, model and state
+// files, a connection accepted only to be closed) when sizing max_connections.
+inline constexpr int kDescriptorMargin = 64;
 
 class HttpServer {
  public:
@@ -62,6 +70,8 @@ class HttpServer {
   void stop();
   // Connections open now (from any thread).
   int connections() const;
+  // The most connections held at once: options.max_connections within the descriptor limit.
+  int max_connections() const;
   // Responses not yet fully written (from any thread).
   int pending_responses() const;
 

@@ -53,15 +53,36 @@ describe("wick serve with the openai client", { skip }, () => {
       for (const c of chunks.slice(1)) for (const ch of c.choices) assert.equal(ch.delta.role, undefined);
       const finishes = chunks.flatMap((c) => c.choices.filter((ch) => ch.finish_reason));
       assert.equal(finishes.length, 1, "one finish_reason");
+      for (const c of chunks) {
+        assert.equal(c.object, "chat.completion.chunk");
+        assert.equal(c.model, chunks[0].model);
+      }
+      // The finish chunk: an empty delta and the finish_reason.
+      const fin = chunks.at(includeUsage ? -2 : -1);
+      assert.equal(fin.choices.length, 1);
+      assert.deepEqual(fin.choices[0].delta, {});
+      assert.ok(["stop", "length"].includes(fin.choices[0].finish_reason), JSON.stringify(fin));
       const usageChunks = chunks.filter((c) => c.usage);
       if (includeUsage) {
         assert.equal(usageChunks.length, 1);
         const last = chunks.at(-1);
-        assert.ok(last.usage && last.choices.length === 0, "usage chunk last with empty choices");
-        for (const c of chunks.slice(0, -1)) assert.equal(c.usage ?? null, null);
+        assert.deepEqual(last.choices, [], "usage chunk last with empty choices");
+        assert.deepEqual(Object.keys(last.usage).sort(),
+          ["completion_tokens", "prompt_tokens", "prompt_tokens_details", "total_tokens"]);
+        assert.equal(last.usage.total_tokens, last.usage.prompt_tokens + last.usage.completion_tokens);
+        assert.ok(last.usage.completion_tokens >= 1 && last.usage.completion_tokens <= 12);
+        assert.equal(typeof last.usage.prompt_tokens_details.cached_tokens, "number");
+        // Every other chunk carries usage: null (present, not just absent).
+        for (const c of chunks.slice(0, -1)) {
+          assert.ok(Object.hasOwn(c, "usage"), "usage: null on a non-final chunk: " + JSON.stringify(c));
+          assert.equal(c.usage, null);
+        }
       } else {
         assert.equal(usageChunks.length, 0, "no usage chunk unless asked");
-        for (const c of chunks) assert.ok(c.choices.length > 0);
+        for (const c of chunks) {
+          assert.ok(c.choices.length > 0);
+          assert.ok(!Object.hasOwn(c, "usage"), "no usage key unless asked: " + JSON.stringify(c));
+        }
       }
       // The streamed text equals the non-streamed reply of the same seeded request.
       const text = chunks.flatMap((c) => c.choices.map((ch) => ch.delta.content ?? "")).join("");
@@ -97,6 +118,40 @@ describe("wick serve with the openai client", { skip }, () => {
       assert.equal(lp.token_logprobs[i], best);
     }
     await assert.rejects(client.completions.create({ prompt: ["a", [1, 2]] }), (err) => err.status === 400);
+  });
+
+  test("streamed completions: one id, one finish_reason, the non-streamed seeded text", async () => {
+    const req = { prompt: "Once upon a time", max_tokens: 20, seed: 11, temperature: 1 };
+    for (const includeUsage of [false, true]) {
+      const stream = await client.completions.create({
+        ...req, stream: true, ...(includeUsage ? { stream_options: { include_usage: true } } : {}) });
+      const chunks = [];
+      for await (const c of stream) chunks.push(c);
+      assert.ok(chunks.length >= 2, "more than one chunk");
+      assert.equal(new Set(chunks.map((c) => c.id)).size, 1, "one id");
+      assert.match(chunks[0].id, /^cmpl-/);
+      assert.equal(new Set(chunks.map((c) => c.created)).size, 1);
+      for (const c of chunks) assert.equal(c.object, "text_completion");
+      const withChoices = includeUsage ? chunks.slice(0, -1) : chunks;
+      for (const c of withChoices) {
+        assert.equal(c.choices.length, 1);
+        assert.equal(c.choices[0].index, 0);
+        assert.equal(typeof c.choices[0].text, "string");
+      }
+      const finishes = withChoices.filter((c) => c.choices[0].finish_reason);
+      assert.equal(finishes.length, 1, "one finish_reason");
+      assert.equal(finishes[0], withChoices.at(-1), "on the last chunk");
+      const text = withChoices.map((c) => c.choices[0].text).join("");
+      const whole = await client.completions.create(req);
+      assert.equal(text, whole.choices[0].text);
+      assert.equal(finishes[0].choices[0].finish_reason, whole.choices[0].finish_reason);
+      if (includeUsage) {
+        const last = chunks.at(-1);
+        assert.deepEqual(last.choices, []);
+        assert.equal(last.usage.completion_tokens, whole.usage.completion_tokens);
+        for (const c of withChoices) assert.equal(c.usage, null);
+      }
+    }
   });
 
   test("seeded text over HTTP equals wick generate --seed (completions and chat)", async () => {
@@ -184,19 +239,36 @@ describe("wick serve with the openai client", { skip }, () => {
       assert.equal(t.logprob, t.top_logprobs[0].logprob, "greedy: the top token");
       assert.ok(t.logprob <= 0);
     }
+    // Streamed, the same entries arrive spread over the chunks (chat and completions).
+    const chatReq = { messages: [{ role: "user", content: "hi" }], max_tokens: 6, temperature: 0, logprobs: true, top_logprobs: 2 };
+    const whole = (await client.chat.completions.create(chatReq)).choices[0].logprobs.content;
+    const streamed = [];
+    for await (const c of await client.chat.completions.create({ ...chatReq, stream: true }))
+      for (const ch of c.choices) streamed.push(...(ch.logprobs?.content ?? []));
+    assert.deepEqual(streamed, whole);
+    const textReq = { prompt: "ab\u00e9", max_tokens: 6, temperature: 0, logprobs: 2 };
+    const wholeText = (await client.completions.create(textReq)).choices[0].logprobs;
+    const parts = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+    for await (const c of await client.completions.create({ ...textReq, stream: true }))
+      for (const ch of c.choices)
+        if (ch.logprobs) for (const k of Object.keys(parts)) parts[k].push(...ch.logprobs[k]);
+    assert.deepEqual(parts, wholeText);
   });
 
-  test("fields wick cannot honour are a 400 naming them", async () => {
-    for (const [extra, param] of [
-      [{ tools: [{ type: "function", function: { name: "f", parameters: {} } }] }, "tools"],
-      [{ response_format: { type: "json_object" } }, "response_format"],
-      [{ lora: [{ id: "a", scale: 1 }] }, "lora"],
-      [{ temperature: 3 }, "temperature"],
-      [{ max_tokens: 2000000 }, "max_tokens"],
-      [{ state: "nope" }, "state"],
+  test("fields wick cannot honour are a 400 naming them (an unknown state a 404)", async () => {
+    for (const [extra, param, status] of [
+      [{ tools: [{ type: "function", function: { name: "f", parameters: {} } }] }, "tools", 400],
+      [{ functions: [{ name: "f", parameters: {} }] }, "functions", 400],
+      [{ response_format: { type: "json_object" } }, "response_format", 400],
+      [{ lora: [{ id: "a", scale: 1 }] }, "lora", 400],
+      [{ speculative: { n_max: 4 } }, "speculative", 400],
+      [{ temperature: 3 }, "temperature", 400],
+      [{ max_tokens: 2000000 }, "max_tokens", 400],
+      [{ n: 2, max_tokens: 900000, logprobs: true, top_logprobs: 20 }, "max_tokens", 400],
+      [{ state: "nope" }, "state", 404],
     ]) {
       await assert.rejects(client.chat.completions.create({ messages: [{ role: "user", content: "x" }], ...extra }),
-        (err) => (err.status === 400 || err.status === 404) && err.param === param, JSON.stringify(extra));
+        (err) => err.status === status && err.param === param, JSON.stringify(extra));
     }
   });
 
@@ -242,6 +314,37 @@ describe("embeddings (EmbeddingRWKV fixture)", { skip: skip || (!fixture("tasks"
     // No LM head: chat is a 404 saying so.
     await assert.rejects(client.chat.completions.create({ messages: [{ role: "user", content: "x" }] }),
       (err) => err.status === 404);
+  });
+});
+
+const erModel = fixture("tasks", "er_emb_model.pth"), erReranker = fixture("tasks", "er_reranker.pth");
+describe("--max-prompt-tokens on embeddings and rerank", { skip: (!erModel || !erReranker) && "fixtures tasks/er_emb_model.pth, er_reranker.pth missing" }, () => {
+  let srv;
+  before(async () => { srv = await startServer(["--model", erModel, "--head", erReranker, "--max-prompt-tokens", "32"]); });
+  after(async () => { assert.equal((await srv.stop()).code, 0, srv.stderr()); });
+  const post = (route, body) => fetch(srv.url + route, { method: "POST", body: JSON.stringify(body) });
+
+  test("token-id inputs and documents past the limit are a 400 naming it", async () => {
+    // n token ids, the last EmbeddingRWKV's EOS (65535), where it pools.
+    const ids = (n) => [...Array.from({ length: n - 1 }, (_, i) => 100 + i), 65535];
+    for (const input of [ids(33), [ids(3), ids(33)]]) {
+      const r = await post("/v1/embeddings", { input });
+      assert.equal(r.status, 400, JSON.stringify(input).slice(0, 60));
+      const e = (await r.json()).error;
+      assert.equal(e.param, "input");
+      assert.match(e.message, /33 tokens.*limit of 32 \(wick serve --max-prompt-tokens\)/);
+    }
+    assert.equal((await post("/v1/embeddings", { input: ids(32) })).status, 200);
+    assert.equal((await post("/v1/embeddings", { input: "word ".repeat(40) })).status, 400);
+    const long = await post("/v1/rerank", { query: "q", documents: ["short", "a long document ".repeat(10)] });
+    assert.equal(long.status, 400);
+    const e = (await long.json()).error;
+    assert.equal(e.param, "documents");
+    assert.match(e.message, /documents\[1\].*limit of 32 \(wick serve --max-prompt-tokens\)/);
+    // A short document with the query and the reranker's template: 22 tokens.
+    const ok = await post("/v1/rerank", { query: "q", documents: ["short", "tiny"] });
+    assert.equal(ok.status, 200, await ok.clone().text());
+    assert.equal((await ok.json()).results.length, 2);
   });
 });
 

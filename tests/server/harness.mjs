@@ -19,8 +19,10 @@ export async function loadOpenAI() {
   }
 }
 
-export async function startServer(args = [], env = {}) {
-  const proc = spawn(WICK, ["serve", "--port", "0", "--threads", "1", ...args], {
+// `wrap`: a command the server runs under (["prlimit", "--nofile=100:100", "--"]).
+export async function startServer(args = [], env = {}, wrap = []) {
+  const argv = [...wrap, WICK, "serve", "--port", "0", "--threads", "1", ...args];
+  const proc = spawn(argv[0], argv.slice(1), {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

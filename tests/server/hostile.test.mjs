@@ -5,7 +5,11 @@
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import net from "node:net";
-import { startServer, metric, waitFor } from "./harness.mjs";
+import { spawn, execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { startServer, metric, waitFor, WICK } from "./harness.mjs";
 
 // Sends raw bytes, collects everything until the server closes or `ms` passes.
 function raw(port, chunks, { ms = 5000, gapMs = 0 } = {}) {
@@ -130,7 +134,8 @@ describe("hostile input", () => {
   });
 
   test("a client that never reads its stream is dropped and its row freed", async () => {
-    const body = JSON.stringify({ messages: [{ role: "user", content: "flood" }], max_tokens: 5000000,
+    // 90000 x 21 log-probabilities: within the per-request bound of 2^21.
+    const body = JSON.stringify({ messages: [{ role: "user", content: "flood" }], max_tokens: 90000,
                                   stream: true, logprobs: true, top_logprobs: 20 });
     const s = net.connect(srv.port, "127.0.0.1");
     await new Promise((r) => s.on("connect", r));
@@ -140,6 +145,29 @@ describe("hostile input", () => {
     assert.ok(await waitFor(async () => (await metric(srv.url, "wick_requests_running")) === 0, 30000),
       "the unread stream's row is freed");
     s.destroy();
+    await healthy();
+  });
+
+  test("a non-streaming request whose client leaves frees its row, also after pipelined bytes", async () => {
+    // Chat that cannot stop by itself: no newline (the template's stops) and no id 0.
+    const body = JSON.stringify({ messages: [{ role: "user", content: "go" }], max_tokens: 5000000,
+                                  logit_bias: { "0": -100, "10": -100 } });
+    for (const pipelined of ["", "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", "G"]) {
+      const s = net.connect(srv.port, "127.0.0.1");
+      s.on("error", () => {});
+      await new Promise((r) => s.on("connect", r));
+      s.write(post("/v1/chat/completions", body));
+      assert.ok(await waitFor(async () => (await metric(srv.url, "wick_requests_running")) === 1, 5000),
+        "the request runs");
+      if (pipelined) {
+        s.write(pipelined);
+        await new Promise((r) => setTimeout(r, 300));
+        assert.equal(await metric(srv.url, "wick_requests_running"), 1, "still running before the close");
+      }
+      s.destroy();
+      assert.ok(await waitFor(async () => (await metric(srv.url, "wick_requests_running")) === 0, 3000),
+        `the row is freed when the client closes (pipelined: ${JSON.stringify(pipelined)})`);
+    }
     await healthy();
   });
 
@@ -187,16 +215,135 @@ describe("SIGTERM with streams open", () => {
       const text = await r.text();
       return text;
     });
-    await waitFor(async () => (await metric(srv.url, "wick_requests_running")) === 3, 5000);
+    assert.ok(await waitFor(async () => (await metric(srv.url, "wick_requests_running")) === 3, 5000),
+      "three streams running");
     srv.proc.kill("SIGTERM");
-    await waitFor(async () => {
-      try { return (await fetch(srv.url + "/health")).status === 503; } catch { return true; }
-    }, 3000);
+    // While draining (--shutdown-grace-s 1 with streams that do not end), /health answers 503; a
+    // refused connection is not an answer.
+    let health = null;
+    assert.ok(await waitFor(async () => {
+      try {
+        const r = await fetch(srv.url + "/health");
+        health = { status: r.status, retry: r.headers.get("retry-after"), body: await r.json() };
+        return r.status === 503;
+      } catch {
+        return false;
+      }
+    }, 3000), "/health answered 503 while draining: " + JSON.stringify(health));
+    assert.deepEqual(health.body, { status: "draining" });
+    assert.ok(health.retry, "Retry-After while draining");
     const { code } = await srv.exited;
     assert.equal(code, 0, srv.stderr());
     for (const t of await Promise.all(streams)) {
       assert.match(t, /data: \[DONE\]\n\n$/, "every stream is closed properly");
       assert.match(t, /shutting down/);
+    }
+  });
+});
+
+const prlimit = ["/usr/bin/prlimit", "/bin/prlimit"].find((p) => existsSync(p));
+const hardText = execFileSync("sh", ["-c", "ulimit -Hn"], { encoding: "utf8" }).trim();
+const hardLimit = hardText === "unlimited" ? Infinity : Number(hardText);
+describe("descriptor limits", {
+  skip: (!prlimit && "prlimit (util-linux) not found") ||
+        (!(hardLimit >= 300) && `the hard descriptor limit (${hardLimit}) is below 300`),
+}, () => {
+  test("the soft limit is raised to the hard one; connections past the limit less 64 are closed, the others served", async () => {
+    const raised = await startServer([], {}, [prlimit, "--nofile=200:300", "--"]);
+    assert.match(raised.stderr(), /open-descriptor limit raised from 200 to 300; up to 236 connections/);
+    assert.equal((await raised.stop()).code, 0);
+
+    const srv = await startServer(["--idle-timeout-s", "30"], {}, [prlimit, "--nofile=100:100", "--"]);
+    try {
+      assert.match(srv.stderr(), /up to 36 connections \(--max-connections 4096 within the descriptor limit less 64\)/);
+      const socks = await Promise.all(Array.from({ length: 50 }, () => new Promise((resolve) => {
+        const s = net.connect(srv.port, "127.0.0.1", () => resolve(s));
+        s.closedByServer = false;
+        s.on("close", () => { s.closedByServer = true; });
+        s.on("error", () => {});
+      })));
+      assert.ok(await waitFor(() => socks.filter((s) => s.closedByServer).length >= 14, 5000),
+        `connections past 36 are closed: ${socks.filter((s) => s.closedByServer).length} of 50`);
+      // The held ones are served (each is one of the 36).
+      const held = socks.filter((s) => !s.closedByServer);
+      assert.equal(held.length, 36);
+      const answer = await new Promise((resolve) => {
+        let data = "";
+        held[0].on("data", (d) => { data += d; if (data.includes('{"status":"ok"}')) resolve(data); });
+        held[0].write("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+        setTimeout(() => resolve(data), 3000);
+      });
+      assert.match(answer, /^HTTP\/1\.1 200/);
+      for (const s of socks) s.destroy();
+      assert.ok(await waitFor(async () => {
+        try { return (await fetch(srv.url + "/health")).status === 200; } catch { return false; }
+      }, 5000), "new connections are served once the others closed");
+    } finally {
+      assert.equal((await srv.stop()).code, 0, srv.stderr());
+    }
+  });
+});
+
+describe("a full queue", () => {
+  let srv;
+  before(async () => {
+    srv = await startServer(["--queue", "1", "--max-rows", "1", "--max-tokens-limit", "10000000"]);
+  });
+  after(async () => { assert.equal((await srv.stop()).code, 0, srv.stderr()); });
+
+  test("is a 503 with Retry-After, and the server goes on once it empties", async () => {
+    const long = JSON.stringify({ prompt: "long", max_tokens: 5000000, stream: true });
+    const aborts = [new AbortController(), new AbortController()];
+    const running = fetch(srv.url + "/v1/completions", { method: "POST", body: long, signal: aborts[0].signal });
+    assert.ok(await waitFor(async () => (await metric(srv.url, "wick_requests_running")) === 1, 5000),
+      "one row running");
+    const queued = fetch(srv.url + "/v1/completions", { method: "POST", body: long, signal: aborts[1].signal });
+    assert.ok(await waitFor(async () => (await metric(srv.url, "wick_requests_queued")) === 1, 5000),
+      "one request queued");
+    const r = await fetch(srv.url + "/v1/completions", { method: "POST",
+      body: JSON.stringify({ prompt: "one more", max_tokens: 2 }) });
+    assert.equal(r.status, 503);
+    assert.match(r.headers.get("retry-after") ?? "", /^\d+$/, "Retry-After in seconds");
+    const e = (await r.json()).error;
+    assert.equal(e.type, "service_unavailable_error");
+    assert.match(e.message, /busy/);
+    for (const a of aborts) a.abort();
+    await Promise.allSettled([running, queued]);
+    assert.ok(await waitFor(async () => (await metric(srv.url, "wick_requests_running")) === 0 &&
+                                        (await metric(srv.url, "wick_requests_queued")) === 0, 5000));
+    const ok = await fetch(srv.url + "/v1/completions", { method: "POST",
+      body: JSON.stringify({ prompt: "again", max_tokens: 2 }) });
+    assert.equal(ok.status, 200);
+  });
+});
+
+describe("SIGTERM while the model loads", () => {
+  test("exits 0 at once", async () => {
+    // A model file that never finishes loading: a FIFO nobody writes.
+    const fifo = path.join(mkdtempSync(path.join(tmpdir(), "wick-load-")), "model.safetensors");
+    execFileSync("mkfifo", [fifo]);
+    const proc = spawn(WICK, ["serve", "--port", "0", "--threads", "1", "--model", fifo],
+                       { stdio: ["ignore", "pipe", "pipe"] });
+    let stderr = "";
+    proc.stderr.on("data", (d) => { stderr += d; });
+    const exited = new Promise((resolve) => proc.on("exit", (code, signal) => resolve({ code, signal })));
+    try {
+      assert.ok(await waitFor(() => /loading/.test(stderr), 10000), "the load began:\n" + stderr);
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(proc.exitCode, null, "still loading:\n" + stderr);
+      const t0 = Date.now();
+      proc.kill("SIGTERM");
+      const timeout = new Promise((resolve) => setTimeout(() => resolve(null), 5000));
+      const result = await Promise.race([exited, timeout]);
+      assert.ok(result, "no exit within 5 s of SIGTERM during the load:\n" + stderr);
+      assert.deepEqual(result, { code: 0, signal: null }, stderr);
+      assert.ok(Date.now() - t0 < 5000);
+      assert.match(stderr, /SIGTERM while loading the model/);
+    } finally {
+      if (proc.exitCode === null && proc.signalCode === null) {
+        proc.kill("SIGKILL");
+        await exited;
+      }
     }
   });
 });

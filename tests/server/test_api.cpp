@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "server/api.h"
@@ -23,6 +24,7 @@ class MemoryExchange final : public Exchange {
   void reply(HttpReply r) override {
     std::lock_guard<std::mutex> lock(m_);
     reply_ = std::move(r);
+    answered_on_ = std::this_thread::get_id();
     done_ = true;
     cv_.notify_all();
   }
@@ -54,6 +56,10 @@ class MemoryExchange final : public Exchange {
     std::lock_guard<std::mutex> lock(m_);
     return streamed_;
   }
+  std::thread::id answered_on() {
+    std::lock_guard<std::mutex> lock(m_);
+    return answered_on_;
+  }
 
  private:
   std::mutex m_;
@@ -61,6 +67,7 @@ class MemoryExchange final : public Exchange {
   HttpReply reply_;
   std::string streamed_;
   bool done_ = false;
+  std::thread::id answered_on_;
 };
 
 HttpRequest post(std::string path, std::string body) {
@@ -123,11 +130,13 @@ struct TinyServer {
     ctx.engine = engine.get();
     api = std::make_unique<Api>(ctx);
   }
-  HttpReply call(HttpRequest r, std::string* streamed = nullptr) {
+  HttpReply call(HttpRequest r, std::string* streamed = nullptr,
+                 std::thread::id* answered_on = nullptr) {
     auto ex = std::make_shared<MemoryExchange>();
     api->handle(std::move(r), ex);
     HttpReply out = ex->wait();
     if (streamed) *streamed = ex->streamed();
+    if (answered_on) *answered_on = ex->answered_on();
     return out;
   }
 };
@@ -217,6 +226,93 @@ TEST(ServerApi, ErrorsAreOpenAIObjectsNamingTheField) {
   get.path = get.target = "/health";
   EXPECT_EQ(s.call(get).status, 503);
   EXPECT_EQ(s.call(post("/v1/completions", R"({"prompt": "x"})")).status, 503);
+}
+
+// The router runs on the transport's one I/O thread: a route that parses a body (up to
+// --max-body-bytes of JSON, tokenized) must answer from another thread, never the caller's.
+TEST(ServerApi, BodyParsingRoutesAnswerOffTheCallingThread) {
+  TinyServer s;
+  const std::string text(1 << 20, 'a');
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"/tokenize", json{{"content", text}, {"with_pieces", false}}.dump()},
+      {"/detokenize", json{{"tokens", std::vector<int>(1 << 18, 97)}}.dump()},
+      {"/v1/embeddings", R"({"input": "x"})"},   // 404 (no embedding model), still off-thread
+      {"/v1/rerank", R"({"query": "x", "documents": ["a"]})"},
+      {"/tokenize", "{"},                        // a parse error is answered there too
+      {"/v1/completions", R"({"prompt": "x", "max_tokens": 1})"},
+  };
+  for (const auto& [path, body] : cases) {
+    std::thread::id on;
+    const HttpReply r = s.call(post(path, body), nullptr, &on);
+    EXPECT_NE(on, std::this_thread::get_id()) << path << " answered on the calling thread";
+    EXPECT_NE(r.status, 500) << path << ": " << r.body;
+  }
+  // GET routes need no parsing: answered at once.
+  HttpRequest get;
+  get.method = "GET";
+  get.path = get.target = "/health";
+  std::thread::id on;
+  EXPECT_EQ(s.call(get, nullptr, &on).status, 200);
+  EXPECT_EQ(on, std::this_thread::get_id());
+}
+
+TEST(ServerApi, TokenizeWithPiecesIsBoundedByMaxPromptTokens) {
+  TinyServer s;
+  s.ctx.limits.max_prompt_tokens = 4;
+  const HttpReply ok = s.call(post("/tokenize", R"({"content": "h\u00e9", "with_pieces": true})"));
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(json::parse(ok.body),
+            json::parse(R"({"tokens": [{"id": 104, "piece": "h"}, {"id": 195, "piece": "\ufffd"},
+                                       {"id": 169, "piece": "\ufffd"}]})"));
+  const HttpReply big = s.call(post("/tokenize", R"({"content": "hello", "with_pieces": true})"));
+  EXPECT_EQ(big.status, 400);
+  const json e = json::parse(big.body)["error"];
+  EXPECT_EQ(e["param"], "with_pieces");
+  EXPECT_NE(e["message"].get<std::string>().find("--max-prompt-tokens"), std::string::npos);
+  // Without pieces, only the body limit bounds it.
+  const HttpReply plain = s.call(post("/tokenize", R"({"content": "hello"})"));
+  ASSERT_EQ(plain.status, 200);
+  EXPECT_EQ(json::parse(plain.body)["tokens"], json::parse("[104, 101, 108, 108, 111]"));
+}
+
+// n x max_tokens x (1 + top_logprobs) is bounded: a request past it is a 400 naming the field
+// (max_tokens given) or n (nothing fits), before any row runs.
+TEST(ServerApi, LogprobVolumeIsBounded) {
+  TinyServer s;
+  s.ctx.limits.max_tokens_limit = 1 << 24;
+  struct Case {
+    std::string path, body, param;
+  };
+  const std::vector<Case> cases = {
+      {"/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "x"}], "n": 64, "max_tokens": 65536,
+           "logprobs": true, "top_logprobs": 20})", "max_tokens"},
+      {"/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 3000000,
+           "logprobs": true})", "max_completion_tokens"},
+      {"/v1/completions", R"({"prompt": ["a", "b"], "n": 4, "max_tokens": 300000, "logprobs": 5})",
+       "max_tokens"},
+  };
+  for (const Case& c : cases) {
+    const HttpReply r = s.call(post(c.path, c.body));
+    EXPECT_EQ(r.status, 400) << c.body << " -> " << r.body;
+    const json e = json::parse(r.body)["error"];
+    EXPECT_EQ(e["param"], c.param) << r.body;
+    EXPECT_NE(e["message"].get<std::string>().find("2097152"), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(s.ctx.engine->stats().running, 0);
+  // Within the bound: answered, with every entry.
+  const HttpReply ok = s.call(post("/v1/chat/completions",
+      R"({"messages": [{"role": "user", "content": "x"}], "n": 2, "max_tokens": 4,
+          "logprobs": true, "top_logprobs": 20, "temperature": 0})"));
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  const json body = json::parse(ok.body);
+  ASSERT_EQ(body["choices"].size(), 2u);
+  for (const auto& c : body["choices"]) {
+    EXPECT_GE(c["logprobs"]["content"].size(), 1u);
+    EXPECT_LE(c["logprobs"]["content"].size(), 4u);
+    for (const auto& t : c["logprobs"]["content"]) EXPECT_EQ(t["top_logprobs"].size(), 20u);
+  }
 }
 
 }  // namespace
