@@ -13,7 +13,6 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kFirstBackoff{250}, kMaxBackoff{8000};
 
 // The longest candidate that exists, in one round trip: KEYS ascend by prefix length; the reply
-// is {index (1-based), value} or nil.
 // is {index (1-based), value} or nil. Values longer than ARGV[1] bytes (more than any valid value
 // could be) are skipped without being sent.
 constexpr std::string_view kLongestScript =
@@ -57,7 +56,8 @@ void RedisTier::Link::succeeded() {
 RedisTier::RedisTier(Model model, RedisTierOptions options)
     : model_(std::move(model)),
       options_(std::move(options)),
-      key_base_(options_.prefix + ":" + model_.info().fingerprint + ":pfx:") {
+      key_base_(options_.prefix + ":" + model_.info().fingerprint + ":pfx:"),
+      state_bytes_(model_.new_state().bytes()) {
   if (options_.queue_entries < 1)
     throw InputError("redis tier: the write queue must hold at least 1 entry");
   if (options_.ttl_s < 0) throw InputError("--redis-ttl: expected seconds >= 0 (0: no expiry)");
@@ -87,13 +87,17 @@ std::string RedisTier::key(std::string_view scope, std::span<const int32_t> toke
   return key_base_ + prefix_key(scope, tokens);
 }
 
-void RedisTier::read_failed(const std::string& why) {
-  read_conn_.reset();  // read_mutex_ held by the caller
-  read_connected_ = false;
+void RedisTier::read_down(const std::string& why) {
   read_failed_once_ = true;
   if (!read_down_logged_.exchange(true))
     log("redis tier (read): " + why +
         "; requests recompute what Redis would have served until it is back");
+}
+
+void RedisTier::read_failed(const std::string& why) {
+  read_conn_.reset();  // read_mutex_ held by the caller
+  read_connected_ = false;
+  read_down(why);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     read_wanted_ = true;
@@ -106,11 +110,9 @@ std::shared_ptr<const CachedPrefix> RedisTier::fetch(std::string_view scope,
                                                      std::span<const int32_t> tokens,
                                                      std::span<const size_t> lengths) {
   try {
-    std::vector<size_t> cand;
-    for (size_t n : lengths)
-      if (n >= 1 && n <= tokens.size() && (cand.empty() || n > cand.back())) cand.push_back(n);
+    const std::span<const size_t> cand = lengths;  // ascending, each <= tokens.size()
     if (cand.empty()) return nullptr;
-    std::vector<std::string> keys = prefix_keys(scope, tokens, cand);
+    std::vector<std::string> keys = prefix_keys(scope, tokens, cand);  // checks the lengths
     for (std::string& k : keys) k = key_base_ + k;
 
     std::lock_guard<std::mutex> lock(read_mutex_);
@@ -130,7 +132,7 @@ std::shared_ptr<const CachedPrefix> RedisTier::fetch(std::string_view scope,
     // No valid value is longer than this: the state, the logits, the ids (and for RWKV-X the KV
     // rows of the longest candidate), the scope and the file header's slack.
     const Geometry& g = model_.geometry();
-    const uint64_t cap = model_.new_state().bytes() + uint64_t{4} * g.vocab + 8 * cand.back() +
+    const uint64_t cap = state_bytes_ + uint64_t{4} * g.vocab + 8 * cand.back() +
                          uint64_t{8} * g.n_attn * g.n_embd * cand.back() + scope.size() +
                          (uint64_t{1} << 20);
     const std::string cap_text = std::to_string(cap);
@@ -253,11 +255,8 @@ void RedisTier::connect_read_if_due() {
     // A server that accepts connections but does not answer (stopped, stuck) must not count as up.
     conn->command({"PING"});
   } catch (const std::exception& e) {
-    read_failed_once_ = true;
     read_link_.failed();
-    if (!read_down_logged_.exchange(true))
-      log(std::string("redis tier (read): ") + e.what() +
-          "; requests recompute what Redis would have served until it is back");
+    read_down(e.what());
     return;
   }
   read_link_.succeeded();
@@ -275,6 +274,14 @@ void RedisTier::connect_read_if_due() {
     log("redis tier (read): connected again to " + options_.address.display());
 }
 
+void RedisTier::write_failed(const std::string& why) {
+  write_conn_.reset();
+  write_link_.failed();
+  if (!write_down_logged_)
+    log("redis tier (write): " + why + "; states are not shared until it is back");
+  write_down_logged_ = true;
+}
+
 void RedisTier::write_one(const CachedPrefix& entry) {
   if (!write_conn_) {
     if (Clock::now() < write_link_.next_try) {
@@ -284,15 +291,12 @@ void RedisTier::write_one(const CachedPrefix& entry) {
     try {
       write_conn_ = std::make_unique<RedisConnection>(options_.address, options_.write_timeout);
       write_link_.succeeded();
-      if (write_link_.down_logged)
+      if (write_down_logged_)
         log("redis tier (write): connected again to " + options_.address.display());
-      write_link_.down_logged = false;
+      write_down_logged_ = false;
     } catch (const std::exception& e) {
       ++dropped_;
-      write_link_.failed();
-      if (!write_link_.down_logged)
-        log(std::string("redis tier (write): ") + e.what() + "; states are not shared until it is back");
-      write_link_.down_logged = true;
+      write_failed(e.what());
       return;
     }
   }
@@ -317,11 +321,7 @@ void RedisTier::write_one(const CachedPrefix& entry) {
     log(std::string("redis tier (write): ") + e.what());
   } catch (const std::exception& e) {
     ++errors_;
-    write_conn_.reset();
-    write_link_.failed();
-    if (!write_link_.down_logged)
-      log(std::string("redis tier (write): ") + e.what() + "; states are not shared until it is back");
-    write_link_.down_logged = true;
+    write_failed(e.what());
   }
 }
 

@@ -84,19 +84,21 @@ class RedisTier : public PrefixCacheTier {
   struct Link {
     std::chrono::steady_clock::time_point next_try{};
     std::chrono::milliseconds backoff{0};
-    bool down_logged = false;
     void failed();     // backoff grows, next_try set
     void succeeded();  // backoff reset
   };
   void io_loop();
   void connect_read_if_due();
   void write_one(const CachedPrefix& entry);
+  void write_failed(const std::string& why);  // drop the write connection, back off, log once
+  void read_down(const std::string& why);    // the read side is down: counted once, logged once
   void read_failed(const std::string& why);  // fetch(): drop the read connection, tell the I/O thread
   void log(const std::string& line) const;
 
   const Model model_;
   const RedisTierOptions options_;
   const std::string key_base_;  // "{prefix}:{fingerprint}:pfx:"
+  const uint64_t state_bytes_;   // bytes of one State without KV rows (bounds a value's size)
 
   std::mutex read_mutex_;  // guards read_conn_ and use_mget_
   std::unique_ptr<RedisConnection> read_conn_;
@@ -113,6 +115,7 @@ class RedisTier : public PrefixCacheTier {
   // I/O thread only.
   std::unique_ptr<RedisConnection> write_conn_;
   Link read_link_, write_link_;
+  bool write_down_logged_ = false;
 
   std::atomic<uint64_t> hits_{0}, misses_{0}, errors_{0}, written_{0}, dropped_{0}, refused_{0};
   std::atomic<bool> read_connected_{false};
