@@ -13,6 +13,18 @@ namespace wick::server {
 
 namespace pm = prometheus;
 
+namespace {
+
+// A Prometheus counter that mirrors a running total kept elsewhere (the engine's, the Redis
+// tier's): adds what the total grew by since `last` (in `unit`s), never goes back.
+template <typename T>
+void advance(pm::Counter& c, T now, T& last, double unit = 1.0) {
+  if (now > last) c.Increment(static_cast<double>(now - last) * unit);
+  last = std::max(last, now);
+}
+
+}  // namespace
+
 struct Metrics::Impl {
   std::shared_ptr<pm::Registry> registry = std::make_shared<pm::Registry>();
   pm::Family<pm::Counter>& requests = pm::BuildCounter()
@@ -150,13 +162,9 @@ std::string Metrics::scrape(const Engine* engine, bool draining) {
     impl_->cache_bytes.Set(static_cast<double>(s.cache.bytes));
     impl_->cache_entries.Set(static_cast<double>(s.cache.entries));
     std::lock_guard<std::mutex> lock(impl_->scrape_mutex);
-    impl_->pass_seconds.Increment(std::max(0.0, s.pass_ms - impl_->last_pass_ms) / 1000.0);
-    impl_->busy_seconds.Increment(std::max(0.0, s.busy_ms - impl_->last_busy_ms) / 1000.0);
-    impl_->iterations.Increment(
-        static_cast<double>(s.iterations > impl_->last_iterations ? s.iterations - impl_->last_iterations : 0));
-    impl_->last_pass_ms = std::max(impl_->last_pass_ms, s.pass_ms);
-    impl_->last_busy_ms = std::max(impl_->last_busy_ms, s.busy_ms);
-    impl_->last_iterations = std::max(impl_->last_iterations, s.iterations);
+    advance(impl_->pass_seconds, s.pass_ms, impl_->last_pass_ms, 1e-3);
+    advance(impl_->busy_seconds, s.busy_ms, impl_->last_busy_ms, 1e-3);
+    advance(impl_->iterations, s.iterations, impl_->last_iterations);
     if (s.has_second_tier) {
       auto& r = *impl_->registry;
       auto counter = [&r](const char* name, const char* help) -> pm::Counter& {
@@ -180,15 +188,11 @@ std::string Metrics::scrape(const Engine* engine, bool draining) {
             {}});
       Impl::SecondTier& l2 = *impl_->l2;
       const PrefixCacheTierStats& t = s.second_tier;
-      auto add = [](pm::Counter& c, uint64_t now, uint64_t& last) {
-        if (now > last) c.Increment(static_cast<double>(now - last));
-        last = std::max(last, now);
-      };
-      add(l2.hits, t.hits, l2.last.hits);
-      add(l2.misses, t.misses, l2.last.misses);
-      add(l2.errors, t.errors, l2.last.errors);
-      add(l2.dropped, t.dropped, l2.last.dropped);
-      add(l2.written, t.written, l2.last.written);
+      advance(l2.hits, t.hits, l2.last.hits);
+      advance(l2.misses, t.misses, l2.last.misses);
+      advance(l2.errors, t.errors, l2.last.errors);
+      advance(l2.dropped, t.dropped, l2.last.dropped);
+      advance(l2.written, t.written, l2.last.written);
       l2.queue.Set(static_cast<double>(t.write_queue));
       l2.connected.Set(t.connected ? 1 : 0);
     }
