@@ -182,7 +182,19 @@ void run_generate(const GenerateOptions& o) {
   if (!o.prompt_given) throw InputError("--prompt is required (or --batch-file)");
 
   int64_t n_tokens = 0;
-  State state = initial_state(o.flags, model, n_tokens);
+  Continuation loaded;
+  State state = initial_state(o.flags, model, n_tokens, &loaded);
+  // A state saved by a generation (format 2) goes on without new text: an empty prompt picks the
+  // next token from its stored logits, and its sampler resumes unless --seed is given.
+  const Continuation from = continuation_for(o.flags, std::move(loaded), cfg);
+  if (o.prompt.empty() && !from.has_logits())
+    throw InputError(o.flags.load_state.empty()
+                         ? "--prompt is empty: generation needs text to start from (or a state "
+                           "saved by a generation: --load-state FILE --prompt \"\")"
+                         : "--prompt is empty and " + o.flags.load_state +
+                               " holds no logits to continue from (a state file of format 1, or "
+                               "one saved without them): give some text, or save the state again "
+                               "with this version of wick");
   // The first Ctrl-C cancels the generation: the result is printed (stop_reason "cancelled") and
   // the state saved as usual; a second one quits at once.
   const InterruptGuard interrupts;
@@ -197,7 +209,7 @@ void run_generate(const GenerateOptions& o) {
     }
     return !interrupted();
   };
-  const GenerationResult r = generate(model, *tokenizer, o.prompt, cfg, state, on_chunk);
+  const GenerationResult r = generate(model, *tokenizer, o.prompt, cfg, state, from, on_chunk);
   // The result is printed before the state is saved: a bad --save-state path must not lose it.
   if (o.json) {
     std::cout << dump(result_json(r, load_ms)) << "\n" << std::flush;
@@ -209,7 +221,8 @@ void run_generate(const GenerateOptions& o) {
     std::fflush(stdout);
   }
   maybe_save_state(o.flags, state, model, *tokenizer,
-                   n_tokens < 0 ? -1 : n_tokens + r.prompt_tokens + r.generated_tokens);
+                   n_tokens < 0 ? -1 : n_tokens + r.prompt_tokens + r.generated_tokens,
+                   r.continuation);
   if (o.json || o.quiet) return;
   std::fprintf(stderr,
                "[wick] %d prompt tokens in %.2f ms, %d tokens in %.2f ms (%.1f tok/s), stop: %s\n",
@@ -229,7 +242,10 @@ void register_generate(CLI::App& app) {
                   "Checkpoint (.safetensors, .pth or HF folder); default: the embedded tiny model");
   add_attention_flags(cmd, &o->attention);
   add_load_options(cmd, o->load);
-  auto* prompt = cmd->add_option("-p,--prompt", o->prompt, "Prompt text (must not be empty)");
+  auto* prompt = cmd->add_option(
+      "-p,--prompt", o->prompt,
+      "Prompt text; may be empty with --load-state of a state saved by a generation (it goes on "
+      "from the stored logits, resuming the stored sampler unless --seed is given)");
   cmd->add_option("--tokenizer", o->tokenizer,
                   "World vocabulary (.txt) or HuggingFace tokenizer.json (BPE); default: byte-level "
                   "for 256-token models, the embedded World vocabulary for 65536");

@@ -183,7 +183,8 @@ void check_save_state_path(const GenerationFlags& f) {
                                       " (checked before generating)");
 }
 
-State initial_state(const GenerationFlags& f, const Model& model, int64_t& n_tokens) {
+State initial_state(const GenerationFlags& f, const Model& model, int64_t& n_tokens,
+                    Continuation* continuation) {
   if (f.load_state.empty()) {
     n_tokens = 0;
     return model.new_state();
@@ -191,16 +192,34 @@ State initial_state(const GenerationFlags& f, const Model& model, int64_t& n_tok
   LoadedState loaded = load_state(f.load_state, model, f.allow_other_base);
   for (const std::string& w : loaded.warnings) std::fprintf(stderr, "wick: warning: %s\n", w.c_str());
   n_tokens = loaded.info.n_tokens;
+  if (continuation) *continuation = std::move(loaded.info.continuation);
   return std::move(loaded.state);
 }
 
+Continuation continuation_for(const GenerationFlags& f, Continuation loaded,
+                              const GenerationConfig& config) {
+  if (loaded.sampler && f.seed) {
+    loaded.sampler.reset();  // a new --seed starts a fresh sampler
+  } else if (loaded.sampler && loaded.sampler->mode != config.sampling.mode) {
+    std::fprintf(stderr,
+                 "wick: note: %s holds the %s sampler's state but this run uses the %s sampler; "
+                 "starting a fresh one (give the same --sampler to continue it)\n",
+                 f.load_state.c_str(), std::string(sampler_mode_name(loaded.sampler->mode)).c_str(),
+                 std::string(sampler_mode_name(config.sampling.mode)).c_str());
+    loaded.sampler.reset();
+  }
+  return loaded;
+}
+
 void maybe_save_state(const GenerationFlags& f, const State& state, const Model& model,
-                      const Tokenizer& tokenizer, int64_t n_tokens) {
+                      const Tokenizer& tokenizer, int64_t n_tokens,
+                      const Continuation& continuation) {
   if (f.save_state.empty()) return;
   StateFileInfo info;
   info.note = f.state_note;
   info.tokenizer = std::string(tokenizer.name());
   info.n_tokens = n_tokens;
+  info.continuation = continuation;
   save_state(f.save_state, state, model, info);
 }
 

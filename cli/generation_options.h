@@ -43,14 +43,24 @@ GenerationConfig make_generation_config(const GenerationFlags& f, GenerationConf
 std::string unescape(const std::string& s);
 
 // The state to start from: loaded from --load-state (warnings printed to stderr), else zero.
-// n_tokens receives the tokens the loaded state had absorbed (0 for a fresh one, -1 unknown).
-State initial_state(const GenerationFlags& f, const Model& model, int64_t& n_tokens);
+// n_tokens receives the tokens the loaded state had absorbed (0 for a fresh one, -1 unknown);
+// `continuation`, when given, what the file stored for continuing it (state files v2).
+State initial_state(const GenerationFlags& f, const Model& model, int64_t& n_tokens,
+                    Continuation* continuation = nullptr);
+
+// What a generation continues from: the loaded file's logits, and its sampler unless --seed
+// starts a fresh one or the file's sampler is of another mode than `config`'s (a note on stderr
+// says so then).
+Continuation continuation_for(const GenerationFlags& f, Continuation loaded,
+                              const GenerationConfig& config);
 
 // Checks before any work that --save-state can be written (its folder exists and is writable), so
 // a bad path fails at once instead of after the whole generation. Throws FileError naming it.
 void check_save_state_path(const GenerationFlags& f);
-// Saves to --save-state if given, with the tokenizer name and token count in the contract.
+// Saves to --save-state if given, with the tokenizer name and token count in the contract and
+// `continuation` (the generation's logits and sampler, so an empty prompt can go on from it).
 void maybe_save_state(const GenerationFlags& f, const State& state, const Model& model,
-                      const Tokenizer& tokenizer, int64_t n_tokens);
+                      const Tokenizer& tokenizer, int64_t n_tokens,
+                      const Continuation& continuation = {});
 
 }  // namespace wick::cli

@@ -111,6 +111,10 @@ struct Request {
   // generate() continues its state argument); `state_id` a state registered with the engine.
   std::optional<State> initial_state;
   std::string state_id;
+  // What continuing the initial state needs (wick/continuation.h, generate()'s `from`): with
+  // logits [V] the prompt may be empty (the first token is picked from them); a sampler snapshot
+  // replaces the fresh sampler's RNG position and penalty history.
+  Continuation continuation;
   // Past this time the request ends with StopReason::kDeadline (queued or running).
   EngineClock::time_point deadline = EngineClock::time_point::max();
   // Streamed text as in generate() (return false to cancel); may be empty.
@@ -190,7 +194,8 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Queues a request. Throws (nothing queued) InputError for an invalid config
-  // (GenerationConfig::validate), an empty prompt or both forms given, a token id outside the
+  // (GenerationConfig::validate), an empty prompt without continuation logits, logits that are not
+  // [V], a sampler snapshot that does not fit (Sampler::restore), both prompt forms given, a token id outside the
   // vocabulary, an initial state of another geometry, an unknown state_id or both initial states
   // given; QueueFullError when queue_length requests are already waiting; EngineStoppedError
   // after shutdown() began.
@@ -228,7 +233,9 @@ class Engine {
   void iterate(std::vector<std::unique_ptr<Row>>& rows);
   void admit(Row& row);
   void begin_decode(Row& row, std::span<const float> logits);
-  void finish(Row& row);
+  // Ends the row and completes its request; `logits` are those after the row's last absorbed
+  // token when known (the result's continuation), else empty.
+  void finish(Row& row, std::span<const float> logits = {});
   void store_prefix(Row& row, std::span<const int32_t> tokens, std::span<const float> logits);
   void observe_pass(bool any_decode, int64_t prefill_tokens, double ms);
   void mark_failed(Row& row, std::exception_ptr e);

@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "wick/continuation.h"
 #include "wick/model.h"
 #include "wick/sampler.h"
 #include "wick/state.h"
@@ -99,6 +100,11 @@ struct GenerationResult {
   std::vector<TokenLogprob> logprobs;  // one per generated token when GenerationConfig::logprobs
                                        // >= 0 (the stop token included), else empty
   GenerationTimings timings;
+  // What continuing the final state needs (wick/continuation.h): the logits after the last
+  // absorbed token (empty when the row ended before its prompt was absorbed, or failed) and the
+  // sampler after the last token. Pass it to the next generation from that state (or save it in a
+  // state file) to go on without new text, exactly as if the run had never stopped.
+  Continuation continuation;
 };
 
 // Streaming callback, called once per generated token except the one that stops the row (a stop
@@ -118,9 +124,9 @@ using ChunkCallback = std::function<bool(std::string_view chunk, int32_t token)>
 size_t utf8_boundary(std::string_view bytes, size_t limit);
 
 // Generates from `prompt` (encoded with `tokenizer`), continuing from `state` (pass
-// model.new_state() for a fresh context). Throws InputError (state unchanged) for an empty prompt,
-// an invalid config (GenerationConfig::validate), a token id outside the model's vocabulary, or a
-// state of another geometry. Errors after the prefill - InputError from the sampler when the
+// model.new_state() for a fresh context). Throws InputError (state unchanged) for an empty prompt
+// (unless `from` has logits), an invalid config (GenerationConfig::validate), a token id outside
+// the model's vocabulary, or a state of another geometry. Errors after the prefill - InputError from the sampler when the
 // logits leave nothing to sample, or an exception thrown by the callback - leave the state
 // holding the prompt and the tokens stepped so far (keep a copy to roll back).
 GenerationResult generate(const Model& model, const Tokenizer& tokenizer, std::string_view prompt,
@@ -135,6 +141,21 @@ GenerationResult generate(const Model& model, const Tokenizer& tokenizer, std::s
 GenerationResult generate_tokens(const Model& model, const Tokenizer& tokenizer,
                                  std::span<const int32_t> prompt, const GenerationConfig& config,
                                  State& state, const ChunkCallback& on_chunk = nullptr);
+// Continuing a context (wick/continuation.h): `from` is what the generation that produced `state`
+// returned (GenerationResult::continuation) or what its state file stored. Its logits [V] are the
+// prediction after the state's last token, so `prompt` may be empty: the first token is then
+// picked from them. Its sampler, when set, replaces the fresh sampler's RNG position and penalty
+// history (the config's other fields apply; clear it to start from config.sampling.seed). With
+// both, the tokens equal those an uninterrupted run would have produced (greedy and seeded).
+// Throws as the overloads above, and InputError when the logits are not [V] or the sampler
+// snapshot does not fit (Sampler::restore).
+GenerationResult generate(const Model& model, const Tokenizer& tokenizer, std::string_view prompt,
+                          const GenerationConfig& config, State& state, const Continuation& from,
+                          const ChunkCallback& on_chunk = nullptr);
+GenerationResult generate_tokens(const Model& model, const Tokenizer& tokenizer,
+                                 std::span<const int32_t> prompt, const GenerationConfig& config,
+                                 State& state, const Continuation& from,
+                                 const ChunkCallback& on_chunk = nullptr);
 
 // Batch streaming callback: like ChunkCallback for row `row`; false cancels that row only.
 using BatchChunkCallback =

@@ -4,12 +4,12 @@
 // model or by a replica started with other settings.
 //
 // Layout (all integers little-endian):
-//   8 bytes   magic "WICKPFX1" (format and version)
+//   8 bytes   magic "WICKPFX2" (format and version)
 //   u32 S     scope length (<= 65536), then S bytes: the cache scope (wick/prefix_cache.h)
 //   u32 n     token ids absorbed (1 <= n <= 2^28), then n x i32: the ids
-//   u32 V     logits of the last position (the vocabulary), then V x f32
-//   u64 F     then F bytes, the rest of the value: a wick state file (wick/state_file.h) whose
-//             contract says n_tokens = n and whose base_fingerprint is the model's
+//   u64 F     then F bytes, the rest of the value: a wick state file of format 2
+//             (wick/state_file.h) whose contract says n_tokens = n, whose base_fingerprint is the
+//             model's, and which carries the logits of the last position (and no sampler)
 //
 // Thread-safety: free functions without shared state.
 #pragma once
@@ -32,10 +32,11 @@ std::string encode_cached_prefix(const CachedPrefix& entry, const Model& model);
 // `tokens`, the prefix the value was looked up for), the state file (format, geometry, exact
 // fingerprint, shapes), its token count, the vocabulary size, and that every number is finite.
 // Throws FormatError for a damaged value (bad magic, a size past the bytes present or past its
-// bound, a token count or vocabulary other than asked, non-finite logits, a broken state file)
-// and StateFileError for a well-formed value that does not belong here (another scope, other
-// ids, another model's state, a state whose token count disagrees), each saying what was
-// expected and what was found.
+// bound, a token count other than asked, a state file that is not valid safetensors) and
+// StateFileError for a state file that load_state() refuses (non-finite numbers in the state or
+// the logits, logits of another vocabulary or missing, misshapen tensors) or a well-formed value
+// that does not belong here (another scope, other ids, another model's state, a state whose token
+// count disagrees), each saying what was expected and what was found.
 CachedPrefix decode_cached_prefix(std::string_view bytes, const Model& model,
                                   std::string_view scope, std::span<const int32_t> tokens);
 

@@ -103,6 +103,17 @@ std::vector<float> softmax(std::span<const float> z);
 // decode) are not exempt. Every exempt string is ASCII, so no UTF-8 decoding is needed.
 bool chatrwkv_exempt_text(std::string_view bytes);
 
+// What a Sampler has learnt during a generation: its RNG position and its penalty history. Saved
+// with a state (state files v2, wick/state_file.h) so a seeded generation continued later draws
+// exactly what it would have drawn had it never stopped.
+struct SamplerSnapshot {
+  SamplerMode mode = SamplerMode::kStandard;  // the mode whose history this is
+  uint64_t rng_state = 0;                     // SplitMix64::state()
+  // id -> weight (decayed count), ascending ids, each id once, weights finite and >= 0.
+  std::vector<std::pair<int32_t, float>> history;
+  bool operator==(const SamplerSnapshot&) const = default;
+};
+
 class Sampler {
  public:
   using TokenBytes = std::function<std::string(int32_t id)>;
@@ -142,6 +153,13 @@ class Sampler {
   void observe_prompt(std::span<const int32_t> ids);
   // Back to the state right after construction: RNG at the seed, empty history.
   void reset();
+  // The RNG position and penalty history (ascending ids), for saving.
+  SamplerSnapshot snapshot() const;
+  // Continues from a snapshot: the RNG position and history are replaced; the config (seed
+  // included) is kept for everything else. Throws InputError (sampler unchanged) when the
+  // snapshot's mode is not this sampler's, or an id is outside [0, V), repeated or not ascending,
+  // or a weight is negative or not finite.
+  void restore(const SamplerSnapshot& snap);
 
   // The logits after logit_bias, banned ids and the mode's penalties (what the softmax or argmax
   // sees before temperature); NaN becomes -inf. For tests and debugging; same errors as select().

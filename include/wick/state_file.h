@@ -10,8 +10,14 @@
 //   attn_k_cache    F32 [N_a, T, C]     K rows of every attention block, in position order
 //   attn_v_cache    F32 [N_a, T, C]     V rows, likewise
 // and the metadata `n_attn` (N_a) and `kv_length` (T); a file without `n_attn` has none.
+// Format 2 adds what continuing the state needs (wick/continuation.h), each part optional:
+//   logits                   F32 [V]  the logits after the last absorbed token
+//   sampler_history_ids      I32 [K]  the sampler's penalty history: ascending ids ...
+//   sampler_history_weights  F32 [K]  ... and their weights (K may be 0)
+// with the metadata `sampler_mode` ("standard" / "chatrwkv") and `sampler_rng` (the SplitMix64
+// state, 16 hex digits) whenever the history tensors are present.
 // (B = 1 keeps the layout of the batched document-index files.) String metadata: `wick.state` =
-// "1" (format id and version), `kind` = "snapshot", `n_layer`, `n_embd`, `n_head`, `head_size`,
+// "2" (format id and version; files of version "1", without the format-2 parts, still read), `kind` = "snapshot", `n_layer`, `n_embd`, `n_head`, `head_size`,
 // `base_fingerprint` (ModelInfo::fingerprint of the model that produced the state), `contract`
 // (JSON object: `tokenizer`, `n_tokens`, optional `prompt_sha256`), `note` (free text),
 // `engine_version`.
@@ -25,6 +31,7 @@
 #include <string_view>
 #include <vector>
 
+#include "wick/continuation.h"
 #include "wick/model.h"
 #include "wick/state.h"
 
@@ -38,11 +45,16 @@ struct StateFileInfo {
   std::string prompt_sha256;   // optional: SHA-256 (hex) of the text folded in
   std::string base_fingerprint;  // filled by save_state() from the model; read back by load_state()
   std::string engine_version;    // filled by save_state(); read back by load_state()
+  // Format 2: the logits after the last absorbed token and the sampler of the generation that
+  // produced the state, when known (save_state() writes the parts that are set; load_state()
+  // fills what the file holds: nothing for a format-1 file).
+  Continuation continuation;
 };
 
 // Writes `state` (of `model`) to `path` atomically (temporary file, then rename).
-// Throws InputError when the state does not belong to the model's geometry, FileError when the
-// file cannot be written.
+// Throws InputError when the state does not belong to the model's geometry or the continuation's
+// logits are not [V] or its sampler snapshot is malformed, FileError when the file cannot be
+// written.
 void save_state(const std::string& path, const State& state, const Model& model,
                 const StateFileInfo& info = {});
 
@@ -61,7 +73,8 @@ struct LoadedState {
 // `allow_other_base`, which loads it with a warning.
 // Throws FileError (cannot read), FormatError (not a valid safetensors file: truncated, lying
 // header) and StateFileError (no `wick.state` key, unknown version or kind, missing, extra or
-// misshapen tensors, geometry or fingerprint mismatch).
+// misshapen tensors, non-finite values, logits of another vocabulary size, a malformed sampler
+// part, geometry or fingerprint mismatch).
 LoadedState load_state(const std::string& path, const Model& model, bool allow_other_base = false);
 
 // load_state() of a state file held in memory (`bytes`, e.g. read from a cache server; `name`

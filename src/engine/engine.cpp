@@ -139,7 +139,7 @@ Engine::Engine(Model model, const Tokenizer& tokenizer, EngineOptions options,
                (a.moba_past_k_minus_1 ? "k-1" : "k");
         // The kernels' instruction set: AVX-512 / AVX2 / scalar sums are each exact for their
         // machine but not the same bits as one another.
-        s += ";adapters=" + options_.adapters + ";state_format=1;kernels=" + kernel_isa();
+        s += ";adapters=" + options_.adapters + ";state_format=2;kernels=" + kernel_isa();
         return s;
       }()),
       cache_(options_.cache_bytes) {
@@ -201,9 +201,20 @@ std::shared_ptr<detail::RequestControl> Engine::prepare(Request request) const {
     b.erase(std::unique(b.begin(), b.end()), b.end());
     std::erase_if(b, [&](size_t n) { return n == 0 || n >= ctl->prompt.size(); });
   }
-  if (ctl->prompt.empty())
+  const Continuation& from = request.continuation;
+  if (from.has_logits() && from.logits.size() != static_cast<size_t>(vocab))
+    throw InputError("the continuation's logits have " + std::to_string(from.logits.size()) +
+                     " values but this model's vocabulary has " + std::to_string(vocab) +
+                     "; they must come from this model");
+  if (from.sampler) {
+    // Sampler::restore's checks, before anything is queued.
+    Sampler probe(request.config.sampling, vocab, [](int32_t) { return std::string(); });
+    probe.restore(*from.sampler);
+  }
+  if (ctl->prompt.empty() && !from.has_logits())
     throw InputError("empty prompt: generation needs at least one token to continue from (there "
-                     "are no logits before the first token)");
+                     "are no logits before the first token; a state saved by a generation, state "
+                     "file format 2, carries them)");
   for (size_t i = 0; i < ctl->prompt.size(); ++i)
     if (ctl->prompt[i] < 0 || ctl->prompt[i] >= vocab)
       throw InputError("token id " + std::to_string(ctl->prompt[i]) + " at position " +
@@ -439,8 +450,8 @@ void Engine::admit(Row& row) {
   detail::RequestControl& ctl = *row.ctl;
   const Request& req = ctl.request;
   row.admitted = EngineClock::now();
-  row.decoder =
-      std::make_unique<gen::RowDecoder>(req.config, tokenizer_, model_.geometry().vocab, ctl.prompt);
+  row.decoder = std::make_unique<gen::RowDecoder>(req.config, tokenizer_, model_.geometry().vocab,
+                                                  ctl.prompt, req.continuation.sampler);
   if (req.initial_state) {
     row.state = *req.initial_state;
   } else if (ctl.init) {
@@ -453,7 +464,7 @@ void Engine::admit(Row& row) {
     stats_.prompt_tokens += ctl.prompt.size();
   }
   std::shared_ptr<const CachedPrefix> hit;
-  if (req.use_cache && !ctl.init_digest.empty() &&
+  if (req.use_cache && !ctl.init_digest.empty() && !ctl.prompt.empty() &&
       (options_.cache_bytes > 0 || options_.second_tier)) {
     row.scope = cache_scope(ctl.init_digest);
     hit = cache_.lookup(row.scope, ctl.prompt);
@@ -509,16 +520,18 @@ void Engine::admit(Row& row) {
   }
   if (row.absorbed == ctl.prompt.size()) {
     row.prefill_done = EngineClock::now();
-    begin_decode(row, hit->logits);
+    // Nothing to prefill: a prompt cached whole, or an empty prompt after a continuation.
+    begin_decode(row, hit ? std::span<const float>(hit->logits)
+                          : std::span<const float>(req.continuation.logits));
   }
 }
 
 void Engine::begin_decode(Row& row, std::span<const float> logits) {
   row.decoding = true;
-  if (row.decoder->finished()) return finish(row);  // max_tokens 0
+  if (row.decoder->finished()) return finish(row, logits);  // max_tokens 0
   if (gen::kv_cache_full(model_, row.state)) {
     row.decoder->stop_kv_cache_full();
-    return finish(row);
+    return finish(row, logits);
   }
   const size_t before = row.decoder->tokens().size();
   try {
@@ -564,7 +577,7 @@ void Engine::store_prefix(Row& row, std::span<const int32_t> tokens,
   }
 }
 
-void Engine::finish(Row& row) {
+void Engine::finish(Row& row, std::span<const float> logits) {
   if (row.finished) return;
   row.finished = true;
   detail::RequestControl& ctl = *row.ctl;
@@ -573,6 +586,8 @@ void Engine::finish(Row& row) {
     try {
       static_cast<GenerationResult&>(r) = row.decoder->finish(
           row.failed || !row.decoding ? ChunkCallback() : ctl.request.on_chunk);
+      r.continuation.sampler = row.decoder->sampler_snapshot();
+      if (!row.failed) r.continuation.logits.assign(logits.begin(), logits.end());
     } catch (...) {
       mark_failed(row, std::current_exception());
     }
@@ -729,7 +744,7 @@ void Engine::iterate(std::vector<std::unique_ptr<Row>>& rows) {
           all.insert(all.end(), gen.begin(), gen.end());
           store_prefix(r, all, row_logits);
         }
-        finish(r);
+        finish(r, row_logits);
       } else {
         begin_decode(r, row_logits);
       }

@@ -4,7 +4,6 @@
 #include <bit>
 #include <cstring>
 
-#include "io/tensor_set.h"
 #include "wick/errors.h"
 #include "wick/state_file.h"
 
@@ -13,7 +12,7 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little, "values are written little-endian");
 
-constexpr std::string_view kMagic = "WICKPFX1";
+constexpr std::string_view kMagic = "WICKPFX2";
 constexpr uint32_t kMaxScope = 65536;
 constexpr uint32_t kMaxTokens = uint32_t{1} << 28;
 constexpr const char* kWhat = "cached prefix value";
@@ -63,17 +62,15 @@ std::string encode_cached_prefix(const CachedPrefix& entry, const Model& model) 
   StateFileInfo info;
   info.n_tokens = static_cast<int64_t>(entry.tokens.size());
   info.note = "wick prefix cache";
+  info.continuation.logits = entry.logits;
   const std::string state = serialize_state(entry.state, model, info);
   std::string out;
-  out.reserve(kMagic.size() + 16 + entry.scope.size() + entry.tokens.size() * 4 +
-              entry.logits.size() * 4 + state.size());
+  out.reserve(kMagic.size() + 16 + entry.scope.size() + entry.tokens.size() * 4 + state.size());
   out.append(kMagic);
   put<uint32_t>(out, static_cast<uint32_t>(entry.scope.size()));
   out.append(entry.scope);
   put<uint32_t>(out, static_cast<uint32_t>(entry.tokens.size()));
   out.append(reinterpret_cast<const char*>(entry.tokens.data()), entry.tokens.size() * 4);
-  put<uint32_t>(out, static_cast<uint32_t>(entry.logits.size()));
-  out.append(reinterpret_cast<const char*>(entry.logits.data()), entry.logits.size() * 4);
   put<uint64_t>(out, state.size());
   out.append(state);
   return out;
@@ -84,7 +81,7 @@ CachedPrefix decode_cached_prefix(std::string_view bytes, const Model& model,
   Reader r(bytes);
   const std::string_view magic = r.take(kMagic.size(), "magic");
   if (magic != kMagic)
-    throw FormatError(kWhat, "", "the magic \"WICKPFX1\"",
+    throw FormatError(kWhat, "", "the magic \"WICKPFX2\"",
                       "other bytes (not a wick prefix value, or another format version)");
   CachedPrefix e;
   const uint32_t S = r.get<uint32_t>("scope length");
@@ -107,17 +104,6 @@ CachedPrefix decode_cached_prefix(std::string_view bytes, const Model& model,
   if (!std::equal(e.tokens.begin(), e.tokens.end(), tokens.begin()))
     throw StateFileError(kWhat, "its token ids are not the prefix asked for (a key collision or "
                                 "a value written under the wrong key)");
-  const uint32_t V = r.get<uint32_t>("vocabulary size");
-  if (V != static_cast<uint32_t>(model.geometry().vocab))
-    throw FormatError(kWhat, "logits", std::to_string(model.geometry().vocab) + " logits",
-                      std::to_string(V));
-  const std::string_view logits = r.take(uint64_t{V} * 4, "logits");
-  e.logits.resize(V);
-  std::memcpy(e.logits.data(), logits.data(), logits.size());
-  bool nan = false;
-  if (const int64_t at = io::first_nonfinite(e.logits.data(), DType::F32, V, &nan); at >= 0)
-    throw FormatError(kWhat, "logits", "finite numbers",
-                      std::string(nan ? "NaN" : "an infinity") + " at element " + std::to_string(at));
   const uint64_t F = r.get<uint64_t>("state file length");
   if (F != r.left())
     throw FormatError(kWhat, "", "a state file of " + std::to_string(F) + " bytes ending the value",
@@ -126,7 +112,14 @@ CachedPrefix decode_cached_prefix(std::string_view bytes, const Model& model,
   if (st.info.n_tokens != static_cast<int64_t>(n))
     throw StateFileError(kWhat, "its state says it absorbed " + std::to_string(st.info.n_tokens) +
                                     " tokens, but the value holds " + std::to_string(n) + " ids");
+  // The state file checked the logits' shape (the vocabulary) and that they are finite.
+  if (!st.info.continuation.has_logits() || st.info.continuation.sampler)
+    throw StateFileError(kWhat, "its state file should carry the logits of the prefix's last "
+                                "position and no sampler state; found " +
+                                    std::string(st.info.continuation.has_logits() ? "a sampler state"
+                                                                                  : "no logits"));
   e.state = std::move(st.state);
+  e.logits = std::move(st.info.continuation.logits);
   return e;
 }
 

@@ -84,7 +84,8 @@ std::vector<GenerationResult> run_rows(const Model& model, const Tokenizer& toke
                                        std::span<const std::vector<int32_t>> prompts,
                                        std::span<const GenerationConfig> configs,
                                        std::span<State> states,
-                                       std::span<const ChunkCallback> callbacks) {
+                                       std::span<const ChunkCallback> callbacks,
+                                       const Continuation* from = nullptr) {
   const size_t R = prompts.size();
   size_t total = 0;
   for (const auto& p : prompts) total += p.size();
@@ -108,6 +109,7 @@ std::vector<GenerationResult> run_rows(const Model& model, const Tokenizer& toke
     q.initial_state = states[r];
     q.use_cache = false;
     q.on_chunk = callbacks[r];
+    if (from) q.continuation = *from;
   }
   // All or nothing: every row is checked before any starts (no callback runs for a call that
   // throws InputError).
@@ -135,6 +137,24 @@ GenerationResult generate_tokens(const Model& model, const Tokenizer& tokenizer,
   const std::vector<int32_t> ids(prompt.begin(), prompt.end());
   return run_rows(model, tokenizer, std::span(&ids, 1), std::span(&config, 1),
                   std::span(&state, 1), std::span(&on_chunk, 1))[0];
+}
+
+GenerationResult generate_tokens(const Model& model, const Tokenizer& tokenizer,
+                                 std::span<const int32_t> prompt, const GenerationConfig& config,
+                                 State& state, const Continuation& from,
+                                 const ChunkCallback& on_chunk) {
+  config.validate(model.geometry().vocab);
+  if (!from.has_logits()) check_prompt(prompt, "");
+  const std::vector<int32_t> ids(prompt.begin(), prompt.end());
+  return run_rows(model, tokenizer, std::span(&ids, 1), std::span(&config, 1),
+                  std::span(&state, 1), std::span(&on_chunk, 1), &from)[0];
+}
+
+GenerationResult generate(const Model& model, const Tokenizer& tokenizer, std::string_view prompt,
+                          const GenerationConfig& config, State& state, const Continuation& from,
+                          const ChunkCallback& on_chunk) {
+  const std::vector<int32_t> ids = tokenizer.encode(prompt);
+  return generate_tokens(model, tokenizer, ids, config, state, from, on_chunk);
 }
 
 GenerationResult generate(const Model& model, const Tokenizer& tokenizer, std::string_view prompt,

@@ -35,11 +35,13 @@ std::string generated_token_bytes(const Tokenizer& tokenizer, int32_t id) {
 }
 
 RowDecoder::RowDecoder(const GenerationConfig& config, const Tokenizer& tokenizer, int vocab,
-                       std::span<const int32_t> prompt)
+                       std::span<const int32_t> prompt,
+                       const std::optional<SamplerSnapshot>& resume)
     : config_(config),
       tokenizer_(tokenizer),
       sampler_(config.sampling, vocab,
                [&tokenizer](int32_t id) { return token_bytes(tokenizer, id); }) {
+  if (resume) sampler_.restore(*resume);
   for (const std::string& s : config.stop_strings) hold_ = std::max(hold_, s.size() - 1);
   if (config.penalize_prompt) sampler_.observe_prompt(prompt);
   result_.prompt_tokens = static_cast<int>(prompt.size());

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -17,9 +18,12 @@ namespace wick::gen {
 
 class RowDecoder {
  public:
-  // config must be validated; `tokenizer` must outlive the decoder.
+  // config must be validated; `tokenizer` must outlive the decoder. `resume`, when set, is the
+  // sampler of the generation being continued (Sampler::restore; throws InputError if it does
+  // not fit); the prompt's penalty observations (penalize_prompt) come after it.
   RowDecoder(const GenerationConfig& config, const Tokenizer& tokenizer, int vocab,
-             std::span<const int32_t> prompt);
+             std::span<const int32_t> prompt,
+             const std::optional<SamplerSnapshot>& resume = std::nullopt);
 
   // True once the row has stopped (or max_tokens is 0): no more tokens to pick.
   bool finished() const { return finished_; }
@@ -45,6 +49,9 @@ class RowDecoder {
 
   // The ids returned so far.
   const std::vector<int32_t>& tokens() const { return result_.tokens; }
+
+  // The sampler's RNG position and history now (for GenerationResult::continuation).
+  SamplerSnapshot sampler_snapshot() const { return sampler_.snapshot(); }
 
   // Final flush to the callback and the result (text, tokens, stop reason; timings left to the
   // driver except sample_ms).

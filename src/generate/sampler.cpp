@@ -880,6 +880,41 @@ void Sampler::reset() {
   history_.clear();
 }
 
+SamplerSnapshot Sampler::snapshot() const {
+  SamplerSnapshot s;
+  s.mode = config_.mode;
+  s.rng_state = rng_.state();
+  s.history.assign(history_.begin(), history_.end());
+  std::sort(s.history.begin(), s.history.end());
+  return s;
+}
+
+void Sampler::restore(const SamplerSnapshot& snap) {
+  if (snap.mode != config_.mode)
+    throw InputError(fmt::format(
+        "sampler: the saved sampler state is of the {} sampler but this generation uses the {} "
+        "sampler; continue with the same --sampler, or give --seed to start a fresh one",
+        sampler_mode_name(snap.mode), sampler_mode_name(config_.mode)));
+  int32_t previous = -1;
+  for (const auto& [id, weight] : snap.history) {
+    if (id < 0 || id >= vocab_ || id <= previous)
+      throw InputError(fmt::format(
+          "sampler: the saved penalty history has id {} {}; expected ascending distinct ids in "
+          "[0, {})",
+          id, id <= previous && id >= 0 ? "out of order or repeated" : "outside the vocabulary",
+          vocab_));
+    if (!std::isfinite(weight) || weight < 0)
+      throw InputError(fmt::format(
+          "sampler: the saved penalty history gives id {} the weight {}; expected a finite value "
+          ">= 0",
+          id, weight));
+    previous = id;
+  }
+  rng_ = SplitMix64(snap.rng_state);
+  history_.clear();
+  for (const auto& [id, weight] : snap.history) history_.emplace(id, weight);
+}
+
 void Sampler::adjust_into(std::span<const float> logits, std::vector<float>& out) const {
   if (logits.size() != static_cast<size_t>(vocab_)) {
     throw InputError(

@@ -1,6 +1,7 @@
 // State snapshot files (docs/tasks.md §3.5).
 #include "wick/state_file.h"
 
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -16,7 +17,8 @@ namespace wick {
 namespace {
 
 constexpr const char* kFormatKey = "wick.state";
-constexpr const char* kFormatVersion = "1";
+constexpr const char* kFormatVersion = "2";
+constexpr const char* kFormatVersion1 = "1";  // before the continuation parts; still read
 constexpr const char* kKindSnapshot = "snapshot";
 constexpr const char* kEngineVersion = "wick 0.1.0";
 
@@ -87,16 +89,58 @@ int parse_dim(const std::map<std::string, std::string>& meta, const char* key,
   return n;
 }
 
+std::string hex64(uint64_t v) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string s(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) s[i] = kDigits[v & 15];
+  return s;
+}
+
 // The tensors and metadata of a state file, and the buffers their bytes point into.
 struct StateFileParts {
   std::vector<float> wkv_all, tmix, cmix, attn_cmix, k_all, v_all;
+  std::vector<int32_t> history_ids;
+  std::vector<float> history_weights;
   std::vector<io::TensorToWrite> tensors;
   std::map<std::string, std::string> meta;
 };
 
+// Format 2's continuation parts (logits, sampler) of `info`, checked as load_state() will check
+// them.
+void add_continuation(StateFileParts& parts, const Continuation& c, int vocab) {
+  if (c.has_logits()) {
+    if (c.logits.size() != static_cast<size_t>(vocab))
+      throw InputError("cannot save " + std::to_string(c.logits.size()) +
+                       " continuation logits for a model with a vocabulary of " +
+                       std::to_string(vocab) + "; they must be the logits of this model");
+    parts.tensors.push_back({"logits", DType::F32, {vocab}, as_bytes(c.logits)});
+  }
+  if (!c.sampler) return;
+  const SamplerSnapshot& snap = *c.sampler;
+  int32_t previous = -1;
+  for (const auto& [id, weight] : snap.history) {
+    if (id <= previous || id >= vocab || !std::isfinite(weight) || weight < 0)
+      throw InputError("cannot save the sampler: its history entry (" + std::to_string(id) + ", " +
+                       std::to_string(weight) + ") is not an ascending id in [0, " +
+                       std::to_string(vocab) + ") with a finite weight >= 0");
+    previous = id;
+    parts.history_ids.push_back(id);
+    parts.history_weights.push_back(weight);
+  }
+  const int64_t K = static_cast<int64_t>(snap.history.size());
+  parts.tensors.push_back(
+      {"sampler_history_ids", DType::I32, {K},
+       {reinterpret_cast<const char*>(parts.history_ids.data()), parts.history_ids.size() * 4}});
+  parts.tensors.push_back(
+      {"sampler_history_weights", DType::F32, {K}, as_bytes(parts.history_weights)});
+  parts.meta["sampler_mode"] = std::string(sampler_mode_name(snap.mode));
+  parts.meta["sampler_rng"] = hex64(snap.rng_state);
+}
+
 void build_state_file(StateFileParts& parts, const State& state, const Model& model,
                       const StateFileInfo& info) {
-  auto& [wkv_all, tmix, cmix, attn_cmix, k_all, v_all, tensors, meta] = parts;
+  auto& [wkv_all, tmix, cmix, attn_cmix, k_all, v_all, history_ids, history_weights, tensors,
+         meta] = parts;
   const Geometry& g = model.geometry();
   check_state_geometry(state, g);
   const int L = g.n_layer, C = g.n_embd, H = g.n_head, N = g.head_size;
@@ -151,6 +195,70 @@ void build_state_file(StateFileParts& parts, const State& state, const Model& mo
     tensors.push_back({"attn_k_cache", DType::F32, {A, T, C}, as_bytes(k_all)});
     tensors.push_back({"attn_v_cache", DType::F32, {A, T, C}, as_bytes(v_all)});
   }
+  add_continuation(parts, info.continuation, g.vocab);
+}
+
+// Format 2's continuation parts, each optional; `set` has passed the required-tensor checks.
+Continuation read_continuation(const io::TensorSet& set, const std::string& path, int vocab) {
+  const auto& meta = set.metadata();
+  Continuation c;
+  if (const io::TensorView* t = set.find("logits")) {
+    if (t->dtype != DType::F32 || t->shape != std::vector<int64_t>{vocab})
+      throw StateFileError(path, "tensor 'logits' should be F32 [" + std::to_string(vocab) +
+                                     "] (this model's vocabulary), found " +
+                                     std::string(dtype_name(t->dtype)) + " " + t->shape_string());
+    bool nan = false;
+    if (const int64_t i = io::first_nonfinite(*t, &nan); i >= 0)
+      throw StateFileError(path, std::string("tensor 'logits' holds ") + (nan ? "NaN" : "an infinity") +
+                                     " at element " + std::to_string(i) +
+                                     "; expected finite values: the file is damaged");
+    c.logits.resize(static_cast<size_t>(vocab));
+    std::memcpy(c.logits.data(), t->data, t->nbytes);
+  }
+  const io::TensorView* ids = set.find("sampler_history_ids");
+  const io::TensorView* weights = set.find("sampler_history_weights");
+  const bool any = ids || weights || meta.count("sampler_mode") || meta.count("sampler_rng");
+  if (!any) return c;
+  if (!ids || !weights || !meta.count("sampler_mode") || !meta.count("sampler_rng"))
+    throw StateFileError(path, "the sampler part is incomplete: it needs the tensors "
+                               "'sampler_history_ids' and 'sampler_history_weights' and the "
+                               "metadata 'sampler_mode' and 'sampler_rng'; the file is damaged");
+  if (ids->dtype != DType::I32 || ids->shape.size() != 1 || weights->dtype != DType::F32 ||
+      weights->shape != ids->shape || ids->shape[0] > vocab)
+    throw StateFileError(path, "the sampler history should be I32 [K] ids and F32 [K] weights "
+                               "with K <= " + std::to_string(vocab) + ", found " +
+                                   std::string(dtype_name(ids->dtype)) + " " +
+                                   ids->shape_string() + " and " +
+                                   std::string(dtype_name(weights->dtype)) + " " +
+                                   weights->shape_string());
+  SamplerSnapshot snap;
+  try {
+    snap.mode = parse_sampler_mode(meta.at("sampler_mode"));
+  } catch (const InputError& e) {
+    throw StateFileError(path, std::string("metadata 'sampler_mode': ") + e.what());
+  }
+  const std::string& rng = meta.at("sampler_rng");
+  if (rng.size() != 16 || rng.find_first_not_of("0123456789abcdef") != std::string::npos)
+    throw StateFileError(path, "metadata 'sampler_rng' should be 16 lowercase hex digits, found '" +
+                                   rng + "'");
+  snap.rng_state = std::stoull(rng, nullptr, 16);
+  const int64_t K = ids->shape[0];
+  int32_t previous = -1;
+  for (int64_t k = 0; k < K; ++k) {
+    int32_t id;
+    float w;
+    std::memcpy(&id, ids->data + 4 * k, 4);
+    std::memcpy(&w, weights->data + 4 * k, 4);
+    if (id <= previous || id >= vocab || !std::isfinite(w) || w < 0)
+      throw StateFileError(path, "sampler history entry " + std::to_string(k) + " (id " +
+                                     std::to_string(id) + ", weight " + std::to_string(w) +
+                                     ") is not an ascending id in [0, " + std::to_string(vocab) +
+                                     ") with a finite weight >= 0; the file is damaged");
+    previous = id;
+    snap.history.emplace_back(id, w);
+  }
+  c.sampler = std::move(snap);
+  return c;
 }
 
 // Reads the state file held by `file` (`path` names it in messages).
@@ -161,10 +269,11 @@ LoadedState read_state(std::shared_ptr<io::MappedFile> file, const std::string& 
   if (!meta.count(kFormatKey))
     throw StateFileError(path, "not a wick state file: the metadata has no 'wick.state' key (is "
                                "this a model checkpoint? pass it as --model instead)");
-  if (meta.at(kFormatKey) != kFormatVersion)
-    throw StateFileError(path, "state file format version '" + meta.at(kFormatKey) +
-                                   "' is not supported (this wick reads version 1); save it again "
-                                   "with this version of wick");
+  const std::string& version = meta.at(kFormatKey);
+  if (version != kFormatVersion && version != kFormatVersion1)
+    throw StateFileError(path, "state file format version '" + version +
+                                   "' is not supported (this wick reads versions 1 and 2); save it "
+                                   "again with this version of wick");
   const std::string& kind = required(meta, "kind", path);
   if (kind != kKindSnapshot)
     throw StateFileError(path, "state file kind '" + kind + "' is not a snapshot" +
@@ -208,12 +317,20 @@ LoadedState read_state(std::shared_ptr<io::MappedFile> file, const std::string& 
     expected["attn_k_cache"] = {A, T, C};
     expected["attn_v_cache"] = {A, T, C};
   }
+  const bool v2 = version == kFormatVersion;
+  auto optional_v2 = [&](const std::string& name) {
+    return v2 && (name == "logits" || name == "sampler_history_ids" ||
+                  name == "sampler_history_weights");
+  };
   for (const io::TensorView& t : set.tensors())
-    if (!expected.count(t.name))
+    if (!expected.count(t.name) && !optional_v2(t.name))
       throw StateFileError(path, "unexpected tensor '" + t.name +
                                      "'; a snapshot holds only wkv, tmix_shift and cmix_shift" +
                                      (A > 0 ? ", attn_cmix_shift, attn_k_cache and attn_v_cache"
-                                            : ""));
+                                            : "") +
+                                     (v2 ? std::string(" (and optionally logits and the sampler "
+                                                       "history)")
+                                         : std::string(" (format 1)")));
   for (const auto& [name, shape] : expected) {
     const io::TensorView* t = set.find(name);
     if (!t) throw StateFileError(path, "tensor '" + name + "' is missing");
@@ -262,6 +379,7 @@ LoadedState read_state(std::shared_ptr<io::MappedFile> file, const std::string& 
     }
   }
   out.state = std::move(st);
+  if (v2) out.info.continuation = read_continuation(set, path, g.vocab);
 
   if (auto it = meta.find("note"); it != meta.end()) out.info.note = it->second;
   if (auto it = meta.find("engine_version"); it != meta.end()) out.info.engine_version = it->second;

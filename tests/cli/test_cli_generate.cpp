@@ -100,6 +100,41 @@ TEST(CliGenerate, SaveStateWithZeroTokensThenContinueEqualsOneRun) {
   EXPECT_NE(bad.err.find("not a wick state file"), std::string::npos) << bad.err;
 }
 
+// Issue 25 item 4: 10 + 10 tokens through --save-state / --load-state --prompt "" equal one run
+// of 20, greedy and seeded; a new --seed starts a fresh sampler instead.
+TEST(CliGenerate, TenPlusTenTokensThroughAStateFileEqualTwenty) {
+  const auto dir = scratch_dir();
+  for (const std::string sampling : {std::string("--presence-penalty 0.6"),
+                                     std::string("--temperature 1 --top-p 0.9 --seed 7")}) {
+    SCOPED_TRACE(sampling);
+    const std::string st = (dir / "ten.safetensors").string();
+    const nlohmann::json whole = json_of(
+        run_wick("generate --prompt " + shell_quote(kPrompt) + " -n 20 --json " + sampling));
+    const nlohmann::json first =
+        json_of(run_wick("generate --prompt " + shell_quote(kPrompt) + " -n 10 --json " +
+                         sampling + " --save-state " + shell_quote(st)));
+    // The second run gives no --seed: the stored sampler resumes.
+    std::string rest = sampling;
+    if (const size_t at = rest.find(" --seed"); at != std::string::npos) rest.resize(at);
+    const nlohmann::json second = json_of(run_wick("generate --prompt \"\" -n 10 --json " + rest +
+                                                   " --load-state " + shell_quote(st)));
+    std::vector<int> joined = first["tokens"].get<std::vector<int>>();
+    for (int t : second["tokens"]) joined.push_back(t);
+    EXPECT_EQ(joined, whole["tokens"].get<std::vector<int>>());
+    EXPECT_EQ(first["text"].get<std::string>() + second["text"].get<std::string>(), whole["text"]);
+    EXPECT_EQ(second["prompt_tokens"], 0);
+    if (sampling.find("--seed") != std::string::npos) {
+      const nlohmann::json reseeded = json_of(run_wick("generate --prompt \"\" -n 10 --json " +
+                                                       sampling + " --load-state " + shell_quote(st)));
+      EXPECT_NE(reseeded["tokens"], second["tokens"]);
+    }
+  }
+  // An empty prompt with nothing to continue from is a clear error.
+  const CliRun none = run_wick("generate --prompt \"\" -n 3");
+  EXPECT_EQ(none.status, 1);
+  EXPECT_NE(none.err.find("--prompt is empty"), std::string::npos) << none.err;
+}
+
 TEST(CliGenerate, BatchFileGivesOneResultPerLineInOrderEqualToSingleRuns) {
   const auto dir = scratch_dir();
   write_file(dir / "b.jsonl", "{\"prompt\": \"Once upon a time\"}\n\n{\"prompt\": \"The fox\"}\n"

@@ -229,6 +229,61 @@ TEST(Engine, InitialStatesGivenAndRegistered) {
   EXPECT_EQ(zero.cached_tokens, 0);
 }
 
+// A request continuing a state with its continuation (logits + sampler) and an empty prompt
+// equals the second half of one uninterrupted generation, alone and beside other rows; a bad
+// continuation is refused at submit.
+TEST(Engine, EmptyPromptContinuesFromTheGivenLogitsAndSampler) {
+  ByteTokenizer tok;
+  const std::vector<int32_t> prompt = tok.encode("A dragon");
+  GenerationConfig c = config_for(21, 16, true);
+  c.sampling.presence_penalty = 0.4f;
+  State whole_state = tiny().new_state();
+  const GenerationResult whole = generate_tokens(tiny(), tok, prompt, c, whole_state);
+  c.max_tokens = 7;
+  State half = tiny().new_state();
+  const GenerationResult first = generate_tokens(tiny(), tok, prompt, c, half);
+  c.max_tokens = 9;
+  Engine engine(tiny(), tok, EngineOptions{});
+  auto continue_request = [&] {
+    Request r;
+    r.config = c;
+    r.initial_state = half;
+    r.continuation = first.continuation;
+    return r;
+  };
+  Request other;
+  other.prompt_tokens = tok.encode("Another row runs beside it");
+  other.config = config_for(4, 12, true);
+  std::vector<Request> both;
+  both.push_back(continue_request());
+  both.push_back(std::move(other));
+  const std::vector<RequestHandle> hs = engine.submit_all(std::move(both));
+  const RequestHandle alone = engine.submit(continue_request());
+  for (const EngineResult* got : {&alone.wait(), &hs[0].wait()}) {
+    std::vector<int32_t> joined = first.tokens;
+    joined.insert(joined.end(), got->tokens.begin(), got->tokens.end());
+    EXPECT_EQ(joined, whole.tokens);
+    EXPECT_TRUE(got->state == whole_state);
+    EXPECT_EQ(got->continuation.logits, whole.continuation.logits);
+    EXPECT_EQ(got->prompt_tokens, 0);
+  }
+  // A fresh sampler (no snapshot) at the same seed draws otherwise.
+  Request fresh = continue_request();
+  fresh.continuation.sampler.reset();
+  EXPECT_NE(engine.submit(std::move(fresh)).wait().tokens,
+            std::vector<int32_t>(whole.tokens.begin() + 7, whole.tokens.end()));
+  // Refused at once: no logits, logits of another size, a sampler of another mode.
+  Request none = continue_request();
+  none.continuation.logits.clear();
+  EXPECT_THROW(engine.submit(std::move(none)), InputError);
+  Request wrong = continue_request();
+  wrong.continuation.logits.resize(10);
+  EXPECT_THROW(engine.submit(std::move(wrong)), InputError);
+  Request mode = continue_request();
+  mode.continuation.sampler->mode = SamplerMode::kChatRwkv;
+  EXPECT_THROW(engine.submit(std::move(mode)), InputError);
+}
+
 // A latch a callback can wait on (tests only: real callbacks must not block).
 struct Gate {
   std::mutex m;

@@ -595,6 +595,52 @@ TEST(SamplerStandard, CopyContinuesTheSameStream) {
   EXPECT_EQ(moved.select(L()), a.select(L()));
 }
 
+// A snapshot restored into a fresh sampler of the same config continues the stream and the
+// penalties exactly (state files v2); a fresh sampler without it draws otherwise.
+TEST(SamplerStandard, SnapshotRestoredContinuesTheSameStream) {
+  SamplingConfig c = sampled(1, 0, 0.9f, 12);
+  c.presence_penalty = 0.3f;
+  c.frequency_penalty = 0.2f;
+  c.penalty_decay = 0.9f;
+  Sampler a(c, 5);
+  for (int i = 0; i < 7; ++i) a.observe(a.select(L()));
+  const SamplerSnapshot snap = a.snapshot();
+  EXPECT_EQ(snap.mode, SamplerMode::kStandard);
+  EXPECT_FALSE(snap.history.empty());
+  EXPECT_TRUE(std::is_sorted(snap.history.begin(), snap.history.end()));
+  Sampler b(c, 5), fresh(c, 5);
+  b.restore(snap);
+  EXPECT_EQ(b.snapshot(), snap);
+  std::vector<int32_t> xa, xb, xf;
+  for (int i = 0; i < 30; ++i) {
+    xa.push_back(a.select(L()));
+    a.observe(xa.back());
+    xb.push_back(b.select(L()));
+    b.observe(xb.back());
+    xf.push_back(fresh.select(L()));
+    fresh.observe(xf.back());
+  }
+  EXPECT_EQ(xa, xb);
+  EXPECT_NE(xa, xf);
+  // Refused, sampler unchanged: another mode, an id outside [0, V), repeated ids, bad weights.
+  const SamplerSnapshot before = b.snapshot();
+  SamplerSnapshot other = snap;
+  other.mode = SamplerMode::kChatRwkv;
+  EXPECT_THROW(b.restore(other), InputError);
+  other = snap;
+  other.history.push_back({5, 1.f});
+  EXPECT_THROW(b.restore(other), InputError);
+  other = snap;
+  other.history.push_back(other.history.back());
+  EXPECT_THROW(b.restore(other), InputError);
+  other = snap;
+  other.history[0].second = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_THROW(b.restore(other), InputError);
+  other.history[0].second = -1.f;
+  EXPECT_THROW(b.restore(other), InputError);
+  EXPECT_EQ(b.snapshot(), before);
+}
+
 // ---- ChatRWKV-compatible mode (S25-S31) ---------------------------------------------------------
 
 TEST(ChatRwkvSampler, TiesAtTheCutSurvive) {  // S25

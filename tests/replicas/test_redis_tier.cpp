@@ -101,11 +101,11 @@ TEST(PrefixCodec, RoundTripsExactlyAndRefusesEveryDamagedOrForeignValue) {
   const Model synth = synthetic_model("2:64:256", DType::F32, 3);
   const std::string foreign = encode_cached_prefix(entry_for(synth, "scope-a", "A conversation so far."), synth);
   EXPECT_THROW(decode_cached_prefix(foreign, tiny(), "scope-a", e.tokens), StateFileError);
-  // Non-finite numbers.
+  // Non-finite numbers: the logits and the state travel in one state file, which refuses both.
   CachedPrefix nan = e;
   nan.logits[3] = std::nanf("");
   EXPECT_THROW(decode_cached_prefix(encode_cached_prefix(nan, tiny()), tiny(), "scope-a", e.tokens),
-               FormatError);
+               StateFileError);
   nan = e;
   nan.state.wkv(1)[7] = INFINITY;
   EXPECT_THROW(decode_cached_prefix(encode_cached_prefix(nan, tiny()), tiny(), "scope-a", e.tokens),
