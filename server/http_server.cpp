@@ -3,6 +3,7 @@
 // weight of this file small. Everything on the socket happens on the one I/O thread; the only
 // cross-thread object is ExchangeImpl (a mutex-guarded outbox that posts to the I/O thread).
 #include "server/http_server.h"
+#include "server/http_request.h"
 
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -480,16 +481,10 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     disarm();
     auto& req = parser_->get();
-    HttpRequest r;
-    r.method = std::string(req.method_string());
-    r.target = std::string(req.target());
-    r.path = r.target.substr(0, r.target.find('?'));
-    for (const auto& f : req) r.headers.emplace_back(lower(f.name_string()), std::string(f.value()));
-    r.body = std::move(req.body());
-    r.keep_alive = req.keep_alive();
+    const bool http11 = req.version() >= 11;
+    HttpRequest r = to_http_request(req);
     keep_alive_ = r.keep_alive;
     parser_.reset();
-    const bool http11 = req.version() >= 11;
     ex_ = std::make_shared<ExchangeImpl>(weak_from_this(), srv_.hub, keep_alive_,
                                          srv_.opt.max_unsent_bytes, http11,
                                          r.method == "HEAD");

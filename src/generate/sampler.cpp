@@ -310,11 +310,12 @@ WICK_VECTOR_LOOP size_t collect_equal(const uint16_t* bin, size_t n, uint16_t va
 // then depends on the sum's parity): 2^30 ulps leave any binade, so a bin holding such an id is
 // never summed from the table. p[i] = prob[i] (kProb) or prob_of(ex[i], inv_sum). The caller
 // guarantees p * per_ulp < 2^24 (every p is at most the running sum whose ulp is used).
-template <bool kProb>
-WICK_VECTOR_LOOP void units_of(const float* prob, const float* ex, double inv_sum, size_t n,
-                               double per_ulp, uint32_t* units) {
+// (A run-time flag, not a template parameter: clang cannot multiversion templates; the branch is
+// loop-invariant and unswitched.)
+WICK_VECTOR_LOOP void units_of(bool from_prob, const float* prob, const float* ex, double inv_sum,
+                               size_t n, double per_ulp, uint32_t* units) {
   for (size_t i = 0; i < n; ++i) {
-    const float p = kProb ? prob[i] : prob_of(ex[i], inv_sum);
+    const float p = from_prob ? prob[i] : prob_of(ex[i], inv_sum);
     const double t = static_cast<double>(p) * per_ulp;  // exact
     const int32_t k = static_cast<int32_t>(t + 0.5);
     const bool tie = static_cast<double>(k) - t == 0.5;
@@ -637,9 +638,9 @@ class LazyOrder {
     const double per_ulp = std::ldexp(1.0, 24 - table_binade_);
     units_.resize(n_);
     if (kind_ == Kind::kProb) {
-      units_of<true>(prob_, nullptr, 0, n_, per_ulp, units_.data());
+      units_of(true, prob_, nullptr, 0, n_, per_ulp, units_.data());
     } else {
-      units_of<false>(nullptr, ex_, inv_sum_, n_, per_ulp, units_.data());
+      units_of(false, nullptr, ex_, inv_sum_, n_, per_ulp, units_.data());
     }
     // Four interleaved tables keep consecutive increments independent.
     std::array<std::array<uint64_t, kBins>, 4> units{};

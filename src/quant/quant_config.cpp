@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "io/json_limits.h"
 #include "wick/errors.h"
 
 namespace wick::quant {
@@ -93,6 +94,15 @@ QuantConfig QuantConfig::plain(std::string_view layout_kind, int b) {
   c.group_scale_mode = {{"proj", mode}, {"cmix", mode}, {"emb", "asym_sb6_search"},
                         {"head", mode}};
   return c;
+}
+
+QuantConfig QuantConfig::from_file_text(std::string_view text, const std::string& source) {
+  io::JsonLimits limits;
+  limits.max_depth = 16;
+  nlohmann::json j = io::parse_json_limited(text, source, "quantisation config", limits);
+  // A whole manifest or a calibration result holds the config under "config".
+  if (j.is_object() && j.contains("config") && j["config"].is_object()) j = j["config"];
+  return from_json(j, source);
 }
 
 QuantConfig QuantConfig::from_json(const nlohmann::json& j, const std::string& source) {

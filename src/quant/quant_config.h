@@ -36,6 +36,11 @@ struct QuantConfig {
   // and the field for unknown groups or keys, wrong types, bits outside 2..8 / 16, an unknown
   // mode, or a mode/bits/width combination no layout has (§1.5 step 4).
   static QuantConfig from_json(const nlohmann::json& j, const std::string& source);
+  // A config file's text (`wick quantize --config`): the §1.3.2 object itself, or a whole
+  // manifest or calibration result holding it under "config". Parsed with limits (nesting depth
+  // 16), so a hostile file cannot exhaust the stack. Throws FormatError (not JSON, too deep or
+  // too large) and what from_json() throws.
+  static QuantConfig from_file_text(std::string_view text, const std::string& source);
   // The §1.3.2 object, keys in the manifest's order.
   nlohmann::ordered_json to_json() const;
   // rwkv-quant's repr: "QuantConfig(proj=5, w_lora=6, ..., emb_head=5)" (emb_head when emb and

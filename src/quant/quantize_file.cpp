@@ -600,15 +600,7 @@ QuantizeSummary quantize(const std::string& in, const std::string& out,
     if (!f) throw FileError(options.config_path, "cannot open the quantisation config");
     std::stringstream ss;
     ss << f.rdbuf();
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(ss.str());
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(options.config_path + ": not valid JSON (" + e.what() + ")");
-    }
-    // A whole manifest or a calibration result holds the config under "config".
-    if (j.is_object() && j.contains("config") && j["config"].is_object()) j = j["config"];
-    o.config = quant::QuantConfig::from_json(j, options.config_path);
+    o.config = quant::QuantConfig::from_file_text(ss.str(), options.config_path);
     o.label = "config " + options.config_path;
     if (!options.preset.empty()) {
       throw InputError("--preset and --config both given: the config file replaces the preset; "
