@@ -40,13 +40,13 @@ py::object make_view(py::object self, float* (*pick)(State&, int), int layer,
 }  // namespace
 
 void register_state(py::module_& m) {
-  py::class_<StateBox>(
+  py::class_<StateBox> cls(
       m, "State",
       "The recurrent state of an RWKV-7 context (per layer: time-mix shift [C], WKV matrix "
       "[H, N, N] fp32 with rows = value channels, channel-mix shift [C]). Get one from "
       "Model.new_state(), Model.forward(tokens), wick.generate or State.load(path, model); "
-      "State(n_layer, n_embd, n_head, head_size) builds a zero state of that geometry.")
-      .def(py::init([](int n_layer, int n_embd, int n_head, int head_size) {
+      "State(n_layer, n_embd, n_head, head_size) builds a zero state of that geometry.");
+  cls.def(py::init([](int n_layer, int n_embd, int n_head, int head_size) {
              return StateBox(State(n_layer, n_embd, n_head, head_size), std::nullopt, 0);
            }),
            py::arg("n_layer"), py::arg("n_embd"), py::arg("n_head"), py::arg("head_size"))
@@ -144,12 +144,12 @@ void register_state(py::module_& m) {
              return a.state == other.cast<const StateBox&>().state;
            },
            "Bit-for-bit equality of the numbers (and the geometry).")
-      .def("__hash__", [](const StateBox&) -> py::object { return py::none(); })
       .def("__repr__", [](const StateBox& b) {
         return "wick.State(n_layer=" + std::to_string(b.state.n_layer()) +
                ", n_embd=" + std::to_string(b.state.n_embd()) +
                ", n_tokens=" + std::to_string(b.n_tokens) + ")";
       });
+  cls.attr("__hash__") = py::none();  // mutable value with __eq__: unhashable, like a list
 }
 
 }  // namespace wick::py_binding
