@@ -71,6 +71,16 @@ class StateUse {
 
 // --- Arguments -------------------------------------------------------------------------------
 
+// `obj` as a bound wick object of type T (wick.State, wick.Tokenizer, ...); TypeError naming
+// `what` and the expected class otherwise (pybind11's own cast would raise RuntimeError).
+template <class T>
+T& object_arg(const py::handle& obj, const char* what, const char* expected) {
+  if (!py::isinstance<T>(obj))
+    throw py::type_error(std::string(what) + ": expected " + expected + ", got " +
+                         Py_TYPE(obj.ptr())->tp_name);
+  return obj.cast<T&>();
+}
+
 // Token ids from an int or any iterable of ints (list, tuple, range, numpy integer array). Raises
 // TypeError for anything else (floats, strings, None) and wick.InputError for a value outside
 // the int32 range; ids outside the vocabulary are the library's InputError.

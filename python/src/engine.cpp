@@ -141,7 +141,7 @@ void register_engine(py::module_& m) {
              std::shared_ptr<const Tokenizer> tok =
                  tokenizer.is_none() ? std::shared_ptr<const Tokenizer>(
                                            default_tokenizer_for_vocab(model.model.geometry().vocab))
-                                     : tokenizer.cast<const TokenizerBox&>().tokenizer;
+                                     : object_arg<TokenizerBox>(tokenizer, "tokenizer", "a wick.Tokenizer or None").tokenizer;
              auto box = std::make_unique<EngineBox>(model.model, tok);
              box->engine = std::make_unique<Engine>(model.model, *tok, o);
              return box;
@@ -178,7 +178,7 @@ void register_engine(py::module_& m) {
                                          e.model.geometry().vocab);
             int64_t start_tokens = 0;
             if (!state.is_none()) {
-              const StateBox& b = state.cast<const StateBox&>();
+              const StateBox& b = object_arg<StateBox>(state, "state", "a wick.State or None");
               q.initial_state = b.state;
               start_tokens = b.n_tokens;
             }

@@ -87,7 +87,7 @@ py::object start_generation(const ModelBox& model, const py::object& tokenizer,
   std::shared_ptr<const Tokenizer> tok =
       tokenizer.is_none()
           ? std::shared_ptr<const Tokenizer>(default_tokenizer_for_vocab(model.model.geometry().vocab))
-          : tokenizer.cast<const TokenizerBox&>().tokenizer;
+          : object_arg<TokenizerBox>(tokenizer, "tokenizer", "a wick.Tokenizer or None").tokenizer;
   std::vector<int32_t> ids;
   if (PyUnicode_Check(prompt.ptr())) {
     const std::string text = prompt.cast<std::string>();
@@ -102,7 +102,7 @@ py::object start_generation(const ModelBox& model, const py::object& tokenizer,
   if (state.is_none()) {
     start = model.model.new_state();
   } else {
-    StateBox& b = state.cast<StateBox&>();  // TypeError for anything else
+    StateBox& b = object_arg<StateBox>(state, "generate(state)", "a wick.State or None");
     if (b.busy.exchange(true))
       throw InputError("this State is in use by another call (another thread?); give each "
                        "thread its own State (State.copy())");

@@ -125,7 +125,7 @@ void register_model(py::module_& m) {
           [](const ModelBox& b, const py::object& tokens, py::object state, bool all_positions) {
             const std::vector<int32_t> ids = token_list(tokens, "Model.forward");
             if (state.is_none()) state = new_state_object(b.model);
-            StateBox& box = state.cast<StateBox&>();
+            StateBox& box = object_arg<StateBox>(state, "state", "a wick.State or None");
             std::vector<float> logits;
             {
               StateUse use(box);
@@ -154,7 +154,7 @@ void register_model(py::module_& m) {
               throw InputError("Model.step takes one token id, got " + std::to_string(ids.size()) +
                                "; use Model.forward for a sequence");
             if (state.is_none()) state = new_state_object(b.model);
-            StateBox& box = state.cast<StateBox&>();
+            StateBox& box = object_arg<StateBox>(state, "state", "a wick.State or None");
             std::vector<float> logits;
             {
               StateUse use(box);

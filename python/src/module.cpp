@@ -1,5 +1,6 @@
 // The extension module `wick._wick`; the package `wick` (python/wick/__init__.py) re-exports it.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include "binding.h"
 #include "wick/generate.h"

@@ -40,7 +40,7 @@ void register_sampler(py::module_& m) {
              SamplingConfig sc = sampling_config(a);
              Sampler::TokenBytes bytes;
              if (!tokenizer.is_none()) {
-               std::shared_ptr<const Tokenizer> tok = tokenizer.cast<const TokenizerBox&>().tokenizer;
+               std::shared_ptr<const Tokenizer> tok = object_arg<TokenizerBox>(tokenizer, "tokenizer", "a wick.Tokenizer or None").tokenizer;
                bytes = [tok](int32_t id) {
                  const int32_t one[1] = {id};
                  return tok->decode(one);

@@ -19,7 +19,7 @@ std::shared_ptr<const Tokenizer> tokenizer_or_default(const py::object& tokenize
                                                       const Model& model) {
   if (tokenizer.is_none())
     return std::shared_ptr<const Tokenizer>(default_tokenizer_for_vocab(model.geometry().vocab));
-  return tokenizer.cast<const TokenizerBox&>().tokenizer;
+  return object_arg<TokenizerBox>(tokenizer, "tokenizer", "a wick.Tokenizer or None").tokenizer;
 }
 
 EmbedTask parse_task(const std::string& t) {
