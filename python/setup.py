@@ -7,9 +7,11 @@ Offline, into a virtual environment (Debian packages only, nothing from PyPI):
     V/bin/pip install --no-build-isolation --no-index ./python
 
 Environment:
-    WICK_BUILD_DIR   reuse this configured wick build tree (e.g. build): only the module
-                     target is (re)built there, and it must have been built for this
-                     interpreter's ABI; default: a private tree under python/build/
+    WICK_BUILD_DIR   reuse this configured wick build tree (e.g. build; a relative path is
+                     taken from the repository root, since pip runs this file in python/):
+                     only the module target is (re)built there, and it must have been
+                     configured for a Python of this interpreter's ABI; default: a private
+                     tree under python/build/
     WICK_BUILD_JOBS  parallel build jobs (default: the number of CPUs)
 """
 
@@ -38,8 +40,8 @@ class CMakeBuild(build_ext):
         if not os.path.exists(os.path.join(SOURCE_DIR, "CMakeLists.txt")):
             raise RuntimeError("wick's sources are not at %s (set WICK_SOURCE_DIR)" % SOURCE_DIR)
         reuse = os.environ.get("WICK_BUILD_DIR")
-        build_dir = os.path.abspath(reuse) if reuse else os.path.abspath(
-            os.path.join(self.build_temp, "wick-cmake"))
+        build_dir = (os.path.join(SOURCE_DIR, reuse) if reuse else
+                     os.path.abspath(os.path.join(self.build_temp, "wick-cmake")))
         if not reuse:
             os.makedirs(build_dir, exist_ok=True)
             args = ["-DWICK_PYTHON=ON", "-DWICK_BUILD_TESTS=OFF", "-DWICK_BUILD_BENCH=OFF",
