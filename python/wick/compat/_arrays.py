@@ -12,10 +12,35 @@ except ImportError:  # pragma: no cover - depends on the machine
     numpy = None
 
 
+if numpy is not None:
+    class CompatArray(numpy.ndarray):
+        """A numpy array that also answers the torch calls ChatRWKV-style scripts make on
+        logits and states (.float(), .cpu(), .detach(), .numpy(), .clone()), so they run
+        unchanged without torch."""
+
+        def float(self):
+            return self if self.dtype == numpy.float32 else self.astype(numpy.float32)
+
+        def cpu(self):
+            return self
+
+        def detach(self):
+            return self
+
+        def numpy(self):
+            return self.view(numpy.ndarray)
+
+        def clone(self):
+            return self.copy()
+
+
 def to_user(array):
-    """A float32 array from wick -> what the pip package would hand out (shares memory)."""
+    """A float32 array from wick -> what the pip package would hand out (shares memory): a
+    torch tensor when torch is importable, else a CompatArray (numpy), else the array as is."""
     if torch is not None:
         return torch.from_numpy(array)
+    if numpy is not None:
+        return array.view(CompatArray)
     return array
 
 
