@@ -1,7 +1,8 @@
 """Per-token decode cost of the Python bindings against the CLI (issue 22). Measures; checks
 nothing.
 
-For one model and prompt, greedy decode of N tokens, median of R runs each:
+For one model and prompt, greedy decode of N tokens, median of R runs each (the modes take
+turns within each repetition):
   cli        `wick generate --json`: timings.decode_ms / decode_steps (the engine's own loop)
   generate   wick.generate(...).timings, the same engine loop called from Python
   generate_wall  wall time of wick.generate over the decode steps only (total minus the
@@ -30,8 +31,14 @@ from wick.compat.model import RWKV
 PROMPT = "The Eiffel tower is"
 
 
-def median_ms(fn, reps):
-    return statistics.median(fn() for _ in range(reps))
+def interleaved_medians(modes, reps):
+    """Runs every mode once per repetition, in turn, so that load on a shared machine falls on
+    all of them alike; returns the median ms/token of each."""
+    samples = {name: [] for name, _ in modes}
+    for _ in range(reps):
+        for name, fn in modes:
+            samples[name].append(fn())
+    return [(name, statistics.median(samples[name])) for name, _ in modes]
 
 
 def main():
@@ -84,9 +91,8 @@ def main():
 
     for f in (cli, gen, step, compat):  # warm-up (page cache, runtime threads)
         f()
-    rows = [("cli", median_ms(cli, a.reps)), ("generate", median_ms(gen, a.reps)),
-            ("generate_wall", median_ms(gen_wall, a.reps)), ("step", median_ms(step, a.reps)),
-            ("compat", median_ms(compat, a.reps))]
+    rows = interleaved_medians([("cli", cli), ("generate", gen), ("generate_wall", gen_wall),
+                                ("step", step), ("compat", compat)], a.reps)
     base = rows[0][1]
     info = model.info
     print("model %s (L=%d C=%d V=%d), %d tokens, %d threads, median of %d, isa %s" % (
