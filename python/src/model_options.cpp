@@ -1,0 +1,19 @@
+#include "model_options.h"
+
+#include "wick/errors.h"
+
+namespace wick::py_binding {
+
+WeightQuantization parse_quantize(const std::string& name) {
+  for (WeightQuantization q : {WeightQuantization::kNone, WeightQuantization::kInt8})
+    if (name == weight_quantization_name(q)) return q;
+  throw InputError("quantize: expected \"none\" or \"int8\", found \"" + name + "\"");
+}
+
+Precision parse_precision(const std::string& name) {
+  for (Precision p : {Precision::kFp32, Precision::kBf16})
+    if (name == precision_name(p)) return p;
+  throw InputError("precision: expected \"fp32\" or \"bf16\", found \"" + name + "\"");
+}
+
+}  // namespace wick::py_binding

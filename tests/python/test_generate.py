@@ -1,0 +1,176 @@
+"""wick.generate equals `wick generate --json` (greedy and seeded, byte-level and World
+models); streaming concatenates to the text; Ctrl-C leaves a usable state; threads give their
+solo results."""
+
+import _thread
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import wick
+
+SEEDED = dict(temperature=1.0, top_p=0.9, presence_penalty=0.2, frequency_penalty=0.2,
+              penalty_decay=0.996, seed=42)
+SEEDED_FLAGS = ["--temperature", "1", "--top-p", "0.9", "--presence-penalty", "0.2",
+                "--frequency-penalty", "0.2", "--penalty-decay", "0.996", "--seed", "42"]
+
+
+def cli_generate(cli_json, model_path, prompt, n, *flags):
+    args = ["generate", "--prompt", prompt, "--max-tokens", n, "--json"]
+    if model_path:
+        args += ["--model", model_path]
+    return cli_json(*args, *flags)
+
+
+@pytest.mark.parametrize("seeded", [False, True], ids=["greedy", "seeded"])
+def test_generate_equals_cli_tiny(tiny, tiny_tok, cli_json, seeded):
+    kw = SEEDED if seeded else {}
+    flags = SEEDED_FLAGS if seeded else []
+    results = []
+    # (The tiny model's greedy text barely depends on its prompt; these two differ.)
+    for prompt in ("Once upon a time", "ABCDEFG"):
+        r = wick.generate(tiny, tiny_tok, prompt, max_tokens=40, **kw)
+        ref = cli_generate(cli_json, None, prompt, 40, *flags)
+        assert r.tokens == ref["tokens"] and r.text == ref["text"]
+        assert r.stop_reason == ref["stop_reason"] and r.prompt_tokens == ref["prompt_tokens"]
+        results.append(r.tokens)
+    assert results[0] != results[1]  # a different prompt gives other tokens
+    if seeded:  # a different seed gives different text
+        a = wick.generate(tiny, tiny_tok, "ABCDEFG", max_tokens=40, **{**SEEDED, "seed": 43})
+        assert a.tokens != r.tokens
+
+
+@pytest.mark.parametrize("seeded", [False, True], ids=["greedy", "seeded"])
+def test_generate_equals_cli_world(world, world_tok, world_path, cli_json, seeded):
+    kw = SEEDED if seeded else {}
+    flags = SEEDED_FLAGS if seeded else []
+    results = []
+    for prompt in ("The capital of France is", "Рецепт борща начинается с"):
+        r = wick.generate(world, world_tok, prompt, max_tokens=24, **kw)
+        ref = cli_generate(cli_json, world_path, prompt, 24, *flags)
+        assert r.tokens == ref["tokens"] and r.text == ref["text"]
+        assert r.stop_reason == ref["stop_reason"]
+        results.append(r.tokens)
+    assert results[0] != results[1]
+
+
+def test_chatrwkv_sampler_and_stop_equal_cli(world, world_tok, world_path, cli_json):
+    r = wick.generate(world, world_tok, "User: hi\n\nAssistant:", max_tokens=32, sampler="chatrwkv",
+                      temperature=1.0, top_p=0.85, presence_penalty=0.2, frequency_penalty=0.2,
+                      penalty_decay=0.996, seed=7)
+    ref = cli_generate(cli_json, world_path, "User: hi\n\nAssistant:", 32, "--sampler", "chatrwkv",
+                       "--seed", "7")
+    assert r.tokens == ref["tokens"] and r.text == ref["text"]
+
+
+def test_default_stop_token_is_end_of_text_on_world(world, world_tok):
+    assert wick.default_stop_tokens(65536) == [0] and wick.default_stop_tokens(256) == []
+    # Force id 0 with a logit bias: the default stops there, stop_tokens=[] generates through it.
+    r = wick.generate(world, world_tok, "Hi", max_tokens=5, logit_bias={0: 1e9})
+    assert r.stop_reason == "stop_token" and r.stop_token == 0 and r.tokens == [0]
+    r = wick.generate(world, world_tok, "Hi", max_tokens=5, logit_bias={0: 1e9}, stop_tokens=[])
+    assert r.stop_reason == "max_tokens" and r.tokens == [0] * 5
+
+
+def test_stream_concatenation_equals_text(world, world_tok, tiny, tiny_tok):
+    for model, tok, prompt in ((world, world_tok, "Привет, мир"), (tiny, tiny_tok, "Once upon")):
+        whole = wick.generate(model, tok, prompt, max_tokens=40, **SEEDED)
+        stream = wick.generate(model, tok, prompt, max_tokens=40, stream=True, **SEEDED)
+        chunks = list(stream)
+        assert all(isinstance(c, str) for c in chunks) and len(chunks) > 1
+        assert "".join(chunks) == whole.text
+        assert stream.result.tokens == whole.tokens
+    # A stop string (greedy tiny text is " the the the ..."): never leaks into a chunk.
+    whole = wick.generate(tiny, tiny_tok, "Once upon", max_tokens=40, stop="e the t")
+    chunks = list(wick.generate(tiny, tiny_tok, "Once upon", max_tokens=40, stop=["e the t"],
+                                stream=True))
+    assert whole.stop_reason == "stop_string" and whole.stop_string == "e the t"
+    assert "".join(chunks) == whole.text == " th"
+
+
+def test_generate_continues_and_updates_state(tiny, tiny_tok):
+    state = tiny.new_state()
+    r = wick.generate(tiny, tiny_tok, "Once upon", max_tokens=10, state=state)
+    # The state rule: prompt and every returned token absorbed.
+    _, ref = tiny.forward(tiny_tok.encode("Once upon") + r.tokens)
+    assert state == ref and state.n_tokens == 9 + 10
+
+
+def test_keyboard_interrupt_leaves_a_usable_state(tiny, tiny_tok):
+    prompt = tiny_tok.encode("Once upon a time")
+    state = tiny.new_state()
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        wick.generate(tiny, tiny_tok, prompt, max_tokens=1_000_000, state=state)
+    timer.join()
+    assert time.monotonic() - t0 < 30
+    # Usable: not busy, and exactly the prompt plus a greedy continuation of some length.
+    logits, ref = tiny.forward(prompt)
+    steps = 0
+    while not ref == state:
+        assert steps < 200_000
+        logits, ref = tiny.step(int(np.argmax(logits)), ref)
+        steps += 1
+    assert steps > 0
+    wick.generate(tiny, tiny_tok, "more", max_tokens=3, state=state)
+
+    # The same while streaming.
+    stream = wick.generate(tiny, tiny_tok, prompt, max_tokens=1_000_000, stream=True)
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        for _ in stream:
+            pass
+    timer.join()
+
+
+def test_two_threads_give_their_solo_results(world, world_tok):
+    jobs = [("The capital of France is", 1), ("Once upon a time", 2)]
+    solo = [wick.generate(world, world_tok, p, max_tokens=48, **{**SEEDED, "seed": s})
+            for p, s in jobs]
+    got = [None, None]
+
+    def run(i):
+        p, s = jobs[i]
+        state = world.new_state()
+        chunks = list(wick.generate(world, world_tok, p, max_tokens=48, state=state, stream=True,
+                                    **{**SEEDED, "seed": s}))
+        got[i] = ("".join(chunks), state)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(2):
+        assert got[i][0] == solo[i].text
+        _, ref = world.forward(world_tok.encode(jobs[i][0]) + solo[i].tokens)
+        assert got[i][1] == ref
+    assert solo[0].text != solo[1].text
+
+
+def test_engine_streams_from_threads(world, world_tok):
+    prompts = ["The capital of France is", "Once upon a time", "Привет", "1, 2, 3,"]
+    solo = [wick.generate(world, world_tok, p, max_tokens=20, **{**SEEDED, "seed": i})
+            for i, p in enumerate(prompts)]
+    with wick.Engine(world, world_tok, max_rows=4) as engine:
+        texts = [None] * len(prompts)
+
+        def run(i):
+            req = engine.submit(prompts[i], max_tokens=20, **{**SEEDED, "seed": i})
+            texts[i] = "".join(req)
+            res = req.result()
+            assert res.tokens == solo[i].tokens
+            _, ref = world.forward(world_tok.encode(prompts[i]) + res.tokens)
+            assert res.state == ref
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(prompts))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert texts == [s.text for s in solo]
