@@ -198,17 +198,14 @@ State initial_state(const GenerationFlags& f, const Model& model, int64_t& n_tok
 
 Continuation continuation_for(const GenerationFlags& f, Continuation loaded,
                               const GenerationConfig& config) {
-  if (loaded.sampler && f.seed) {
-    loaded.sampler.reset();  // a new --seed starts a fresh sampler
-  } else if (loaded.sampler && loaded.sampler->mode != config.sampling.mode) {
+  // A new --seed starts a fresh sampler; so does another --sampler mode (said on stderr).
+  if (loaded.sampler && !f.seed && loaded.sampler->mode != config.sampling.mode)
     std::fprintf(stderr,
                  "wick: note: %s holds the %s sampler's state but this run uses the %s sampler; "
                  "starting a fresh one (give the same --sampler to continue it)\n",
                  f.load_state.c_str(), std::string(sampler_mode_name(loaded.sampler->mode)).c_str(),
                  std::string(sampler_mode_name(config.sampling.mode)).c_str());
-    loaded.sampler.reset();
-  }
-  return loaded;
+  return continue_with(std::move(loaded), config.sampling, /*resume_sampler=*/!f.seed);
 }
 
 void maybe_save_state(const GenerationFlags& f, const State& state, const Model& model,

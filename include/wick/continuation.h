@@ -28,4 +28,15 @@ struct Continuation {
   bool has_logits() const { return !logits.empty(); }
 };
 
+// What a generation with `sampling` continues from, given what a state carries (`stored`): the
+// logits always; the sampler only when `resume_sampler` (the front ends: no new seed was given)
+// and it is of sampling.mode - else none, so the generation starts a fresh sampler at
+// sampling.seed. The one rule the CLI, the server and the Python bindings apply.
+inline Continuation continue_with(Continuation stored, const SamplingConfig& sampling,
+                                  bool resume_sampler) {
+  if (stored.sampler && (!resume_sampler || stored.sampler->mode != sampling.mode))
+    stored.sampler.reset();
+  return stored;
+}
+
 }  // namespace wick

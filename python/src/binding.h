@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "wick/continuation.h"
 #include "wick/model.h"
 #include "wick/state.h"
 #include "wick/tokenizer.h"
@@ -38,10 +39,12 @@ struct TokenizerBox {
 
 // wick.State: the native recurrent State plus what the Python object knows about it. The State
 // itself stays a plain value (wick/state.h); the box adds bookkeeping the front end needs for
-// State.save() without a model argument. Further per-state data that state files will carry
-// (the last logits, a sampler position) belongs here, beside `state`.
+// State.save() without a model argument, and the continuation (wick/continuation.h: the logits
+// after the last absorbed token, the sampler of the generation that produced it) that state
+// files of format 2 carry, so an empty prompt continues it.
 struct StateBox {
   State state;
+  Continuation continuation;
   // The model whose pass last wrote (or whose file loaded) this state: its fingerprint goes into
   // a saved file. Empty for a State built from bare sizes that no pass has touched yet.
   std::optional<Model> owner;
@@ -53,7 +56,9 @@ struct StateBox {
 
   StateBox() = default;
   StateBox(State s, std::optional<Model> m, int64_t n) : state(std::move(s)), owner(std::move(m)), n_tokens(n) {}
-  StateBox(const StateBox& o) : state(o.state), owner(o.owner), n_tokens(o.n_tokens), tokenizer(o.tokenizer) {}
+  StateBox(const StateBox& o)
+      : state(o.state), continuation(o.continuation), owner(o.owner), n_tokens(o.n_tokens),
+        tokenizer(o.tokenizer) {}
 };
 
 // Marks a StateBox busy for the lifetime of the guard. Throws wick::InputError when another call

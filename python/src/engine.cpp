@@ -86,7 +86,9 @@ void register_engine(py::module_& m) {
             const int64_t n = b.start_tokens < 0
                                   ? -1
                                   : b.start_tokens + b.result.prompt_tokens + b.result.generated_tokens;
-            return py::cast(StateBox(b.result.state, b.model, n));
+            StateBox box(b.result.state, b.model, n);
+            box.continuation = b.result.continuation;
+            return py::cast(std::move(box));
           },
           "A new wick.State: the row's final state (prompt and every returned token absorbed), "
           "or None for a request that never started.");
@@ -180,6 +182,8 @@ void register_engine(py::module_& m) {
             if (!state.is_none()) {
               const StateBox& b = object_arg<StateBox>(state, "state", "a wick.State or None");
               q.initial_state = b.state;
+              q.continuation = continue_with(b.continuation, q.config.sampling,
+                                             /*resume_sampler=*/seed.is_none());
               start_tokens = b.n_tokens;
             }
             auto queue = std::make_shared<ChunkQueue>();
@@ -198,7 +202,7 @@ void register_engine(py::module_& m) {
           py::arg("prompt"), py::arg("max_tokens") = 128, py::arg("temperature") = 0.0,
           py::arg("top_p") = 1.0, py::arg("top_k") = 0, py::arg("presence_penalty") = 0.0,
           py::arg("frequency_penalty") = 0.0, py::arg("penalty_decay") = 1.0,
-          py::arg("repetition_penalty") = 1.0, py::arg("seed") = 0, py::arg("stop") = py::none(),
+          py::arg("repetition_penalty") = 1.0, py::arg("seed") = py::none(), py::arg("stop") = py::none(),
           py::arg("stop_tokens") = py::none(), py::arg("state") = py::none(),
           py::arg("sampler") = "standard", py::arg("logit_bias") = py::none(),
           py::arg("ban") = py::none(), py::arg("penalize_prompt") = false,

@@ -54,6 +54,9 @@ struct StreamBox {
       const GenerationResult& r = run->result();
       if (error) b.n_tokens = -1;  // a failure after the prefill: partly absorbed
       else if (b.n_tokens >= 0) b.n_tokens += r.prompt_tokens + r.generated_tokens;
+      // The logits and sampler of this generation travel with the state (unknown after a
+      // failure).
+      b.continuation = error ? Continuation{} : r.continuation;
       b.tokenizer = tokenizer_name;
       b.busy.store(false);
     }
@@ -84,6 +87,7 @@ py::object start_generation(const ModelBox& model, const py::object& tokenizer,
                             const py::object& prompt, int max_tokens, const SamplingArgs& sampling,
                             const py::object& stop, const py::object& stop_tokens,
                             py::object state, bool stream, bool penalize_prompt) {
+  const bool seed_unset = sampling.seed.is_none();
   std::shared_ptr<const Tokenizer> tok =
       tokenizer.is_none()
           ? std::shared_ptr<const Tokenizer>(default_tokenizer_for_vocab(model.model.geometry().vocab))
@@ -99,6 +103,7 @@ py::object start_generation(const ModelBox& model, const py::object& tokenizer,
   const GenerationConfig config = generation_config(max_tokens, sampling, stop, stop_tokens,
                                                     penalize_prompt, model.model.geometry().vocab);
   State start;
+  Continuation from;
   if (state.is_none()) {
     start = model.model.new_state();
   } else {
@@ -107,9 +112,12 @@ py::object start_generation(const ModelBox& model, const py::object& tokenizer,
       throw InputError("this State is in use by another call (another thread?); give each "
                        "thread its own State (State.copy())");
     start = b.state;
+    // An empty prompt goes on from the state's logits; its sampler resumes unless a seed is
+    // given (the CLI's rule for --load-state without --seed).
+    from = continue_with(b.continuation, config.sampling, /*resume_sampler=*/seed_unset);
   }
   auto run = std::make_shared<GenerationRun>(model.model, tok, std::move(ids), config,
-                                             std::move(start), stream);
+                                             std::move(start), std::move(from), stream);
   StreamBox box(std::move(run), model.model, state, std::string(tok->name()));
   if (stream) return py::cast(std::move(box));
 
@@ -190,9 +198,10 @@ void register_generate(py::module_& m) {
       py::arg("model"), py::arg("tokenizer"), py::arg("prompt"), py::arg("max_tokens") = 128,
       py::arg("temperature") = 0.0, py::arg("top_p") = 1.0, py::arg("top_k") = 0,
       py::arg("presence_penalty") = 0.0, py::arg("frequency_penalty") = 0.0,
-      py::arg("penalty_decay") = 1.0, py::arg("repetition_penalty") = 1.0, py::arg("seed") = 0,
-      py::arg("stop") = py::none(), py::arg("stop_tokens") = py::none(),
-      py::arg("state") = py::none(), py::arg("sampler") = "standard", py::arg("stream") = false,
+      py::arg("penalty_decay") = 1.0, py::arg("repetition_penalty") = 1.0,
+      py::arg("seed") = py::none(), py::arg("stop") = py::none(),
+      py::arg("stop_tokens") = py::none(), py::arg("state") = py::none(),
+      py::arg("sampler") = "standard", py::arg("stream") = false,
       py::arg("logit_bias") = py::none(), py::arg("ban") = py::none(),
       py::arg("penalize_prompt") = false,
       R"doc(Generates text from `prompt` (str, or a list of token ids) with the meanings and
@@ -201,17 +210,21 @@ defaults of `wick generate`: equal arguments give the CLI's tokens and text.
 tokenizer: a wick.Tokenizer (None: Tokenizer.for_model(model)). temperature 0 = greedy;
 top_p (0, 1], top_k (0 = off), presence/frequency penalties, penalty_decay [0, 1],
 repetition_penalty (CTRL, standard sampler only), seed (0 .. 2**64-1, the sampler's
-SplitMix64 stream). sampler: "standard" or "chatrwkv" (ChatRWKV PIPELINE's order of operations
+SplitMix64 stream; None, the default, is 0 - or, when `state` carries the sampler of the
+generation that produced it, that sampler resumed, as `wick generate --load-state` without
+--seed does). sampler: "standard" or "chatrwkv" (ChatRWKV PIPELINE's order of operations
 and space/digit exemption, with the values given here). stop: a str or list of str ended on and
 cut from the text. stop_tokens: ids that end generation (None: the model's default, id 0 = end
 of text on World-vocabulary models; [] = none). state: a wick.State to continue from; it is
-updated IN PLACE to have absorbed the prompt and every returned token. logit_bias {id: value},
+updated IN PLACE to have absorbed the prompt and every returned token, and keeps the logits and
+sampler of this generation, so a later call may pass an empty prompt ("" or []) and go on
+exactly where this one stopped (10 + 10 tokens == 20). logit_bias {id: value},
 ban [ids], penalize_prompt: as --logit-bias, --ban, --penalize-prompt.
 
 Returns a wick.GenerationResult (.text, .tokens, .stop_reason, .prompt_tokens, .timings, ...);
 with stream=True a wick.GenerationStream iterating the text chunks. The GIL is released while
 generating; Ctrl-C (KeyboardInterrupt) cancels the generation and is raised once it has ended,
-with the state usable. Raises wick.InputError (empty prompt, invalid setting, ids outside the
+with the state usable. Raises wick.InputError (an empty prompt without state logits to continue from, invalid setting, ids outside the
 vocabulary, a State of another geometry) and TypeError.)doc");
 }
 

@@ -8,6 +8,7 @@
 namespace wick::py_binding {
 
 uint64_t seed_arg(const py::object& seed) {
+  if (seed.is_none()) return 0;
   if (!PyLong_Check(seed.ptr()) || PyBool_Check(seed.ptr()))
     throw py::type_error("seed: expected an int, got " +
                          std::string(Py_TYPE(seed.ptr())->tp_name));

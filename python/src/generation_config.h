@@ -29,7 +29,9 @@ struct SamplingArgs {
   float frequency_penalty = 0.f;
   float penalty_decay = 1.f;
   float repetition_penalty = 1.f;
-  pybind11::object seed = pybind11::int_(0);  // int in [0, 2^64)
+  // int in [0, 2^64), or None: 0 - or, continuing a State that carries the sampler of the
+  // generation that produced it, that sampler (wick/continuation.h continue_with)
+  pybind11::object seed = pybind11::none();
   pybind11::object logit_bias;                // None or {id: value}
   pybind11::object ban;                       // None or a sequence of ids
 };
@@ -43,8 +45,8 @@ GenerationConfig generation_config(int max_tokens, const SamplingArgs& sampling,
                                    const pybind11::object& stop_tokens, bool penalize_prompt,
                                    int vocab);
 
-// A seed given from Python: an int in [0, 2^64) (wick.InputError for a negative or larger one,
-// TypeError for a non-int).
+// A seed given from Python: an int in [0, 2^64), None = 0 (wick.InputError for a negative or
+// larger one, TypeError for a non-int).
 uint64_t seed_arg(const pybind11::object& seed);
 
 }  // namespace wick::py_binding

@@ -135,6 +135,8 @@ void register_model(py::module_& m) {
             box.owner = b.model;
             if (box.n_tokens >= 0) box.n_tokens += static_cast<int64_t>(ids.size());
             const int64_t V = b.model.geometry().vocab;
+            // The prediction after the last absorbed token travels with the state.
+            box.continuation.logits.assign(logits.end() - V, logits.end());
             std::vector<int64_t> shape =
                 all_positions ? std::vector<int64_t>{static_cast<int64_t>(ids.size()), V}
                               : std::vector<int64_t>{V};
@@ -164,6 +166,7 @@ void register_model(py::module_& m) {
             box.owner = b.model;
             if (box.n_tokens >= 0) box.n_tokens += 1;
             const int64_t V = b.model.geometry().vocab;
+            box.continuation.logits = logits;  // the prediction after the absorbed token
             return py::make_tuple(owned_array(std::move(logits), {V}), state);
           },
           py::arg("token"), py::arg("state"),

@@ -60,6 +60,7 @@ void register_state(py::module_& m) {
           [](StateBox& b) {
             StateUse use(b);
             b.state.reset();
+            b.continuation = {};
             b.n_tokens = 0;
           },
           "Back to zeros (a fresh context), keeping the geometry.")
@@ -75,14 +76,17 @@ void register_state(py::module_& m) {
             info.note = note;
             info.tokenizer = b.tokenizer;
             info.n_tokens = b.n_tokens;
+            info.continuation = b.continuation;
             StateUse use(b);
             py::gil_scoped_release release;
             save_state(p, b.state, *b.owner, info);
           },
           py::arg("path"), py::arg("note") = "",
-          "Writes a wick state file (safetensors: wkv, tmix_shift, cmix_shift in fp32; the "
-          "model's fingerprint, token count and note in the metadata), atomically. Bit-exact "
-          "round trip with State.load. Raises wick.FileError, wick.InputError.")
+          "Writes a wick state file (format 2, safetensors: wkv, tmix_shift, cmix_shift in "
+          "fp32; the logits after the last absorbed token and the sampler of the generation that "
+          "produced the state, when known; the model's fingerprint, token count and note in the "
+          "metadata), atomically. Bit-exact round trip with State.load, and the same file `wick "
+          "generate --save-state` writes. Raises wick.FileError, wick.InputError.")
       .def_static(
           "load",
           [](const py::object& path, const ModelBox& model, bool allow_other_base) {
@@ -98,6 +102,7 @@ void register_state(py::module_& m) {
             }
             StateBox box(std::move(loaded.state), model.model, loaded.info.n_tokens);
             box.tokenizer = loaded.info.tokenizer;
+            box.continuation = std::move(loaded.info.continuation);
             return box;
           },
           py::arg("path"), py::arg("model"), py::arg("allow_other_base") = false,
@@ -135,6 +140,21 @@ void register_state(py::module_& m) {
       .def_property_readonly("head_size", [](const StateBox& b) { return b.state.head_size(); })
       .def_property_readonly("nbytes", [](const StateBox& b) { return b.state.bytes(); },
                              "Bytes of the state's numbers.")
+      .def_property_readonly(
+          "logits",
+          [](const StateBox& b) -> py::object {
+            if (!b.continuation.has_logits()) return py::none();
+            std::vector<float> copy = b.continuation.logits;
+            const int64_t V = static_cast<int64_t>(copy.size());
+            return owned_array(std::move(copy), {V});
+          },
+          "float32 [V]: the logits after the last token the state absorbed (a copy), or None "
+          "when not known (a zero state, a format-1 file). With them, wick.generate accepts an "
+          "empty prompt and continues from this state.")
+      .def_property_readonly(
+          "has_sampler", [](const StateBox& b) { return b.continuation.sampler.has_value(); },
+          "True when the state carries the sampler of the generation that produced it; "
+          "wick.generate then resumes it unless a seed is given.")
       .def_property_readonly(
           "n_tokens", [](const StateBox& b) { return b.n_tokens; },
           "Tokens absorbed since the zero state (-1 when unknown, e.g. a file that does not say).")

@@ -84,12 +84,13 @@ bool ChunkQueue::wait_finished(const std::function<void()>& on_interrupt) {
 
 GenerationRun::GenerationRun(Model model, std::shared_ptr<const Tokenizer> tokenizer,
                              std::vector<int32_t> prompt, GenerationConfig config, State start,
-                             bool stream_chunks)
+                             Continuation from, bool stream_chunks)
     : model_(std::move(model)),
       tokenizer_(std::move(tokenizer)),
       prompt_(std::move(prompt)),
       config_(std::move(config)),
       state_(std::move(start)),
+      from_(std::move(from)),
       stream_chunks_(stream_chunks) {
   worker_ = std::thread([this] { run(); });
 }
@@ -112,7 +113,7 @@ void GenerationRun::run() {
     return !cancel_.load();
   };
   try {
-    result_ = generate_tokens(model_, *tokenizer_, prompt_, config_, state_, on_chunk);
+    result_ = generate_tokens(model_, *tokenizer_, prompt_, config_, state_, from_, on_chunk);
   } catch (...) {
     error_ = std::current_exception();
   }

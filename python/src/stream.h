@@ -71,7 +71,7 @@ class GenerationRun {
  public:
   GenerationRun(Model model, std::shared_ptr<const Tokenizer> tokenizer,
                 std::vector<int32_t> prompt, GenerationConfig config, State start,
-                bool stream_chunks);
+                Continuation from, bool stream_chunks);
   // Cancels a generation still running and joins the worker (releases the GIL while joining).
   ~GenerationRun();
   GenerationRun(const GenerationRun&) = delete;
@@ -94,6 +94,7 @@ class GenerationRun {
   std::vector<int32_t> prompt_;
   GenerationConfig config_;
   State state_;
+  Continuation from_;
   bool stream_chunks_;
   std::atomic<bool> cancel_{false};
   ChunkQueue queue_;

@@ -98,6 +98,50 @@ def test_generate_continues_and_updates_state(tiny, tiny_tok):
     assert state == ref and state.n_tokens == 9 + 10
 
 
+@pytest.mark.parametrize("seeded", [False, True], ids=["greedy", "seeded"])
+def test_ten_plus_ten_tokens_equal_twenty(tiny, tiny_tok, cli, cli_json, tmp_path, seeded):
+    """A State carries the logits and sampler of its generation (state files v2): an empty
+    prompt continues it, in memory, through State.save/load, and from a file `wick generate
+    --save-state` wrote - each equal to one run of 20 tokens, and to the CLI's continuation."""
+    kw = SEEDED if seeded else dict(presence_penalty=0.5)
+    flags = SEEDED_FLAGS if seeded else ["--presence-penalty", "0.5"]
+    whole = wick.generate(tiny, tiny_tok, "Once upon a time", max_tokens=20, **kw)
+    state = tiny.new_state()
+    first = wick.generate(tiny, tiny_tok, "Once upon a time", max_tokens=10, state=state, **kw)
+    assert state.logits is not None and state.has_sampler
+    saved = tmp_path / "ten.safetensors"
+    state.save(str(saved))
+    rest = {k: v for k, v in kw.items() if k != "seed"}  # no new seed: the sampler resumes
+    second = wick.generate(tiny, tiny_tok, "", max_tokens=10, state=state, **rest)
+    assert first.tokens + second.tokens == whole.tokens
+    assert first.text + second.text == whole.text
+    loaded = wick.State.load(str(saved), tiny)
+    again = wick.generate(tiny, tiny_tok, [], max_tokens=10, state=loaded, **rest)
+    assert again.tokens == second.tokens and loaded == state
+    # The CLI's continuation of the same file gives the same tokens.
+    no_seed = flags[:-2] if seeded else flags
+    from_cli = cli_json("generate", "--prompt", "", "--max-tokens", 10, "--json",
+                        "--load-state", saved, *no_seed)
+    assert from_cli["tokens"] == second.tokens
+    if seeded:
+        # A new seed starts a fresh sampler: other draws.
+        fresh = wick.generate(tiny, tiny_tok, "", max_tokens=10, state=wick.State.load(str(saved), tiny),
+                              **kw)
+        assert fresh.tokens != second.tokens
+    # A zero state has nothing to continue from.
+    with pytest.raises(wick.InputError, match="no logits before the first token"):
+        wick.generate(tiny, tiny_tok, "", max_tokens=3, state=tiny.new_state())
+
+
+def test_forward_leaves_the_logits_for_an_empty_prompt(tiny, tiny_tok):
+    state = tiny.new_state()
+    logits, _ = tiny.forward(tiny_tok.encode("Once upon"), state)
+    assert np.array_equal(np.asarray(state.logits), np.asarray(logits))
+    assert not state.has_sampler
+    r = wick.generate(tiny, tiny_tok, "", max_tokens=5, state=state)
+    assert r.tokens == wick.generate(tiny, tiny_tok, "Once upon", max_tokens=5).tokens
+
+
 def test_keyboard_interrupt_leaves_a_usable_state(tiny, tiny_tok):
     prompt = tiny_tok.encode("Once upon a time")
     state = tiny.new_state()
