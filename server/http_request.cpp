@@ -43,6 +43,7 @@ std::optional<HttpRequest> parse_http_request(std::string_view bytes, size_t max
     if (n == 0 && !ec) break;  // needs more bytes than there are
     used += n;
   }
+  if (!ec && !parser.got_some()) ec = http::error::partial_message;  // no bytes of a request
   if (!ec && !parser.is_done()) {
     parser.put_eof(ec);
     if (!ec && !parser.is_done()) ec = http::error::partial_message;

@@ -2,6 +2,15 @@
 // writing crafted files into a scratch folder.
 #pragma once
 
+// Defined in AddressSanitizer builds, by gcc (__SANITIZE_ADDRESS__) and clang (__has_feature).
+#if defined(__SANITIZE_ADDRESS__)
+#define WICK_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define WICK_TEST_ASAN 1
+#endif
+#endif
+
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>

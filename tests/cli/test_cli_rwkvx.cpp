@@ -93,7 +93,7 @@ TEST(CliRwkvX, AttentionFlagsOnAPlainModelAreRefused) {
 // caches were allocated. The size is now checked first and named. `ulimit -v` bounds this run's
 // memory, so the check refuses on any machine and nothing large is ever allocated.
 TEST(CliRwkvX, BenchDepthBeyondMemoryIsRefusedBeforeAllocating) {
-#ifdef __SANITIZE_ADDRESS__
+#ifdef WICK_TEST_ASAN
   // AddressSanitizer reserves terabytes of address space for its shadow memory at start, so a
   // binary built with it cannot run under `ulimit -v` at all; the plain build runs this test.
   GTEST_SKIP() << "needs `ulimit -v`, which an AddressSanitizer binary cannot start under";

@@ -740,7 +740,7 @@ double thread_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
+#if defined(NDEBUG) && !defined(WICK_TEST_ASAN)
 constexpr double kQuickSeconds = 1.0;
 constexpr size_t kFloodBytes = size_t{33} << 20;  // the reviewer's input
 #else

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "server/http_server.h"
+#include "test_util.h"
 
 namespace wick::server {
 namespace {
@@ -182,7 +183,7 @@ TEST(HttpServer, ConnectionsStayWithinTheDescriptorLimit) {
 }
 
 TEST(HttpServer, OutOfDescriptorsTheOpenConnectionsAreStillServed) {
-#ifdef __SANITIZE_ADDRESS__
+#ifdef WICK_TEST_ASAN
   // The WICK_SANITIZE build also has UBSan, whose type checks open a pipe the first time they
   // meet a type: in a process out of descriptors they fail and report false errors.
   GTEST_SKIP() << "needs a process out of descriptors, which the sanitizers cannot run in";
