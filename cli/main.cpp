@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <new>
+#include <string>
 
 #include "commands.h"
 #include "common.h"
@@ -44,6 +46,16 @@ int main(int argc, char** argv) {
   } catch (const wick::Error& e) {
     std::fflush(stdout);
     std::cerr << "wick: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    // Input that needs more memory than there is: an input error (exit 1), not a bug of wick's.
+    std::fflush(stdout);
+    std::string work = "wick";
+    for (const CLI::App* sub : app.get_subcommands()) work += " " + sub->get_name();
+    std::cerr << "wick: error: out of memory while running `" << work
+              << "`: the model, its states or the input need more memory than this process may "
+                 "use (see `ulimit -v`, free memory); try a smaller model, --quantize int8, a "
+                 "shorter input or fewer rows\n";
     return 1;
   } catch (const std::exception& e) {
     std::fflush(stdout);
