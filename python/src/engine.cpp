@@ -161,18 +161,10 @@ void register_engine(py::module_& m) {
              bool penalize_prompt) {
             EngineBox& e = self.cast<EngineBox&>();
             Engine& engine = e.get();
-            SamplingArgs s;
-            s.sampler = sampler;
-            s.temperature = temperature;
-            s.top_p = top_p;
-            s.top_k = top_k;
-            s.presence_penalty = presence_penalty;
-            s.frequency_penalty = frequency_penalty;
-            s.penalty_decay = penalty_decay;
-            s.repetition_penalty = repetition_penalty;
-            s.seed = seed;
-            s.logit_bias = logit_bias;
-            s.ban = ban;
+            // In SamplingArgs' member order (generation_config.h).
+            const SamplingArgs s{sampler, temperature, top_p, top_k, presence_penalty,
+                                 frequency_penalty, penalty_decay, repetition_penalty, seed,
+                                 logit_bias, ban};
             Request q;
             if (PyUnicode_Check(prompt.ptr())) q.prompt = prompt.cast<std::string>();
             else q.prompt_tokens = token_list(prompt, "Engine.submit(prompt)");

@@ -180,18 +180,10 @@ void register_generate(py::module_& m) {
          const py::object& seed, const py::object& stop, const py::object& stop_tokens,
          const py::object& state, const std::string& sampler, bool stream,
          const py::object& logit_bias, const py::object& ban, bool penalize_prompt) {
-        SamplingArgs s;
-        s.sampler = sampler;
-        s.temperature = temperature;
-        s.top_p = top_p;
-        s.top_k = top_k;
-        s.presence_penalty = presence_penalty;
-        s.frequency_penalty = frequency_penalty;
-        s.penalty_decay = penalty_decay;
-        s.repetition_penalty = repetition_penalty;
-        s.seed = seed;
-        s.logit_bias = logit_bias;
-        s.ban = ban;
+        // In SamplingArgs' member order (generation_config.h).
+        const SamplingArgs s{sampler, temperature, top_p, top_k, presence_penalty,
+                             frequency_penalty, penalty_decay, repetition_penalty, seed,
+                             logit_bias, ban};
         return start_generation(model, tokenizer, prompt, max_tokens, s, stop, stop_tokens, state,
                                 stream, penalize_prompt);
       },
