@@ -199,7 +199,10 @@ test("damaged and foreign values are refused, recomputed and counted", { skip },
   assert.equal(ok.text, solo.text);
   let errors = await metric(c.url, "wick_cache_l2_errors_total");
   for (const kind of ["garbage", "truncated", "foreign"]) {
-    // Every value now in Redis (c writes back what it recomputes, so list them each time).
+    // Every value now in Redis (c writes back what it recomputes, so list them each time, once
+    // its writes of the previous turn have landed: one written after the listing would be a
+    // valid value the next turn reuses).
+    await settle();
     for (const k of (await redis(redisPort, "KEYS", "wick:*")).map((b) => b.toString("latin1"))) {
       const v = good.get(k) ?? await redis(redisPort, "GET", k);
       const bad = kind === "garbage" ? Buffer.alloc(999, 0x67)
