@@ -45,8 +45,9 @@ void add_load_options(CLI::App* cmd, LoadOptions& options) {
          [&options](const std::string& v) {
            options.quantize = v == "int8" ? WeightQuantization::kInt8 : WeightQuantization::kNone;
          },
-         "Quantise the weights at load: none (as stored, default) or int8 (per-row symmetric "
-         "INT8 projections, FFN and head; not for .rwkvq files)")
+         "Quantise the weights at load: none (as stored, default) or int8 (symmetric INT8 "
+         "projections, FFN and head, one scale per 128 inputs, outlier columns kept in fp32; "
+         "not for .rwkvq files)")
       ->check(CLI::IsMember({std::string(weight_quantization_name(WeightQuantization::kNone)),
                              std::string(weight_quantization_name(WeightQuantization::kInt8))}))
       ->option_text("none|int8");

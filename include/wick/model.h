@@ -90,21 +90,25 @@ std::string_view naming_convention_name(NamingConvention c);
 // Quantisation applied to the weights while loading (LoadOptions), on top of how they are stored.
 //   kNone: weights are used as stored (fp32 / fp16 / bf16 in place in the mapped file, or the
 //          packed codes of a .rwkvq file).
-//   kInt8: per-row symmetric INT8 at load: for each row of a covered matrix, scale = max|row| / 127
-//          and code = round-half-to-even(w / scale) clamped to [-127, 127] (an all-zero row: scale
-//          0, codes 0). Covered: per block the r/k/v/o projections and the FFN key / value (the
+//   kInt8: symmetric INT8 at load, one scale per group of 128 in-features of each row: scale =
+//          max|group| / 127 and code = round-half-to-even(w / scale) clamped to [-127, 127] (an
+//          all-zero group: scale 0, codes 0). Outlier input columns (largest |w| above 4x the
+//          median column maximum; at most one per 256 in-features) are kept in fp32 beside the
+//          codes. Covered: per block the r/k/v/o projections and the FFN key / value (the
 //          RWKV-X attention blocks' q/k/v/o and FFN too), and the head; the embedding, the LoRA
 //          branches and every vector stay as stored. Each matrix product quantises its input row
-//          the same way (max|x| / 127, one scale per row) and sums code_w * code_x exactly in
-//          int32: y[o] = scale_w[o] * scale_x * sum (AVX-512 VNNI, AVX2 or scalar kernels,
-//          identical results). Rows of forward() stay bit-identical to step(). The codes + scales
-//          live in memory (about one byte per weight), the dense matrices are no longer read.
+//          the same way (one scale per group of 128, outlier columns left out), sums code_w *
+//          code_x exactly in int32 per group, and adds the groups' scaled sums and the outlier
+//          columns' fp32 products in a fixed order (AVX-512 VNNI, AVX2 or scalar kernels,
+//          identical results; kernels/int8_matmul.h). Rows of forward() stay bit-identical to
+//          step(). The codes + scales live in memory (about 1.03 bytes per weight), the dense
+//          matrices are no longer read.
 //          Logits differ from the dense model's (KL on the tiny fixture model: README, "INT8
 //          weights at load").
 enum class WeightQuantization { kNone, kInt8 };
 
 // The ModelInfo::packed_parameters entry of weights quantised with WeightQuantization::kInt8.
-inline constexpr std::string_view kInt8LayoutName = "int8 (per-row)";
+inline constexpr std::string_view kInt8LayoutName = "int8 (g128)";
 
 // "none" / "int8" (the values of `--quantize`).
 std::string_view weight_quantization_name(WeightQuantization q);
@@ -146,7 +150,7 @@ struct ModelInfo {
   // Loaded with WeightQuantization::kInt8: one entry {kInt8LayoutName, parameters now held as
   // int8 codes}; those parameters leave dtype_parameters (except a head tied to the embedding,
   // whose table is still read as stored: it is counted in both), and weight_bytes counts their
-  // codes + fp32 scales instead of the dense bytes.
+  // codes + fp32 group scales + fp32 outlier columns instead of the dense bytes.
   std::vector<std::pair<std::string, uint64_t>> packed_parameters;
   // Weight bytes one recurrent step reads: every matrix as held in memory (projections - int8
   // codes + scales with kInt8 - LoRA factors, head) plus one embedding row. Decode roofline =
@@ -154,7 +158,7 @@ struct ModelInfo {
   uint64_t bytes_per_token = 0;
   // "sha256:<64 hex>" identifying the weights (docs/tasks.md §3.5): names, dtypes and shapes of
   // every tensor plus the bytes of the small ones. State files carry it to refuse foreign states.
-  // With kInt8 it is "sha256:" + SHA-256("wick-int8-per-row-v1", 0x00, the dense fingerprint):
+  // With kInt8 it is "sha256:" + SHA-256("wick-int8-g128-v2", 0x00, the dense fingerprint):
   // the int8 model computes other logits, so a state saved by the dense model is refused unless
   // other bases are allowed (same geometry), and vice versa.
   std::string fingerprint;

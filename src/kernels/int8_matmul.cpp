@@ -9,6 +9,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/dot.h"
 #include "kernels/int8_matmul_impl.h"
@@ -30,25 +31,50 @@ constexpr int64_t kParallelWork = 1 << 15;
 // Weight quantisation at load: rows per work item.
 constexpr int64_t kQuantizeRows = 64;
 
-// The reference: one (row, input) pair at a time, columns in order, over the unpadded columns.
-// |sum| <= cols * 127 * 127 < 2^31 (cols <= kInt8MaxCols), so int32 never overflows.
+// The reference: one (input, group, row) at a time, columns in order, over the unpadded columns.
+// |sum| <= group * 127 * 127, far inside int32.
 void sums_scalar(const Int8Matrix& w, int64_t r0, int64_t r1, const int8_t* xq, int64_t x_stride,
                  int64_t nt, int32_t* sums, int64_t s_stride) {
   for (int64_t t = 0; t < nt; ++t) {
     const int8_t* x = xq + t * x_stride;
-    for (int64_t r = r0; r < r1; ++r) {
-      const int8_t* row = w.codes + r * w.stride;
-      int32_t acc = 0;
-      for (int64_t i = 0; i < w.cols; ++i)
-        acc += static_cast<int32_t>(row[i]) * static_cast<int32_t>(x[i]);
-      sums[t * s_stride + (r - r0)] = acc;
+    for (int64_t g = 0; g < w.groups; ++g) {
+      const int64_t i0 = g * w.group, i1 = std::min(w.cols, i0 + w.group);
+      int32_t* s = sums + (t * w.groups + g) * s_stride;
+      for (int64_t r = r0; r < r1; ++r) {
+        const int8_t* row = w.codes + r * w.stride;
+        int32_t acc = 0;
+        for (int64_t i = i0; i < i1; ++i)
+          acc += static_cast<int32_t>(row[i]) * static_cast<int32_t>(x[i]);
+        s[r - r0] = acc;
+      }
     }
   }
 }
 
-// y = float(S) * (scale_w * scale_x): the one epilogue of every instruction set.
-inline float epilogue(int32_t s, float scale_w, float scale_x) {
-  return static_cast<float>(s) * (scale_w * scale_x);
+// The one epilogue of every instruction set (kernels/int8_matmul.h), for rows [r0, r1) of input
+// t: y[r] = sum_g float(S[g][r]) * (scale_w[g, r] * xs[g]) + sum_j W[r, c_j] * x[c_j], each
+// operation rounded on its own, groups then outliers in order (this file is compiled with
+// -ffp-contract=off). The loops run over rows innermost, so they vectorise without changing
+// any output's order of operations. s: the group sums of input t, s[g * s_stride + (r - r0)].
+void epilogue(const Int8Matrix& w, int64_t r0, int64_t r1, const int32_t* s, int64_t s_stride,
+              const float* xs, const float* x, float* y) {
+  const int64_t n = r1 - r0;
+  {
+    const float* sw = w.scales + r0;
+    const float sx = xs[0];
+    for (int64_t r = 0; r < n; ++r) y[r] = static_cast<float>(s[r]) * (sw[r] * sx);
+  }
+  for (int64_t g = 1; g < w.groups; ++g) {
+    const int32_t* sg = s + g * s_stride;
+    const float* sw = w.scales + g * w.rows + r0;
+    const float sx = xs[g];
+    for (int64_t r = 0; r < n; ++r) y[r] = y[r] + static_cast<float>(sg[r]) * (sw[r] * sx);
+  }
+  for (int64_t j = 0; j < w.n_outliers; ++j) {
+    const float* ow = w.outlier_weights + j * w.rows + r0;
+    const float xv = x[w.outlier_cols[j]];
+    for (int64_t r = 0; r < n; ++r) y[r] = y[r] + ow[r] * xv;
+  }
 }
 
 }  // namespace
@@ -85,23 +111,37 @@ const Kernels& kernels_for(Isa isa) {
 
 void int8_matmul_isa(Isa isa, const Int8Matrix& w, const float* x, int64_t T, float* y,
                      ThreadPool& pool) {
-  if (T < 1 || w.cols < 1 || w.cols > kInt8MaxCols || w.stride != int8_padded_cols(w.cols))
+  if (T < 1 || w.cols < 1 || w.cols > kInt8MaxCols || w.stride != int8_padded_cols(w.cols) ||
+      w.group < kInt8ColumnAlign || w.group % kInt8ColumnAlign != 0 ||
+      w.groups != int8_groups(w.cols, w.group) || w.n_outliers < 0)
     __builtin_trap();  // programming errors: Int8Linear builds valid views
   if (w.rows == 0) return;
   const Kernels& k = kernels_for(isa);
-  const int64_t cols = w.cols, stride = w.stride;
+  const int64_t cols = w.cols, stride = w.stride, G = w.groups;
 
-  // The quantised inputs and their scales, in the caller's arena (grown, never shrunk).
+  // The quantised inputs and their group scales, in the caller's arena (grown, never shrunk).
   Arena& arena = pool.caller_arena();
   int8_t* xq = arena.get<int8_t>(static_cast<size_t>(T * stride), Arena::kCaller0);
-  float* xs = arena.get<float>(static_cast<size_t>(T), Arena::kCaller1);
-  // Each input row on its own (the same routine for T = 1 and T > 1), padding zeroed.
-  auto quantize_input = [&](int64_t t) {
-    xs[t] = quantize_row_int8(x + t * cols, cols, xq + t * stride);
+  float* xs = arena.get<float>(static_cast<size_t>(T * G), Arena::kCaller1);
+  // Each input row on its own (the same routine for T = 1 and T > 1), group by group, padding
+  // zeroed. The outlier columns are left out (code 0, not in the group's max): they enter the
+  // epilogue in fp32.
+  auto quantize_input = [&](int64_t t, Arena& a) {
+    const float* src = x + t * cols;
+    if (w.n_outliers > 0) {
+      float* masked = a.get<float>(static_cast<size_t>(cols), Arena::kBlock1);
+      std::memcpy(masked, src, static_cast<size_t>(cols) * sizeof(float));
+      for (int64_t j = 0; j < w.n_outliers; ++j) masked[w.outlier_cols[j]] = 0.0f;
+      src = masked;
+    }
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t i0 = g * w.group, n = std::min(cols, i0 + w.group) - i0;
+      xs[t * G + g] = quantize_row_int8(src + i0, n, xq + t * stride + i0);
+    }
     std::memset(xq + t * stride + cols, 0, static_cast<size_t>(stride - cols));
   };
   if (T * cols < kParallelWork) {
-    for (int64_t t = 0; t < T; ++t) quantize_input(t);
+    for (int64_t t = 0; t < T; ++t) quantize_input(t, arena);
   } else {
     parallel_for(pool, T, quantize_input);
   }
@@ -109,15 +149,14 @@ void int8_matmul_isa(Isa isa, const Int8Matrix& w, const float* x, int64_t T, fl
   const bool serial = w.rows * cols * T < kParallelWork;
   if (T == 1) {
     const int64_t blocks = (w.rows + kGemvRows - 1) / kGemvRows;
-    const float sx = xs[0];
-    auto block = [&](int64_t b) {
+    auto block = [&](int64_t b, Arena& a) {
       const int64_t r0 = b * kGemvRows, r1 = std::min(w.rows, r0 + kGemvRows);
-      int32_t s[kGemvRows];
+      int32_t* s = a.get<int32_t>(static_cast<size_t>(G * kGemvRows), Arena::kBlock0);
       k.sums(w, r0, r1, xq, stride, 1, s, kGemvRows);
-      for (int64_t r = r0; r < r1; ++r) y[r] = epilogue(s[r - r0], w.scales[r], sx);
+      epilogue(w, r0, r1, s, kGemvRows, xs, x, y + r0);
     };
     if (serial) {
-      for (int64_t b = 0; b < blocks; ++b) block(b);
+      for (int64_t b = 0; b < blocks; ++b) block(b, arena);
     } else {
       parallel_for(pool, blocks, block);
     }
@@ -125,18 +164,18 @@ void int8_matmul_isa(Isa isa, const Int8Matrix& w, const float* x, int64_t T, fl
   }
   const int64_t row_blocks = (w.rows + kGemmRows - 1) / kGemmRows;
   const int64_t input_blocks = (T + kGemmInputs - 1) / kGemmInputs;
-  auto item = [&](int64_t i) {
+  auto item = [&](int64_t i, Arena& a) {
     const int64_t rb = i % row_blocks, tb = i / row_blocks;
     const int64_t r0 = rb * kGemmRows, r1 = std::min(w.rows, r0 + kGemmRows);
     const int64_t t0 = tb * kGemmInputs, t1 = std::min(T, t0 + kGemmInputs);
-    int32_t s[kGemmInputs * kGemmRows];
+    int32_t* s = a.get<int32_t>(static_cast<size_t>(kGemmInputs * G * kGemmRows), Arena::kBlock0);
     k.sums(w, r0, r1, xq + t0 * stride, stride, t1 - t0, s, kGemmRows);
     for (int64_t t = t0; t < t1; ++t)
-      for (int64_t r = r0; r < r1; ++r)
-        y[t * w.rows + r] = epilogue(s[(t - t0) * kGemmRows + (r - r0)], w.scales[r], xs[t]);
+      epilogue(w, r0, r1, s + (t - t0) * G * kGemmRows, kGemmRows, xs + t * G, x + t * cols,
+               y + t * w.rows + r0);
   };
   if (serial) {
-    for (int64_t i = 0; i < row_blocks * input_blocks; ++i) item(i);
+    for (int64_t i = 0; i < row_blocks * input_blocks; ++i) item(i, arena);
   } else {
     parallel_for(pool, row_blocks * input_blocks, item);
   }
@@ -180,39 +219,123 @@ float quantize_row_int8(const float* v, int64_t n, int8_t* codes) {
   return scale;
 }
 
-Int8Weights quantize_matrix_int8(const MatrixRef& w, ThreadPool& pool) {
-  if (w.cols < 1 || w.cols > kInt8MaxCols || w.rows < 0) {
+namespace int8 {
+namespace {
+
+// |v| as bits: for non-negative floats the bit patterns order like the values; inf and NaN are
+// >= 0x7f800000.
+inline uint32_t abs_bits(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return u & 0x7fffffffu;
+}
+constexpr uint32_t kInfBits = 0x7f800000u;
+
+// Row r of w widened to fp32 into `row` (a copy also for F32, which the caller then edits).
+void widen_row(const MatrixRef& w, int64_t r, float* row) {
+  const size_t es = dtype_size(w.dtype);
+  const void* src = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r * w.cols) * es;
+  const DotKernels& dk = dot_kernels();
+  if (w.dtype == DType::F16) {
+    dk.widen_f16(static_cast<const uint16_t*>(src), row, static_cast<size_t>(w.cols));
+  } else if (w.dtype == DType::BF16) {
+    dk.widen_bf16(static_cast<const uint16_t*>(src), row, static_cast<size_t>(w.cols));
+  } else {
+    std::memcpy(row, src, static_cast<size_t>(w.cols) * sizeof(float));
+  }
+}
+
+// The outlier columns of w (kernels/int8_matmul.h), ascending: the columns whose largest finite
+// |weight| exceeds kInt8OutlierRatio times the median over the columns of that maximum, at most
+// max_outliers of them, the largest maxima first (ties: the lower column). The column maxima are
+// exact (max does not depend on how the rows are split), so the choice is deterministic.
+std::vector<int32_t> outlier_columns(const MatrixRef& w, int64_t max_outliers, ThreadPool& pool) {
+  if (max_outliers == 0 || w.rows == 0 || w.cols < 2) return {};
+  const int64_t parts = std::min<int64_t>(64, (w.rows + kQuantizeRows - 1) / kQuantizeRows);
+  const int64_t per = (w.rows + parts - 1) / parts;
+  std::vector<uint32_t> part_max(static_cast<size_t>(parts * w.cols), 0);
+  parallel_for(pool, parts, [&](int64_t p, Arena& arena) {
+    float* row = arena.get<float>(static_cast<size_t>(w.cols), Arena::kBlock0);
+    uint32_t* m = part_max.data() + p * w.cols;
+    for (int64_t r = p * per; r < std::min(w.rows, (p + 1) * per); ++r) {
+      widen_row(w, r, row);
+      for (int64_t i = 0; i < w.cols; ++i) {
+        const uint32_t u = abs_bits(row[i]);
+        if (u < kInfBits) m[i] = std::max(m[i], u);
+      }
+    }
+  });
+  std::vector<uint32_t> col_max(part_max.begin(), part_max.begin() + w.cols);
+  for (int64_t p = 1; p < parts; ++p)
+    for (int64_t i = 0; i < w.cols; ++i)
+      col_max[i] = std::max(col_max[i], part_max[p * w.cols + i]);
+  std::vector<uint32_t> sorted = col_max;
+  std::nth_element(sorted.begin(), sorted.begin() + w.cols / 2, sorted.end());
+  float median;
+  std::memcpy(&median, &sorted[w.cols / 2], 4);
+  const float threshold = kInt8OutlierRatio * median;
+  std::vector<int32_t> cand;
+  for (int64_t i = 0; i < w.cols; ++i) {
+    float v;
+    std::memcpy(&v, &col_max[i], 4);
+    if (v > threshold) cand.push_back(static_cast<int32_t>(i));
+  }
+  std::stable_sort(cand.begin(), cand.end(),
+                   [&](int32_t a, int32_t b) { return col_max[a] > col_max[b]; });
+  if (static_cast<int64_t>(cand.size()) > max_outliers) cand.resize(max_outliers);
+  std::sort(cand.begin(), cand.end());
+  return cand;
+}
+
+}  // namespace
+}  // namespace int8
+
+Int8Weights quantize_matrix_int8(const MatrixRef& w, ThreadPool& pool, int64_t group,
+                                 int64_t max_outliers) {
+  if (w.cols < 1 || w.cols > kInt8MaxCols || w.rows < 0 || group < kInt8ColumnAlign ||
+      group % kInt8ColumnAlign != 0) {
     throw std::invalid_argument(
         "quantize_matrix_int8: expected 1 <= cols <= " + std::to_string(kInt8MaxCols) +
-        " and rows >= 0, found [" + std::to_string(w.rows) + ", " + std::to_string(w.cols) + "]");
+        ", rows >= 0 and a group that is a positive multiple of " +
+        std::to_string(kInt8ColumnAlign) + ", found [" + std::to_string(w.rows) + ", " +
+        std::to_string(w.cols) + "], group " + std::to_string(group));
   }
   if (w.dtype != DType::F32 && w.dtype != DType::F16 && w.dtype != DType::BF16)
     throw std::invalid_argument("quantize_matrix_int8: expected an F32, F16 or BF16 matrix");
+  if (max_outliers < 0) max_outliers = int8_max_outlier_columns(w.cols);
   Int8Weights q;
   q.rows = w.rows;
   q.cols = w.cols;
   q.stride = int8_padded_cols(w.cols);
+  q.group = group;
+  q.groups = int8_groups(w.cols, group);
+  q.outlier_cols = int8::outlier_columns(w, max_outliers, pool);
+  const int64_t k = static_cast<int64_t>(q.outlier_cols.size());
+  q.outlier_weights.assign(static_cast<size_t>(k * q.rows), 0.0f);
   q.codes.assign(static_cast<size_t>(q.rows * q.stride), 0);
-  q.scales.assign(static_cast<size_t>(q.rows), 0.0f);
-  const DotKernels& dk = dot_kernels();
-  const size_t es = dtype_size(w.dtype);
+  q.scales.assign(static_cast<size_t>(q.groups * q.rows), 0.0f);
   const int64_t blocks = (w.rows + int8::kQuantizeRows - 1) / int8::kQuantizeRows;
   std::vector<int64_t> bad(static_cast<size_t>(blocks), -1);
   auto block = [&](int64_t b, Arena& arena) {
     float* row = arena.get<float>(static_cast<size_t>(w.cols), Arena::kBlock0);
     const int64_t r0 = b * int8::kQuantizeRows, r1 = std::min(w.rows, r0 + int8::kQuantizeRows);
     for (int64_t r = r0; r < r1; ++r) {
-      const void* src = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r * w.cols) * es;
-      const float* v = static_cast<const float*>(src);
-      if (w.dtype == DType::F16) {
-        dk.widen_f16(static_cast<const uint16_t*>(src), row, static_cast<size_t>(w.cols));
-        v = row;
-      } else if (w.dtype == DType::BF16) {
-        dk.widen_bf16(static_cast<const uint16_t*>(src), row, static_cast<size_t>(w.cols));
-        v = row;
+      int8::widen_row(w, r, row);
+      bool nonfinite = false;
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t c = q.outlier_cols[j];
+        q.outlier_weights[j * q.rows + r] = row[c];
+        nonfinite = nonfinite || int8::abs_bits(row[c]) >= int8::kInfBits;
+        row[c] = 0.0f;
       }
-      q.scales[r] = quantize_row_int8(v, w.cols, q.codes.data() + r * q.stride);
-      if (std::isnan(q.scales[r]) && bad[b] < 0) bad[b] = r;
+      int8_t* codes = q.codes.data() + r * q.stride;
+      for (int64_t g = 0; g < q.groups; ++g) {
+        const int64_t i0 = g * group, n = std::min(w.cols, i0 + group) - i0;
+        const float sc = quantize_row_int8(row + i0, n, codes + i0);
+        q.scales[g * q.rows + r] = sc;
+        nonfinite = nonfinite || std::isnan(sc);
+      }
+      if (nonfinite && bad[b] < 0) bad[b] = r;
     }
   };
   parallel_for(pool, blocks, block);

@@ -7,11 +7,12 @@
 // |x| fits in u8), hence |a * b| <= 127 * 127 = 16129 and a pair sum is at most 32258 < 32767:
 // no saturation ever happens. vpmaddwd with ones then widens the pair sums to int32 (4 products
 // per lane per 32 columns) and they are added up exactly in int32 (|total| < 2^31 by
-// kInt8MaxCols). Integer addition is associative, so the result equals the scalar reference.
+// a group). Integer addition is associative, so the result equals the scalar reference.
 //
 // Register blocking (results do not depend on it): one input x 4 rows (GEMV: the input's |x|
 // and sign are used by four rows), 4 inputs x 2 rows in batches (a row's 32 codes are loaded once
-// for four inputs).
+// for four inputs). At the end of each group (kernels/int8_matmul.h) the accumulators are reduced
+// four at a time (reduce4) and cleared.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -21,14 +22,30 @@
 namespace wick::kernels::int8 {
 namespace {
 
-inline int32_t hsum(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-  return _mm_cvtsi128_si32(s);
+// The sums of the 8 int32 lanes of a, b, c and d, in lanes 0, 1, 2, 3.
+inline __m128i reduce4(__m256i a, __m256i b, __m256i c, __m256i d) {
+  const __m256i ab = _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+  const __m256i cd = _mm256_add_epi32(_mm256_unpacklo_epi32(c, d), _mm256_unpackhi_epi32(c, d));
+  const __m256i q =
+      _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
+  return _mm_add_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
 }
 
-// Rows r .. r + NR - 1 times inputs 0 .. NT - 1; sums[t * ss + k] for row r + k.
+// *dst[n] = the lane sum of v[n], n < N.
+template <int N>
+inline void store_sums(const __m256i* v, int32_t* const* dst) {
+  const __m256i z = _mm256_setzero_si256();
+  for (int n = 0; n < N; n += 4) {
+    alignas(16) int32_t out[4];
+    _mm_store_si128(reinterpret_cast<__m128i*>(out),
+                    reduce4(v[n], n + 1 < N ? v[n + 1] : z, n + 2 < N ? v[n + 2] : z,
+                            n + 3 < N ? v[n + 3] : z));
+    for (int j = 0; j < 4 && n + j < N; ++j) *dst[n + j] = out[j];
+  }
+}
+
+// Rows r .. r + NR - 1 times inputs 0 .. NT - 1, every group; the sum of row r + k, input t,
+// group g goes to sums[(t * w.groups + g) * ss + k].
 template <int NR, int NT>
 inline void tile(const Int8Matrix& w, int64_t r, const int8_t* xq, int64_t xs, int32_t* sums,
                  int64_t ss) {
@@ -41,27 +58,42 @@ inline void tile(const Int8Matrix& w, int64_t r, const int8_t* xq, int64_t xs, i
   const int8_t* ahead[NR];
   for (int k = 0; k < NR; ++k)
     ahead[k] = r + k + 2 * NR < w.rows ? row[k] + 2 * NR * w.stride : row[k];
-  __m256i acc[NR][NT];
-  for (int k = 0; k < NR; ++k)
-    for (int t = 0; t < NT; ++t) acc[k][t] = _mm256_setzero_si256();
-  for (int64_t i = 0; i < w.stride; i += 32) {
-    if (NT == 1 && (i & 63) == 0)
-      for (int k = 0; k < NR; ++k)
-        _mm_prefetch(reinterpret_cast<const char*>(ahead[k] + i), _MM_HINT_T0);
-    __m256i wv[NR];
+  int64_t g = 0;
+  for (int64_t i0 = 0; i0 < w.stride; i0 += w.group, ++g) {
+    const int64_t i1 = std::min(w.stride, i0 + w.group);
+    __m256i acc[NR][NT];
     for (int k = 0; k < NR; ++k)
-      wv[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[k] + i));
-    for (int t = 0; t < NT; ++t) {
-      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + t * xs + i));
-      const __m256i ax = _mm256_abs_epi8(x);
-      for (int k = 0; k < NR; ++k) {
-        const __m256i p = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv[k], x));
-        acc[k][t] = _mm256_add_epi32(acc[k][t], _mm256_madd_epi16(p, ones));
+      for (int t = 0; t < NT; ++t) acc[k][t] = _mm256_setzero_si256();
+    for (int64_t i = i0; i < i1; i += 32) {
+      if (NT == 1 && (i & 63) == 0)
+        for (int k = 0; k < NR; ++k)
+          _mm_prefetch(reinterpret_cast<const char*>(ahead[k] + i), _MM_HINT_T0);
+      __m256i wv[NR];
+      for (int k = 0; k < NR; ++k)
+        wv[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[k] + i));
+      for (int t = 0; t < NT; ++t) {
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + t * xs + i));
+        const __m256i ax = _mm256_abs_epi8(x);
+        for (int k = 0; k < NR; ++k) {
+          const __m256i p = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv[k], x));
+          acc[k][t] = _mm256_add_epi32(acc[k][t], _mm256_madd_epi16(p, ones));
+        }
       }
     }
+    if constexpr (NR == 4 && NT == 1) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(sums + g * ss),
+                       reduce4(acc[0][0], acc[1][0], acc[2][0], acc[3][0]));
+    } else {
+      __m256i v[NR * NT];
+      int32_t* dst[NR * NT];
+      for (int t = 0; t < NT; ++t)
+        for (int k = 0; k < NR; ++k) {
+          v[t * NR + k] = acc[k][t];
+          dst[t * NR + k] = sums + (t * w.groups + g) * ss + k;
+        }
+      store_sums<NR * NT>(v, dst);
+    }
   }
-  for (int k = 0; k < NR; ++k)
-    for (int t = 0; t < NT; ++t) sums[t * ss + k] = hsum(acc[k][t]);
 }
 
 template <int NT>
@@ -77,7 +109,7 @@ void sums_avx2(const Int8Matrix& w, int64_t r0, int64_t r1, const int8_t* xq, in
                int64_t nt, int32_t* sums, int64_t s_stride) {
   for (int64_t t = 0; t < nt; t += 4) {
     const int8_t* x = xq + t * x_stride;
-    int32_t* s = sums + t * s_stride;
+    int32_t* s = sums + t * w.groups * s_stride;
     switch (std::min<int64_t>(4, nt - t)) {
       case 4:
         rows_of<4>(w, r0, r1, x, x_stride, s, s_stride);

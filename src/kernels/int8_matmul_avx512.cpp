@@ -3,16 +3,17 @@
 //
 // vpdpbusd (_mm512_dpbusd_epi32) multiplies UNSIGNED bytes of its first operand by SIGNED bytes
 // of its second and adds each group of 4 products into an int32 lane, without intermediate
-// saturation (it wraps modulo 2^32). The weights are made unsigned by flipping their sign bit,
-// u = w XOR 0x80 = w + 128 in [1, 255], and the offset is removed with a second sum:
+// saturation. The weights are made unsigned by flipping their sign bit, u = w XOR 0x80 = w + 128
+// in [1, 255], and the offset is removed lane by lane with a second sum:
 //   S = sum u * x  -  sum 128 * x        (both computed with vpdpbusd)
-// Every step is an addition modulo 2^32, so S is right modulo 2^32; the true sum lies in int32
-// (|S| <= cols * 127 * 127 < 2^31 by kInt8MaxCols), so the wrapped result is the exact sum, equal
-// to the scalar reference. (Intermediate values may wrap; the end result cannot.)
+// Within one group (kernels/int8_matmul.h, at most a few hundred columns) every lane stays far
+// inside int32 (|u * x| <= 255 * 127 per product), so both sums and their difference are exact
+// and equal the scalar reference.
 //
 // Register blocking (results do not depend on it): one input x 4 rows (GEMV), 4 inputs x 4 rows
 // in batches: 16 accumulators, 4 offset sums, 4 weight vectors and the input in the 32 zmm
-// registers.
+// registers. At the end of each group the accumulators (less the offset) are reduced four at a
+// time (reduce4) and cleared.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -28,17 +29,31 @@
 namespace wick::kernels::int8 {
 namespace {
 
-// The 16 int32 lanes added modulo 2^32. The offset trick's partial sums may pass the int32 range
-// (only the difference of two of them is exact), so the adds must wrap: the intrinsics' vector
-// adds do, whereas _mm512_reduce_add_epi32 adds as int in GCC's header (signed overflow, UB).
-inline uint32_t lane_sum_mod32(__m512i v) {
-  const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
-  const __m128i q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-  alignas(16) uint32_t lanes[4];
-  _mm_store_si128(reinterpret_cast<__m128i*>(lanes), q);
-  return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+// The sums of the 16 int32 lanes of a, b, c and d, in lanes 0, 1, 2, 3.
+inline __m128i reduce4(__m512i a, __m512i b, __m512i c, __m512i d) {
+  const __m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+  const __m512i cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));
+  const __m512i q =
+      _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
+  const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(q), _mm512_extracti64x4_epi64(q, 1));
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
+// *dst[n] = the lane sum of v[n], n < N.
+template <int N>
+inline void store_sums(const __m512i* v, int32_t* const* dst) {
+  const __m512i z = _mm512_setzero_si512();
+  for (int n = 0; n < N; n += 4) {
+    alignas(16) int32_t out[4];
+    _mm_store_si128(reinterpret_cast<__m128i*>(out),
+                    reduce4(v[n], n + 1 < N ? v[n + 1] : z, n + 2 < N ? v[n + 2] : z,
+                            n + 3 < N ? v[n + 3] : z));
+    for (int j = 0; j < 4 && n + j < N; ++j) *dst[n + j] = out[j];
+  }
+}
+
+// Rows r .. r + NR - 1 times inputs 0 .. NT - 1, every group; the sum of row r + k, input t,
+// group g goes to sums[(t * w.groups + g) * ss + k].
 template <int NR, int NT>
 inline void tile(const Int8Matrix& w, int64_t r, const int8_t* xq, int64_t xs, int32_t* sums,
                  int64_t ss) {
@@ -51,28 +66,41 @@ inline void tile(const Int8Matrix& w, int64_t r, const int8_t* xq, int64_t xs, i
   const int8_t* ahead[NR];
   for (int k = 0; k < NR; ++k)
     ahead[k] = r + k + 2 * NR < w.rows ? row[k] + 2 * NR * w.stride : row[k];
-  __m512i acc[NR][NT], off[NT];
-  for (int t = 0; t < NT; ++t) {
-    off[t] = _mm512_setzero_si512();
-    for (int k = 0; k < NR; ++k) acc[k][t] = _mm512_setzero_si512();
-  }
-  for (int64_t i = 0; i < w.stride; i += 64) {
-    if (NT == 1)
-      for (int k = 0; k < NR; ++k)
-        _mm_prefetch(reinterpret_cast<const char*>(ahead[k] + i), _MM_HINT_T0);
-    __m512i u[NR];
-    for (int k = 0; k < NR; ++k) u[k] = _mm512_xor_si512(_mm512_loadu_si512(row[k] + i), bias);
+  int64_t g = 0;
+  for (int64_t i0 = 0; i0 < w.stride; i0 += w.group, ++g) {
+    const int64_t i1 = std::min(w.stride, i0 + w.group);
+    __m512i acc[NR][NT], off[NT];
     for (int t = 0; t < NT; ++t) {
-      const __m512i x = _mm512_loadu_si512(xq + t * xs + i);
-      off[t] = _mm512_dpbusd_epi32(off[t], bias, x);
-      for (int k = 0; k < NR; ++k) acc[k][t] = _mm512_dpbusd_epi32(acc[k][t], u[k], x);
+      off[t] = _mm512_setzero_si512();
+      for (int k = 0; k < NR; ++k) acc[k][t] = _mm512_setzero_si512();
     }
-  }
-  for (int t = 0; t < NT; ++t) {
-    const uint32_t o = lane_sum_mod32(off[t]);
-    for (int k = 0; k < NR; ++k) {
-      const uint32_t a = lane_sum_mod32(acc[k][t]);
-      sums[t * ss + k] = static_cast<int32_t>(a - o);
+    for (int64_t i = i0; i < i1; i += 64) {
+      if (NT == 1)
+        for (int k = 0; k < NR; ++k)
+          _mm_prefetch(reinterpret_cast<const char*>(ahead[k] + i), _MM_HINT_T0);
+      __m512i u[NR];
+      for (int k = 0; k < NR; ++k) u[k] = _mm512_xor_si512(_mm512_loadu_si512(row[k] + i), bias);
+      for (int t = 0; t < NT; ++t) {
+        const __m512i x = _mm512_loadu_si512(xq + t * xs + i);
+        off[t] = _mm512_dpbusd_epi32(off[t], bias, x);
+        for (int k = 0; k < NR; ++k) acc[k][t] = _mm512_dpbusd_epi32(acc[k][t], u[k], x);
+      }
+    }
+    if constexpr (NR == 4 && NT == 1) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(sums + g * ss),
+                       reduce4(_mm512_sub_epi32(acc[0][0], off[0]),
+                               _mm512_sub_epi32(acc[1][0], off[0]),
+                               _mm512_sub_epi32(acc[2][0], off[0]),
+                               _mm512_sub_epi32(acc[3][0], off[0])));
+    } else {
+      __m512i v[NR * NT];
+      int32_t* dst[NR * NT];
+      for (int t = 0; t < NT; ++t)
+        for (int k = 0; k < NR; ++k) {
+          v[t * NR + k] = _mm512_sub_epi32(acc[k][t], off[t]);
+          dst[t * NR + k] = sums + (t * w.groups + g) * ss + k;
+        }
+      store_sums<NR * NT>(v, dst);
     }
   }
 }
@@ -89,7 +117,7 @@ void sums_avx512_vnni(const Int8Matrix& w, int64_t r0, int64_t r1, const int8_t*
                       int64_t x_stride, int64_t nt, int32_t* sums, int64_t s_stride) {
   for (int64_t t = 0; t < nt; t += 4) {
     const int8_t* x = xq + t * x_stride;
-    int32_t* s = sums + t * s_stride;
+    int32_t* s = sums + t * w.groups * s_stride;
     switch (std::min<int64_t>(4, nt - t)) {
       case 4:
         rows_of<4>(w, r0, r1, x, x_stride, s, s_stride);

@@ -3,8 +3,9 @@
 // instruction set explicitly. Not part of the library's interface.
 //
 // Division of labour: int8_matmul.cpp quantises the inputs (one shared scalar routine for every
-// instruction set), splits the work over the thread pool and applies the float epilogue
-// y = float(S) * (scale_w * scale_x); the per-ISA kernels compute only the exact int32 sums S.
+// instruction set), splits the work over the thread pool and applies the float epilogue (groups
+// and outlier columns, kernels/int8_matmul.h); the per-ISA kernels compute only the exact int32
+// group sums S.
 // That keeps every ISA's output identical by construction once their sums are (tested exactly).
 #pragma once
 
@@ -20,9 +21,10 @@ class ThreadPool;
 namespace wick::kernels::int8 {
 
 struct Kernels {
-  // sums[t * s_stride + (r - r0)] = sum over the w.stride (padded) columns of
-  //   w.codes[r, i] * xq[t * x_stride + i]       for r in [r0, r1), t < nt.
-  // xq holds codes in [-127, 127] (zero-padded to w.stride); x_stride >= w.stride.
+  // sums[(t * w.groups + g) * s_stride + (r - r0)] = sum over the (padded) columns
+  //   i in [g * w.group, min((g + 1) * w.group, w.stride)) of w.codes[r, i] * xq[t * x_stride + i]
+  // for r in [r0, r1), t < nt, g < w.groups. xq holds codes in [-127, 127] (zero-padded to
+  // w.stride); x_stride >= w.stride; s_stride >= r1 - r0.
   void (*sums)(const Int8Matrix& w, int64_t r0, int64_t r1, const int8_t* xq, int64_t x_stride,
                int64_t nt, int32_t* sums, int64_t s_stride);
   const char* name;

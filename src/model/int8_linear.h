@@ -1,6 +1,7 @@
 // INT8 weights quantised at load time (LoadOptions::quantize = kInt8, `--quantize int8`): a
-// Linear holding per-row symmetric int8 codes and fp32 scales (kernels/int8_matmul.h has the
-// rule and the product), and the conversion of a loaded model's eligible matrices to it.
+// Linear holding symmetric int8 codes with one fp32 scale per group of kernels::kInt8GroupCols
+// in-features and its outlier columns in fp32 (kernels/int8_matmul.h has the rule and the
+// product), and the conversion of a loaded model's eligible matrices to it.
 //
 // Which matrices are converted is decided in one place, int8_targets(): per RWKV block the
 // time-mix projections (receptance, key, value, output) and the channel-mix key and value, per
@@ -31,12 +32,13 @@ class Int8Linear final : public Linear {
   int64_t out_features() const override { return q_.rows; }
   int64_t in_features() const override { return q_.cols; }
   // Quantises each row of X on its own (so a T-row call equals T one-row calls bit for bit), then
-  // the exact integer product of kernels/int8_matmul.h.
+  // the exact integer group sums and the fixed-order epilogue of kernels/int8_matmul.h.
   void apply(const float* x, int64_t T, float* y, kernels::ThreadPool& pool) const override {
     kernels::int8_matmul(view_, x, T, y, pool);
   }
   DType stored_dtype() const override { return DType::I8; }
-  // Bytes held in memory: the codes (rows padded to kernels::kInt8ColumnAlign) + fp32 scales.
+  // Bytes held in memory: the codes (rows padded to kernels::kInt8ColumnAlign) + fp32 group
+  // scales + the outlier columns (fp32 weights and their indices).
   uint64_t stored_bytes() const override { return q_.bytes(); }
   const kernels::Int8Weights& weights() const { return q_; }
 
@@ -61,7 +63,7 @@ std::vector<Int8Target> int8_targets(ModelWeights& w);
 // What quantize_weights_int8 changed, for ModelInfo.
 struct Int8Conversion {
   uint64_t parameters = 0;  // weights now held as int8 codes
-  uint64_t int8_bytes = 0;  // their codes + scales
+  uint64_t int8_bytes = 0;  // their codes + scales + outlier columns
   // Dense storage no longer used, per stored dtype (parameters) and in bytes. A head tied to the
   // embedding is not in these: the table is still read by the embedding gather.
   std::map<DType, uint64_t> released_parameters;
@@ -83,7 +85,7 @@ Int8Conversion quantize_weights_int8(ModelWeights& w, const std::string& source,
 // and bytes_per_token count the int8 codes and scales instead of the replaced dense bytes;
 // dtype_parameters drop the replaced parameters; packed_parameters gains
 // {kInt8LayoutName, parameters}; quantization = kInt8; fingerprint becomes
-// "sha256:" + SHA-256("wick-int8-per-row-v1" 0x00 <dense fingerprint>). Throws like
+// "sha256:" + SHA-256("wick-int8-g128-v2" 0x00 <dense fingerprint>). Throws like
 // quantize_weights_int8, and CheckpointError for a model loaded from a .rwkvq file.
 // Rows are quantised on `pool`.
 void quantize_model_int8(Model::Impl& impl, kernels::ThreadPool& pool);
