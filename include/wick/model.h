@@ -93,7 +93,7 @@ std::string_view naming_convention_name(NamingConvention c);
 //   kInt8: symmetric INT8 at load, one scale per group of 128 in-features of each row: scale =
 //          max|group| / 127 and code = round-half-to-even(w / scale) clamped to [-127, 127] (an
 //          all-zero group: scale 0, codes 0). Outlier input columns (largest |w| above 4x the
-//          median column maximum; at most one per 256 in-features) are kept in fp32 beside the
+//          median column maximum; at most max(4, in-features / 256)) are kept in fp32 beside the
 //          codes. Covered: per block the r/k/v/o projections and the FFN key / value (the
 //          RWKV-X attention blocks' q/k/v/o and FFN too), and the head; the embedding, the LoRA
 //          branches and every vector stay as stored. Each matrix product quantises its input row

@@ -62,9 +62,10 @@ inline int64_t int8_padded_cols(int64_t cols) {
   return (cols + kInt8ColumnAlign - 1) / kInt8ColumnAlign * kInt8ColumnAlign;
 }
 inline int64_t int8_groups(int64_t cols, int64_t group) { return (cols + group - 1) / group; }
-// At most this many outlier columns per matrix: one per 256 in-features, at least one (their
-// fp32 weights then add at most 4 / 256 bytes per weight, 1.6 %, to the codes).
-inline int64_t int8_max_outlier_columns(int64_t cols) { return cols < 512 ? 1 : cols / 256; }
+// At most this many outlier columns per matrix: one per 256 in-features, at least 4 (from 1024
+// in-features on, their fp32 weights add at most 4 / 256 bytes per weight, 1.6 %, to the codes;
+// only where a matrix has such columns).
+inline int64_t int8_max_outlier_columns(int64_t cols) { return cols < 1024 ? 4 : cols / 256; }
 
 // A quantised matrix W [rows = out, cols = in]; a view, the owner keeps the buffers.
 struct Int8Matrix {

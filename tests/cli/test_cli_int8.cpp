@@ -24,12 +24,12 @@ TEST(CliInt8, InfoReportsTheInt8Weights) {
   EXPECT_EQ(jq["quantization"], "int8");
   EXPECT_FALSE(jd.contains("layouts"));
   ASSERT_TRUE(jq.contains("layouts")) << q.out;
-  EXPECT_GT(jq["layouts"]["int8 (per-row)"].get<uint64_t>(), 0u);
+  EXPECT_GT(jq["layouts"]["int8 (g128)"].get<uint64_t>(), 0u);
   EXPECT_LT(jq["weight_bytes"].get<uint64_t>(), jd["weight_bytes"].get<uint64_t>());
   EXPECT_EQ(jq["parameters"], jd["parameters"]);
   // Text mode names the layout; "none" is the default.
   const CliRun text = run_wick("info --quantize int8 --model " + m);
-  EXPECT_NE(text.out.find("int8 (per-row)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("int8 (g128)"), std::string::npos) << text.out;
   EXPECT_EQ(run_wick("info --json --quantize none --model " + m).out, dense.out);
 }
 
