@@ -51,36 +51,10 @@ void sums_scalar(const Int8Matrix& w, int64_t r0, int64_t r1, const int8_t* xq, 
   }
 }
 
-// The one epilogue of every instruction set (kernels/int8_matmul.h), for rows [r0, r1) of input
-// t: y[r] = sum_g float(S[g][r]) * (scale_w[g, r] * xs[g]) + sum_j W[r, c_j] * x[c_j], each
-// operation rounded on its own, groups then outliers in order (this file is compiled with
-// -ffp-contract=off). The loops run over rows innermost, so they vectorise without changing
-// any output's order of operations. s: the group sums of input t, s[g * s_stride + (r - r0)].
-void epilogue(const Int8Matrix& w, int64_t r0, int64_t r1, const int32_t* s, int64_t s_stride,
-              const float* xs, const float* x, float* y) {
-  const int64_t n = r1 - r0;
-  {
-    const float* sw = w.scales + r0;
-    const float sx = xs[0];
-    for (int64_t r = 0; r < n; ++r) y[r] = static_cast<float>(s[r]) * (sw[r] * sx);
-  }
-  for (int64_t g = 1; g < w.groups; ++g) {
-    const int32_t* sg = s + g * s_stride;
-    const float* sw = w.scales + g * w.rows + r0;
-    const float sx = xs[g];
-    for (int64_t r = 0; r < n; ++r) y[r] = y[r] + static_cast<float>(sg[r]) * (sw[r] * sx);
-  }
-  for (int64_t j = 0; j < w.n_outliers; ++j) {
-    const float* ow = w.outlier_weights + j * w.rows + r0;
-    const float xv = x[w.outlier_cols[j]];
-    for (int64_t r = 0; r < n; ++r) y[r] = y[r] + ow[r] * xv;
-  }
-}
-
 }  // namespace
 
 const Kernels& kernels_scalar() {
-  static const Kernels k{sums_scalar, "scalar"};
+  static const Kernels k{sums_scalar, epilogue_rows, "scalar"};
   return k;
 }
 
@@ -153,7 +127,7 @@ void int8_matmul_isa(Isa isa, const Int8Matrix& w, const float* x, int64_t T, fl
       const int64_t r0 = b * kGemvRows, r1 = std::min(w.rows, r0 + kGemvRows);
       int32_t* s = a.get<int32_t>(static_cast<size_t>(G * kGemvRows), Arena::kBlock0);
       k.sums(w, r0, r1, xq, stride, 1, s, kGemvRows);
-      epilogue(w, r0, r1, s, kGemvRows, xs, x, y + r0);
+      k.epilogue(w, r0, r1, s, kGemvRows, xs, x, y + r0);
     };
     if (serial) {
       for (int64_t b = 0; b < blocks; ++b) block(b, arena);
@@ -171,8 +145,8 @@ void int8_matmul_isa(Isa isa, const Int8Matrix& w, const float* x, int64_t T, fl
     int32_t* s = a.get<int32_t>(static_cast<size_t>(kGemmInputs * G * kGemmRows), Arena::kBlock0);
     k.sums(w, r0, r1, xq + t0 * stride, stride, t1 - t0, s, kGemmRows);
     for (int64_t t = t0; t < t1; ++t)
-      epilogue(w, r0, r1, s + (t - t0) * G * kGemmRows, kGemmRows, xs + t * G, x + t * cols,
-               y + t * w.rows + r0);
+      k.epilogue(w, r0, r1, s + (t - t0) * G * kGemmRows, kGemmRows, xs + t * G, x + t * cols,
+                 y + t * w.rows + r0);
   };
   if (serial) {
     for (int64_t i = 0; i < row_blocks * input_blocks; ++i) item(i, arena);

@@ -127,10 +127,15 @@ void sums_avx2(const Int8Matrix& w, int64_t r0, int64_t r1, const int8_t* xq, in
   }
 }
 
+void epilogue_avx2(const Int8Matrix& w, int64_t r0, int64_t r1, const int32_t* s, int64_t s_stride,
+                   const float* xs, const float* x, float* y) {
+  epilogue_rows(w, r0, r1, s, s_stride, xs, x, y);
+}
+
 }  // namespace
 
 const Kernels& kernels_avx2() {
-  static const Kernels k{sums_avx2, "avx2"};
+  static const Kernels k{sums_avx2, epilogue_avx2, "avx2"};
   return k;
 }
 

@@ -135,10 +135,15 @@ void sums_avx512_vnni(const Int8Matrix& w, int64_t r0, int64_t r1, const int8_t*
   }
 }
 
+void epilogue_avx512(const Int8Matrix& w, int64_t r0, int64_t r1, const int32_t* s,
+                     int64_t s_stride, const float* xs, const float* x, float* y) {
+  epilogue_rows(w, r0, r1, s, s_stride, xs, x, y);
+}
+
 }  // namespace
 
 const Kernels& kernels_avx512_vnni() {
-  static const Kernels k{sums_avx512_vnni, "avx512-vnni"};
+  static const Kernels k{sums_avx512_vnni, epilogue_avx512, "avx512-vnni"};
   return k;
 }
 

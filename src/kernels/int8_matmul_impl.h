@@ -27,8 +27,39 @@ struct Kernels {
   // w.stride); x_stride >= w.stride; s_stride >= r1 - r0.
   void (*sums)(const Int8Matrix& w, int64_t r0, int64_t r1, const int8_t* xq, int64_t x_stride,
                int64_t nt, int32_t* sums, int64_t s_stride);
+  // epilogue_rows() below, compiled for the instruction set (the same operations on each
+  // output, so the same bits).
+  void (*epilogue)(const Int8Matrix& w, int64_t r0, int64_t r1, const int32_t* s,
+                   int64_t s_stride, const float* xs, const float* x, float* y);
   const char* name;
 };
+
+// The one epilogue of every instruction set (kernels/int8_matmul.h), for rows [r0, r1) of one
+// input: y[r - r0] = sum_g float(S[g][r]) * (scale_w[g, r] * xs[g]) + sum_j W[r, c_j] * x[c_j],
+// each operation rounded on its own, groups then outliers in order. Every file that includes it
+// is compiled with -ffp-contract=off (src/CMakeLists.txt), so no FMA merges a product and a sum;
+// the loops run over rows innermost and vectorise (at any width) without changing any output's
+// operations. s: the group sums of the input, s[g * s_stride + (r - r0)].
+inline void epilogue_rows(const Int8Matrix& w, int64_t r0, int64_t r1, const int32_t* s,
+                          int64_t s_stride, const float* xs, const float* x, float* y) {
+  const int64_t n = r1 - r0;
+  {
+    const float* sw = w.scales + r0;
+    const float sx = xs[0];
+    for (int64_t r = 0; r < n; ++r) y[r] = static_cast<float>(s[r]) * (sw[r] * sx);
+  }
+  for (int64_t g = 1; g < w.groups; ++g) {
+    const int32_t* sg = s + g * s_stride;
+    const float* sw = w.scales + g * w.rows + r0;
+    const float sx = xs[g];
+    for (int64_t r = 0; r < n; ++r) y[r] = y[r] + static_cast<float>(sg[r]) * (sw[r] * sx);
+  }
+  for (int64_t j = 0; j < w.n_outliers; ++j) {
+    const float* ow = w.outlier_weights + j * w.rows + r0;
+    const float xv = x[w.outlier_cols[j]];
+    for (int64_t r = 0; r < n; ++r) y[r] = y[r] + ow[r] * xv;
+  }
+}
 
 const Kernels& kernels_scalar();
 const Kernels& kernels_avx2();
