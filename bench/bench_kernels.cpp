@@ -98,8 +98,10 @@ void BM_GemvFromMemory(benchmark::State& state, DType dt) {
   state.SetBytesProcessed(state.iterations() * bytes);
 }
 
-// The INT8 product with one instruction set: `isa` kAvx512 runs the VNNI kernel.
-void BM_Int8(benchmark::State& state, wick::kernels::Isa isa, int64_t T) {
+// The INT8 product with one instruction set: `isa` kAvx512 runs the VNNI kernel. With
+// `outliers`, two weight columns and two input channels are 50x the rest (kernels/int8_matmul.h:
+// both leave the integer sum and enter in fp32), to show what the outlier paths cost.
+void BM_Int8(benchmark::State& state, wick::kernels::Isa isa, int64_t T, bool outliers = false) {
   using namespace wick::kernels;
   const bool runs = isa == Isa::kAvx512 ? int8::cpu_has_avx512_vnni()
                                          : static_cast<int>(isa) <= static_cast<int>(best_supported_isa());
@@ -109,9 +111,23 @@ void BM_Int8(benchmark::State& state, wick::kernels::Isa isa, int64_t T) {
   }
   const int64_t rows = state.range(0), cols = state.range(1);
   Matrix m = make_matrix(DType::F32, rows, cols);
-  const Int8Weights q = quantize_matrix_int8(m.ref, bench_pool());
   std::vector<float> x(T * cols), y(T * rows);
   for (int64_t i = 0; i < T * cols; ++i) x[i] = 0.01f * static_cast<float>(i % 97) - 0.48f;
+  if (outliers) {
+    for (int64_t c : {int64_t{3}, cols - 68}) {
+      for (int64_t r = 0; r < rows; ++r) {
+        float* w = reinterpret_cast<float*>(m.bytes.data()) + r * cols + c;
+        *w *= 50.0f;
+      }
+    }
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t c : {int64_t{100}, cols / 2 + 7}) x[t * cols + c] = t % 2 ? 24.0f : -22.0f;
+  }
+  const Int8Weights q = quantize_matrix_int8(m.ref, bench_pool());
+  if (outliers && q.outlier_cols.size() != 2) {
+    state.SkipWithError("expected two weight outlier columns");
+    return;
+  }
   for (auto _ : state) {
     int8::int8_matmul_isa(isa, q.view(), x.data(), T, y.data(), bench_pool());
     benchmark::DoNotOptimize(y.data());
@@ -125,6 +141,12 @@ void BM_Int8(benchmark::State& state, wick::kernels::Isa isa, int64_t T) {
 void BM_GemvInt8(benchmark::State& state, wick::kernels::Isa isa) { BM_Int8(state, isa, 1); }
 void BM_GemmInt8(benchmark::State& state, wick::kernels::Isa isa) {
   BM_Int8(state, isa, state.range(2));
+}
+void BM_GemvInt8Outliers(benchmark::State& state, wick::kernels::Isa isa) {
+  BM_Int8(state, isa, 1, true);
+}
+void BM_GemmInt8Outliers(benchmark::State& state, wick::kernels::Isa isa) {
+  BM_Int8(state, isa, state.range(2), true);
 }
 
 // The machine's fp32 FMA peak, against which the GEMM's GFLOP/s are judged: 10 independent
@@ -178,11 +200,15 @@ BENCHMARK_CAPTURE(BM_GemvFromMemory, bf16, DType::BF16)->Args({768, 768})->Args(
 BENCHMARK_CAPTURE(BM_Gemv, f16, DType::F16)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
 BENCHMARK_CAPTURE(BM_GemvInt8, int8_scalar, wick::kernels::Isa::kScalar)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
 BENCHMARK_CAPTURE(BM_GemvInt8, int8_avx2, wick::kernels::Isa::kAvx2)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
-BENCHMARK_CAPTURE(BM_GemvInt8, int8_avx512_vnni, wick::kernels::Isa::kAvx512)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
+BENCHMARK_CAPTURE(BM_GemvInt8, int8_avx512_vnni, wick::kernels::Isa::kAvx512)->Args({768, 768})->Args({3072, 768})->Args({65536, 768})->Args({768, 3072});
 BENCHMARK_CAPTURE(BM_Gemm, f32, DType::F32)->Args({768, 768, 64})->Args({3072, 768, 64})->Args({768, 768, 512})->Args({3072, 768, 512})->Args({768, 3072, 512});
 BENCHMARK_CAPTURE(BM_Gemm, bf16, DType::BF16)->Args({768, 768, 64})->Args({3072, 768, 64})->Args({768, 768, 512})->Args({3072, 768, 512})->Args({768, 3072, 512});
-BENCHMARK_CAPTURE(BM_GemmInt8, int8_avx2, wick::kernels::Isa::kAvx2)->Args({768, 768, 64})->Args({3072, 768, 64});
-BENCHMARK_CAPTURE(BM_GemmInt8, int8_avx512_vnni, wick::kernels::Isa::kAvx512)->Args({768, 768, 64})->Args({3072, 768, 64});
+BENCHMARK_CAPTURE(BM_GemmInt8, int8_avx2, wick::kernels::Isa::kAvx2)->Args({768, 768, 64})->Args({3072, 768, 64})->Args({768, 3072, 64});
+BENCHMARK_CAPTURE(BM_GemmInt8, int8_avx512_vnni, wick::kernels::Isa::kAvx512)->Args({768, 768, 64})->Args({3072, 768, 64})->Args({768, 3072, 64});
+BENCHMARK_CAPTURE(BM_GemvInt8Outliers, int8_avx2, wick::kernels::Isa::kAvx2)->Args({768, 768})->Args({768, 3072});
+BENCHMARK_CAPTURE(BM_GemvInt8Outliers, int8_avx512_vnni, wick::kernels::Isa::kAvx512)->Args({768, 768})->Args({768, 3072});
+BENCHMARK_CAPTURE(BM_GemmInt8Outliers, int8_avx2, wick::kernels::Isa::kAvx2)->Args({768, 768, 64})->Args({768, 3072, 64});
+BENCHMARK_CAPTURE(BM_GemmInt8Outliers, int8_avx512_vnni, wick::kernels::Isa::kAvx512)->Args({768, 768, 64})->Args({768, 3072, 64});
 BENCHMARK(BM_FmaPeak)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_Wkv7Sequence)->Args({12, 1})->Args({12, 64});
 

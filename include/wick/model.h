@@ -146,7 +146,7 @@ struct ModelInfo {
   // Loaded with WeightQuantization::kInt8: one entry {kInt8LayoutName, parameters now held as
   // int8 codes}; those parameters leave dtype_parameters (except a head tied to the embedding,
   // whose table is still read as stored: it is counted in both), and weight_bytes counts their
-  // codes + fp32 scales instead of the dense bytes.
+  // codes + fp32 scales + fp32 outlier columns (kernels/int8_matmul.h) instead of the dense bytes.
   std::vector<std::pair<std::string, uint64_t>> packed_parameters;
   // Weight bytes one recurrent step reads: every matrix as held in memory (projections - int8
   // codes + scales with kInt8 - LoRA factors, head) plus one embedding row. Decode roofline =
@@ -154,7 +154,7 @@ struct ModelInfo {
   uint64_t bytes_per_token = 0;
   // "sha256:<64 hex>" identifying the weights (docs/tasks.md §3.5): names, dtypes and shapes of
   // every tensor plus the bytes of the small ones. State files carry it to refuse foreign states.
-  // With kInt8 it is "sha256:" + SHA-256("wick-int8-per-row-v1", 0x00, the dense fingerprint):
+  // With kInt8 it is "sha256:" + SHA-256("wick-int8-per-row-v2", 0x00, the dense fingerprint):
   // the int8 model computes other logits, so a state saved by the dense model is refused unless
   // other bases are allowed (same geometry), and vice versa.
   std::string fingerprint;

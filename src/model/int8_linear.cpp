@@ -107,7 +107,7 @@ void quantize_model_int8(Model::Impl& impl, kernels::ThreadPool& pool) {
   info.quantization = WeightQuantization::kInt8;
   const char zero = 0;
   io::Sha256 h;
-  h.update("wick-int8-per-row-v1").update(&zero, 1).update(info.fingerprint);
+  h.update("wick-int8-per-row-v2").update(&zero, 1).update(info.fingerprint);
   info.fingerprint = "sha256:" + h.hex_digest();
 }
 

@@ -1,6 +1,7 @@
 // INT8 weights quantised at load time (LoadOptions::quantize = kInt8, `--quantize int8`): a
-// Linear holding per-row symmetric int8 codes and fp32 scales (kernels/int8_matmul.h has the
-// rule and the product), and the conversion of a loaded model's eligible matrices to it.
+// Linear holding per-row symmetric int8 codes and fp32 scales, with the weight outlier columns
+// kept in fp32 and the input outlier columns of every call added in fp32 (kernels/int8_matmul.h
+// has the rule and the product), and the conversion of a loaded model's eligible matrices to it.
 //
 // Which matrices are converted is decided in one place, int8_targets(): per RWKV block the
 // time-mix projections (receptance, key, value, output) and the channel-mix key and value, per
@@ -36,7 +37,8 @@ class Int8Linear final : public Linear {
     kernels::int8_matmul(view_, x, T, y, pool);
   }
   DType stored_dtype() const override { return DType::I8; }
-  // Bytes held in memory: the codes (rows padded to kernels::kInt8ColumnAlign) + fp32 scales.
+  // Bytes held in memory: the codes (rows padded to kernels::kInt8ColumnAlign) + fp32 scales +
+  // the weight outlier columns (int32 indices, fp32 weights).
   uint64_t stored_bytes() const override { return q_.bytes(); }
   const kernels::Int8Weights& weights() const { return q_; }
 
@@ -83,7 +85,7 @@ Int8Conversion quantize_weights_int8(ModelWeights& w, const std::string& source,
 // and bytes_per_token count the int8 codes and scales instead of the replaced dense bytes;
 // dtype_parameters drop the replaced parameters; packed_parameters gains
 // {kInt8LayoutName, parameters}; quantization = kInt8; fingerprint becomes
-// "sha256:" + SHA-256("wick-int8-per-row-v1" 0x00 <dense fingerprint>). Throws like
+// "sha256:" + SHA-256("wick-int8-per-row-v2" 0x00 <dense fingerprint>). Throws like
 // quantize_weights_int8, and CheckpointError for a model loaded from a .rwkvq file.
 // Rows are quantised on `pool`.
 void quantize_model_int8(Model::Impl& impl, kernels::ThreadPool& pool);
