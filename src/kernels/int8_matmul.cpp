@@ -127,6 +127,16 @@ void quantize_input_row(const Int8Matrix& w, const float* x, int8_t* xq, InputRo
   encode_row_int8(tmp, cols, out.scale, xq);
 }
 
+// The union of the input outlier columns of in[0 .. nt), ascending and distinct, into out
+// (room for nt * kInt8MaxOutliers); returns its size.
+int64_t union_outlier_columns(const InputRow* in, int64_t nt, int32_t* out) {
+  int64_t n = 0;
+  for (int64_t t = 0; t < nt; ++t)
+    for (int32_t j = 0; j < in[t].n_outliers; ++j) out[n++] = in[t].outlier_cols[j];
+  std::sort(out, out + n);
+  return std::unique(out, out + n) - out;
+}
+
 }  // namespace
 
 const Kernels& kernels_scalar() {
@@ -190,10 +200,10 @@ void int8_matmul_isa(Isa isa, const Int8Matrix& w, const float* x, int64_t T, fl
     auto block = [&](int64_t b, Arena& a) {
       const int64_t r0 = b * kGemvRows, r1 = std::min(w.rows, r0 + kGemvRows);
       int32_t s[kGemvRows];
-      int32_t cols_buf[kInt8MaxOutliers];
       float* tile = a.get<float>(static_cast<size_t>(kInt8MaxOutliers * kGemvRows), Arena::kBlock0);
       k.sums(w, r0, r1, xq, stride, 1, s, kGemvRows);
-      k.epilogue(w, r0, r1, s, kGemvRows, xin, 1, x, cols, y + r0, w.rows, cols_buf, tile);
+      k.epilogue(w, r0, r1, s, kGemvRows, xin, 1, x, cols, y + r0, w.rows, xin[0].outlier_cols,
+                 xin[0].n_outliers, tile);
     };
     if (serial) {
       for (int64_t b = 0; b < blocks; ++b) block(b, arena);
@@ -210,11 +220,11 @@ void int8_matmul_isa(Isa isa, const Int8Matrix& w, const float* x, int64_t T, fl
     const int64_t t0 = tb * kGemmInputs, t1 = std::min(T, t0 + kGemmInputs);
     int32_t s[kGemmInputs * kGemmRows];
     int32_t cols_buf[kGemmInputs * kInt8MaxOutliers];
-    float* tile = a.get<float>(static_cast<size_t>(kGemmInputs * kInt8MaxOutliers * kGemmRows),
-                               Arena::kBlock0);
+    const int64_t n_cols = union_outlier_columns(xin + t0, t1 - t0, cols_buf);
+    float* tile = a.get<float>(static_cast<size_t>(n_cols * kGemmRows), Arena::kBlock0);
     k.sums(w, r0, r1, xq + t0 * stride, stride, t1 - t0, s, kGemmRows);
     k.epilogue(w, r0, r1, s, kGemmRows, xin + t0, t1 - t0, x + t0 * cols, cols,
-               y + t0 * w.rows + r0, w.rows, cols_buf, tile);
+               y + t0 * w.rows + r0, w.rows, cols_buf, n_cols, tile);
   };
   if (serial) {
     for (int64_t i = 0; i < row_blocks * input_blocks; ++i) item(i, arena);
@@ -293,6 +303,7 @@ std::vector<int32_t> outlier_columns(const MatrixRef& w, int64_t max_outliers, T
   std::nth_element(sorted.begin(), sorted.begin() + w.cols / 2, sorted.end());
   float median, v;
   std::memcpy(&median, &sorted[w.cols / 2], 4);
+  if (!(median > 0.0f)) return {};  // most columns all zero: no scale to protect
   const float threshold = kInt8OutlierRatio * median;
   std::vector<int32_t> cand;
   for (int64_t i = 0; i < w.cols; ++i) {

@@ -12,9 +12,10 @@
 // Outliers. With one scale per row, a single column far larger than the rest sets the scale and
 // leaves the other values of the row a few levels. Trained models have such channels, on both
 // sides of the product; each side's are taken out of the integer sum and added in fp32:
-// - Weight outlier columns, chosen once at load: the input columns whose largest |W[o, c]|
-//   exceeds kInt8OutlierRatio times the median over the columns of that maximum (at most
-//   int8_max_outliers(cols) of them, the largest first). Their weights are kept in fp32 as
+// - Weight outlier columns, chosen once at load: the input columns whose largest finite
+//   |W[o, c]| exceeds kInt8OutlierRatio times the median over the columns of that maximum (the
+//   upper median, element cols / 2 in ascending order; none when it is 0), at most
+//   int8_max_outliers(cols) of them, the largest first (ties: the lower column). Their weights are kept in fp32 as
 //   stored (widened) and their codes are 0; X's values in those columns enter in fp32 too (their
 //   codes are 0 and they are left out of X's scale).
 // - Input outlier columns, chosen per input row at every call: X[t] (less the weight outlier
@@ -32,8 +33,8 @@
 //   Y[t, o] = float(S[t, o]) * (scale_w[o] * scale_x[t])
 //           + W[o, c_0] * X[t, c_0] + ... + W[o, c_{k-1}] * X[t, c_{k-1}]
 //           + (float(code_w[o, d_0]) * scale_w[o]) * X[t, d_0] + ...
-// each product and sum rounded to fp32 on its own, left to right (int8_matmul.cpp is compiled
-// with -ffp-contract=off). The integer sums do not depend on the order they are added in and the
+// each product and sum rounded to fp32 on its own, left to right (every int8_matmul*.cpp file is
+// compiled with -ffp-contract=off). The integer sums do not depend on the order they are added in and the
 // float epilogue is one fixed sequence, so every output is a function of W[o] and X[t] alone:
 // row t of a T-row call is bit-identical to a 1-row call on X[t], whatever the instruction set,
 // the tiling or the thread count. Without outliers this is the plain per-row product.

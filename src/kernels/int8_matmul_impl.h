@@ -8,7 +8,6 @@
 // keeps every ISA's output identical by construction once their sums are (tested exactly).
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cpu_features.h"
@@ -36,20 +35,17 @@ struct InputRow {
 // s[t * s_stride + (r - r0)], the quantised rows in[t] and the inputs x[t * cols ...] (t counted
 // from t0): the epilogue of kernels/int8_matmul.h, one fixed sequence of fp32 operations per
 // output. Loops run over rows innermost (they vectorise without changing any output's
-// operations). The dequantised weights of the inputs' outlier columns, float(code) * scale_w, are
+// operations). `cols_buf[0 .. n_cols)`: the union of the inputs' outlier columns, ascending and
+// distinct (union_outlier_columns()); their dequantised weights, float(code) * scale_w, are
 // gathered once per call for all nt inputs (channel outliers recur from token to token) into
-// `tile` [n_cols, r1 - r0]; `cols_buf` holds nt * kInt8MaxOutliers column indices.
-static void epilogue_rows(const Int8Matrix& w, int64_t r0, int64_t r1, const int32_t* s, int64_t s_stride,
-              const InputRow* in, int64_t nt, const float* x, int64_t cols, float* y,
-              int64_t y_stride, int32_t* cols_buf, float* tile) {
+// `tile` [n_cols, r1 - r0]. Nothing from <algorithm> here: a template instantiated in this file
+// could be merged by the linker with the copy compiled for another instruction set.
+static void epilogue_rows(const Int8Matrix& w, int64_t r0, int64_t r1, const int32_t* s,
+                          int64_t s_stride, const InputRow* in, int64_t nt, const float* x,
+                          int64_t cols, float* y, int64_t y_stride, const int32_t* cols_buf,
+                          int64_t n_cols, float* tile) {
   const int64_t n = r1 - r0;
   const float* sw = w.scales + r0;
-  // The union of the inputs' outlier columns, ascending, and their dequantised weights.
-  int64_t n_cols = 0;
-  for (int64_t t = 0; t < nt; ++t)
-    for (int32_t j = 0; j < in[t].n_outliers; ++j) cols_buf[n_cols++] = in[t].outlier_cols[j];
-  std::sort(cols_buf, cols_buf + n_cols);
-  n_cols = std::unique(cols_buf, cols_buf + n_cols) - cols_buf;
   for (int64_t u = 0; u < n_cols; ++u) {
     const int8_t* code = w.codes + r0 * w.stride + cols_buf[u];
     float* dq = tile + u * n;
@@ -68,7 +64,16 @@ static void epilogue_rows(const Int8Matrix& w, int64_t r0, int64_t r1, const int
     }
     for (int32_t j = 0; j < in[t].n_outliers; ++j) {
       const int32_t c = in[t].outlier_cols[j];
-      const float* dq = tile + (std::lower_bound(cols_buf, cols_buf + n_cols, c) - cols_buf) * n;
+      int64_t lo = 0, hi = n_cols - 1;  // c is in cols_buf: binary search
+      while (lo < hi) {
+        const int64_t mid = (lo + hi) / 2;
+        if (cols_buf[mid] < c) {
+          lo = mid + 1;
+        } else {
+          hi = mid;
+        }
+      }
+      const float* dq = tile + lo * n;
       const float xv = xt[c];
       for (int64_t r = 0; r < n; ++r) yt[r] = yt[r] + dq[r] * xv;
     }
@@ -84,7 +89,8 @@ struct Kernels {
   // epilogue_rows(), compiled for the instruction set.
   void (*epilogue)(const Int8Matrix& w, int64_t r0, int64_t r1, const int32_t* s,
                    int64_t s_stride, const InputRow* in, int64_t nt, const float* x, int64_t cols,
-                   float* y, int64_t y_stride, int32_t* cols_buf, float* tile);
+                   float* y, int64_t y_stride, const int32_t* cols_buf, int64_t n_cols,
+                   float* tile);
   const char* name;
 };
 

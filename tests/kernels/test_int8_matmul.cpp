@@ -441,6 +441,63 @@ TEST(Int8Matmul, EqualsTheIndependentReferenceProduct) {
   }
 }
 
+// The documented fp32 sequence, bit for bit: float(S) * (scale_w * scale_x), then each weight
+// outlier column's W * x, then each input outlier column's (float(code) * scale_w) * x, in
+// column order, each operation rounded on its own - written out here from the quantised data
+// (integer sums in int64) and compared exactly with every instruction set's output.
+TEST(Int8Matmul, EachOutputIsTheDocumentedFp32Sequence) {
+  for (int64_t cols : {70, 768, 3072}) {
+    const int64_t rows = 45, T = 5;
+    std::vector<float> wf = random_floats(rows * cols, 31, 0.05f);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c : {int64_t{2}, cols - 3}) wf[r * cols + c] *= 40.0f;
+    const Int8Weights q = quantize_matrix_int8({wf.data(), DType::F32, rows, cols}, test_pool());
+    ASSERT_EQ(q.outlier_cols.size(), 2u);
+    std::vector<float> x = random_floats(T * cols, 32, 1.0f);
+    for (int64_t t = 0; t < T; ++t) {  // channels 9 and 40 large in some rows, one or none in others
+      if (t != 1) x[t * cols + 9] = 60.0f + t;
+      if (t % 2 == 0) x[t * cols + 40] = -75.0f - t;
+    }
+    std::vector<float> want(T * rows);
+    int64_t with_input_outliers = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<float> v(x.begin() + t * cols, x.begin() + (t + 1) * cols);
+      for (int32_t c : q.outlier_cols) v[c] = 0.0f;
+      const std::vector<int64_t> dyn = reference_input_outliers(v);
+      with_input_outliers += dyn.empty() ? 0 : 1;
+      for (int64_t c : dyn) v[c] = 0.0f;
+      std::vector<int8_t> xc;
+      const float sx = reference_quantize(v, xc);
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t sum = 0;
+        for (int64_t i = 0; i < cols; ++i) sum += int64_t{q.codes[r * q.stride + i]} * xc[i];
+        const float sw = q.scales[r];
+        const float prod = sw * sx;
+        float y = static_cast<float>(sum) * prod;
+        for (size_t j = 0; j < q.outlier_cols.size(); ++j) {
+          const float term = q.outlier_weights[j * rows + r] * x[t * cols + q.outlier_cols[j]];
+          y = y + term;
+        }
+        for (int64_t c : dyn) {
+          const float wdq = static_cast<float>(q.codes[r * q.stride + c]) * sw;
+          const float term = wdq * x[t * cols + c];
+          y = y + term;
+        }
+        want[t * rows + r] = y;
+      }
+    }
+    EXPECT_EQ(with_input_outliers, T - 1) << cols;  // row 1 has none
+    for (Isa isa : supported_isas()) {
+      std::vector<float> y(T * rows);
+      int8::int8_matmul_isa(isa, q.view(), x.data(), T, y.data(), test_pool());
+      for (int64_t i = 0; i < T * rows; ++i)
+        ASSERT_EQ(std::memcmp(&y[i], &want[i], sizeof(float)), 0)
+            << isa_name(isa) << " cols=" << cols << " output " << i << ": " << y[i] << " vs "
+            << want[i];
+    }
+  }
+}
+
 // Issue 25, item 9: two outlier channels, on either side of the product, no longer set the scale
 // of everything else. The error against the exact fp32 product, with outliers, stays near the
 // error without them and far below what one scale per row (the rule before) gives.
