@@ -119,6 +119,15 @@ QuantConfig QuantConfig::from_json(const nlohmann::json& j, const std::string& s
   }
   if (!j.contains("bits") || !j["bits"].is_object())
     throw InputError(source + ": missing 'bits' (an object: group -> bits)");
+  // The per-group fields: absent or null, else an object (group -> value).
+  auto groups_field = [&](const char* key, const char* value) -> const nlohmann::json* {
+    if (!j.contains(key) || j[key].is_null()) return nullptr;
+    if (!j[key].is_object()) {
+      throw InputError(source + ": " + key + ": expected an object (group -> " + value +
+                       ") or null, found " + j[key].type_name());
+    }
+    return &j[key];
+  };
   QuantConfig c;
   auto groups_of = [&](const std::string& key, const std::string& field) {
     if (key == "emb_head") return std::vector<std::string>{"emb", "head"};
@@ -138,14 +147,14 @@ QuantConfig QuantConfig::from_json(const nlohmann::json& j, const std::string& s
     check_bits(b, "bits." + it.key(), source);
     for (const std::string& g : groups_of(it.key(), "bits")) c.bits[g] = b;
   }
-  if (j.contains("group_scale") && !j["group_scale"].is_null()) {
-    for (auto it = j["group_scale"].begin(); it != j["group_scale"].end(); ++it) {
+  if (const nlohmann::json* f = groups_field("group_scale", "block width")) {
+    for (auto it = f->begin(); it != f->end(); ++it) {
       const int gs = int_of(it.value(), "group_scale." + it.key());
       for (const std::string& g : groups_of(it.key(), "group_scale")) c.group_scale[g] = gs;
     }
   }
-  if (j.contains("group_scale_mode") && !j["group_scale_mode"].is_null()) {
-    for (auto it = j["group_scale_mode"].begin(); it != j["group_scale_mode"].end(); ++it) {
+  if (const nlohmann::json* f = groups_field("group_scale_mode", "layout mode")) {
+    for (auto it = f->begin(); it != f->end(); ++it) {
       if (!it.value().is_string())
         throw InputError(source + ": group_scale_mode." + it.key() + ": expected a string");
       const std::string mode = it.value().get<std::string>();
@@ -172,8 +181,9 @@ QuantConfig QuantConfig::from_json(const nlohmann::json& j, const std::string& s
     }
   }
   for (const char* key : {"outlier_fracs", "clip_percentiles"}) {
-    if (!j.contains(key) || j[key].is_null()) continue;
-    for (auto it = j[key].begin(); it != j[key].end(); ++it) {
+    const nlohmann::json* f = groups_field(key, "number");
+    if (!f) continue;
+    for (auto it = f->begin(); it != f->end(); ++it) {
       if (!it.value().is_number())
         throw InputError(source + ": " + key + "." + it.key() + ": expected a number");
       for (const std::string& g : groups_of(it.key(), key))
@@ -181,8 +191,13 @@ QuantConfig QuantConfig::from_json(const nlohmann::json& j, const std::string& s
             it.value().get<double>();
     }
   }
-  if (j.contains("act_stats_path") && j["act_stats_path"].is_string())
+  if (j.contains("act_stats_path") && !j["act_stats_path"].is_null()) {
+    if (!j["act_stats_path"].is_string()) {
+      throw InputError(source + ": act_stats_path: expected a string (a file) or null, found " +
+                       j["act_stats_path"].type_name());
+    }
     c.act_stats_path = j["act_stats_path"].get<std::string>();
+  }
   // Every quantised group with a block width must name a layout that exists.
   for (const auto& [g, gs] : c.group_scale) {
     const int b = c.bits_of(g);

@@ -244,6 +244,19 @@ TEST(Presets, ConfigFilesRoundTripAndBadConfigsAreRefused) {
   bad = base;
   bad["outlier_fracs"] = {{"g_lora", 0.01}};
   refused(bad, "SpQR");
+  // A per-group field that is not an object (found by the quant_config fuzzer: a number here
+  // used to escape as nlohmann's invalid_iterator instead of wick's InputError).
+  for (const char* key : {"group_scale", "group_scale_mode", "outlier_fracs", "clip_percentiles",
+                          "bits_overrides"}) {
+    bad = base;
+    bad[key] = 501;
+    refused(bad, std::string(key) + ": expected an object");
+    bad[key] = nlohmann::json::array({1, 2});
+    refused(bad, std::string(key) + ": expected an object");
+  }
+  bad = base;
+  bad["act_stats_path"] = 3;
+  refused(bad, "act_stats_path: expected a string");
   EXPECT_THROW(quant::QuantConfig::preset("tiny"), InputError);
 }
 
