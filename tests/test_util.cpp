@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <iostream>
 
 #include <sys/wait.h>
 
@@ -58,8 +59,9 @@ std::string fixtures_dir() {
 std::string fixture(const std::string& rel) {
   std::string p = fixtures_dir() + "/" + rel;
   if (!std::filesystem::exists(p)) {
-    ADD_FAILURE() << "fixture missing: " << p
-                  << " (the tests read ../shared/fixtures; set WICK_FIXTURES to its location)";
+    std::cout << "wick-test-skip: fixture missing: " << p
+              << " (the tests read ../shared/fixtures; set WICK_FIXTURES to its location)"
+              << std::endl;
     throw std::runtime_error("fixture missing: " + p);
   }
   return p;

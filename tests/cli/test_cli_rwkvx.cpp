@@ -92,12 +92,9 @@ TEST(CliRwkvX, AttentionFlagsOnAPlainModelAreRefused) {
 // A huge `bench --depth` used to end in "internal error: std::bad_alloc" (exit 2) once the KV
 // caches were allocated. The size is now checked first and named. `ulimit -v` bounds this run's
 // memory, so the check refuses on any machine and nothing large is ever allocated.
-TEST(CliRwkvX, BenchDepthBeyondMemoryIsRefusedBeforeAllocating) {
-#ifdef WICK_TEST_ASAN
-  // AddressSanitizer reserves terabytes of address space for its shadow memory at start, so a
-  // binary built with it cannot run under `ulimit -v` at all; the plain build runs this test.
-  GTEST_SKIP() << "needs `ulimit -v`, which an AddressSanitizer binary cannot start under";
-#endif
+// Not in the AddressSanitizer build: ASan reserves terabytes of address space for its shadow
+// memory at start, so such a binary cannot run under `ulimit -v` at all.
+TEST(CliRwkvX, WICK_NOT_UNDER_ASAN(BenchDepthBeyondMemoryIsRefusedBeforeAllocating)) {
   const auto dir = scratch_dir();
   const std::string err = (dir / "err.txt").string();
   const std::string cmd = "ulimit -v 4194304 && exec " + shell_quote(WICK_CLI_PATH) +

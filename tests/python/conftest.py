@@ -14,6 +14,24 @@ import wick
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+# In CI (WICK_CI_STRICT=1) every package and fixture is installed: a skipped test there means
+# something is missing, and fails the run instead of passing it.
+_STRICT = os.environ.get("WICK_CI_STRICT") == "1"
+_SKIPPED = []
+
+
+def pytest_runtest_logreport(report):
+    if _STRICT and report.skipped:
+        _SKIPPED.append("%s: %s" % (report.nodeid, report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _SKIPPED:
+        print("\nWICK_CI_STRICT=1: %d skipped test(s) fail the run:" % len(_SKIPPED))
+        for s in _SKIPPED:
+            print("  " + s)
+        session.exitstatus = 1
+
 
 def _default_bin():
     return os.path.join(HERE, "..", "..", "build", "wick")

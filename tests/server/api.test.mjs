@@ -6,10 +6,10 @@ import assert from "node:assert/strict";
 import { writeFileSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { startServer, loadOpenAI, cli, metric, waitFor, fixture } from "./harness.mjs";
+import { startServer, loadOpenAI, cli, metric, waitFor, fixture, skipReason } from "./harness.mjs";
 
 const OpenAI = await loadOpenAI();
-const skip = OpenAI ? false : "npm package openai is not installed (run npm ci in tests/server)";
+const skip = skipReason(OpenAI ? false : "npm package openai is not installed (run npm ci in tests/server)");
 
 describe("wick serve with the openai client", { skip }, () => {
   let srv, client;
@@ -285,7 +285,7 @@ describe("wick serve with the openai client", { skip }, () => {
   });
 });
 
-describe("embeddings (EmbeddingRWKV fixture)", { skip: skip || (!fixture("tasks", "er_emb_model.pth") && "fixture tasks/er_emb_model.pth missing") }, () => {
+describe("embeddings (EmbeddingRWKV fixture)", { skip: skip || skipReason(!fixture("tasks", "er_emb_model.pth") && "fixture tasks/er_emb_model.pth missing") }, () => {
   let srv, client;
   before(async () => {
     srv = await startServer(["--model", fixture("tasks", "er_emb_model.pth")]);
@@ -318,7 +318,7 @@ describe("embeddings (EmbeddingRWKV fixture)", { skip: skip || (!fixture("tasks"
 });
 
 const erModel = fixture("tasks", "er_emb_model.pth"), erReranker = fixture("tasks", "er_reranker.pth");
-describe("--max-prompt-tokens on embeddings and rerank", { skip: (!erModel || !erReranker) && "fixtures tasks/er_emb_model.pth, er_reranker.pth missing" }, () => {
+describe("--max-prompt-tokens on embeddings and rerank", { skip: skipReason((!erModel || !erReranker) && "fixtures tasks/er_emb_model.pth, er_reranker.pth missing") }, () => {
   let srv;
   before(async () => { srv = await startServer(["--model", erModel, "--head", erReranker, "--max-prompt-tokens", "32"]); });
   after(async () => { assert.equal((await srv.stop()).code, 0, srv.stderr()); });

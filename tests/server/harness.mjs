@@ -2,6 +2,8 @@
 // WICK_BIN: the wick binary (ctest sets it); default ../../build/wick. WICK_FIXTURES: the shared
 // fixtures folder (default ../../../shared/fixtures).
 import { spawn, execFileSync } from "node:child_process";
+import { test } from "node:test";
+import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -9,6 +11,16 @@ import { fileURLToPath } from "node:url";
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const WICK = process.env.WICK_BIN || path.join(here, "../../build/wick");
 export const FIXTURES = process.env.WICK_FIXTURES || path.join(here, "../../../shared/fixtures");
+
+// A test's `skip` option: the reason it cannot run (a missing package, tool or fixture), or false.
+// In CI (WICK_CI_STRICT=1) everything is installed, so a reason there becomes a failing test
+// instead: the suite cannot pass by skipping.
+export function skipReason(reason) {
+  if (reason && process.env.WICK_CI_STRICT === "1") {
+    test(`needed in CI (WICK_CI_STRICT=1): ${reason}`, () => assert.fail(reason));
+  }
+  return reason;
+}
 
 // The openai client, or null (with the reason) when node_modules is missing: tests then skip.
 export async function loadOpenAI() {

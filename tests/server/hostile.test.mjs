@@ -9,7 +9,7 @@ import { spawn, execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { startServer, metric, waitFor, WICK } from "./harness.mjs";
+import { startServer, metric, waitFor, WICK, skipReason } from "./harness.mjs";
 
 // Sends raw bytes, collects everything until the server closes or `ms` passes.
 function raw(port, chunks, { ms = 5000, gapMs = 0 } = {}) {
@@ -245,8 +245,8 @@ const prlimit = ["/usr/bin/prlimit", "/bin/prlimit"].find((p) => existsSync(p));
 const hardText = execFileSync("sh", ["-c", "ulimit -Hn"], { encoding: "utf8" }).trim();
 const hardLimit = hardText === "unlimited" ? Infinity : Number(hardText);
 describe("descriptor limits", {
-  skip: (!prlimit && "prlimit (util-linux) not found") ||
-        (!(hardLimit >= 300) && `the hard descriptor limit (${hardLimit}) is below 300`),
+  skip: skipReason((!prlimit && "prlimit (util-linux) not found") ||
+        (!(hardLimit >= 300) && `the hard descriptor limit (${hardLimit}) is below 300`)),
 }, () => {
   test("the soft limit is raised to the hard one; connections past the limit less 64 are closed, the others served", async () => {
     const raised = await startServer([], {}, [prlimit, "--nofile=200:300", "--"]);

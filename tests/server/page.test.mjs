@@ -5,13 +5,13 @@ import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { startServer } from "./harness.mjs";
+import { startServer, skipReason } from "./harness.mjs";
 
 const CHROMIUM = process.env.WICK_CHROMIUM || "/usr/bin/chromium";
 let chromium = null;
 try { ({ chromium } = await import("playwright-core")); } catch { /* skipped below */ }
-const skip = !chromium ? "npm package playwright-core is not installed (run npm ci in tests/server)"
-  : !existsSync(CHROMIUM) ? `no Chromium at ${CHROMIUM} (Debian package chromium)` : false;
+const skip = skipReason(!chromium ? "npm package playwright-core is not installed (run npm ci in tests/server)"
+  : !existsSync(CHROMIUM) ? `no Chromium at ${CHROMIUM} (Debian package chromium)` : false);
 
 test("chat page: stream a reply, then stop one", { skip, timeout: 120000 }, async () => {
   // A template without stop strings: the tiny random model's replies then run to max_tokens.

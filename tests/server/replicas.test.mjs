@@ -13,14 +13,14 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { WICK, startServer, metric, waitFor } from "./harness.mjs";
+import { WICK, startServer, metric, waitFor, skipReason } from "./harness.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const CLUSTER = path.join(here, "../../deploy/local-cluster.sh");
 const have = (cmd) => spawnSync("sh", ["-c", `command -v ${cmd} || test -x /usr/sbin/${cmd}`]).status === 0;
-const skip = !have("redis-server") || !have("nginx")
+const skip = skipReason(!have("redis-server") || !have("nginx")
   ? "redis-server and nginx are needed (Debian: redis-server nginx; scripts/setup.sh installs them)"
-  : false;
+  : false);
 
 // A loopback port nobody listens on.
 function freePort() {
