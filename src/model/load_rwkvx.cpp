@@ -1,12 +1,12 @@
 // RWKV-X checkpoints (docs/rwkvx.md §2-3): `rwkv.*` is a complete x070 state dict, loaded by the
-// x070 loader unchanged; `moba.{j}.*` are the attention blocks, read and checked here; the block
-// order follows from the counts.
+// x070 loader unchanged; `moba.{j}.*` are the attention blocks, read and checked here through the
+// same TensorReader (dense, or packed in a .rwkvq); the block order follows from the counts.
 #include <charconv>
 #include <map>
-#include <set>
 
 #include "model/attention.h"
 #include "model/model_impl.h"
+#include "model/tensor_reader.h"
 #include "wick/errors.h"
 
 namespace wick::model {
@@ -17,62 +17,6 @@ constexpr int64_t kMaxAttentionBlocks = 1 << 12;
 
 // The tensors of one attention block, by their name inside the block ("ln1.weight", ...).
 using BlockTensors = std::map<std::string, const io::TensorView*>;
-
-class AttentionReader {
- public:
-  AttentionReader(std::string path, int j, const BlockTensors& tensors)
-      : path_(std::move(path)), prefix_(kAttentionPrefix + std::to_string(j) + "."), t_(tensors) {}
-
-  const io::TensorView& get(const std::string& name) {
-    auto it = t_.find(name);
-    if (it == t_.end()) {
-      throw CheckpointError(path_, "missing tensor '" + prefix_ + name +
-                                       "'; expected a complete RWKV-X attention block (ln1, att."
-                                       "receptance/key/value/output, ln2, ffn.x_k/key/value)");
-    }
-    const io::TensorView& t = *it->second;
-    if (!is_float_dtype(t.dtype)) {
-      throw CheckpointError(path_, "tensor '" + prefix_ + name + "': expected dtype F32, F16 or "
-                                   "BF16, found " + std::string(dtype_name(t.dtype)));
-    }
-    consumed_.insert(name);
-    return t;
-  }
-  std::vector<float> vector(const std::string& name, int64_t n) {
-    const io::TensorView& t = get(name);
-    if (t.numel() != n) {
-      throw CheckpointError(path_, "tensor '" + prefix_ + name + "': expected " + std::to_string(n) +
-                                       " elements (C), found shape " + t.shape_string());
-    }
-    check_finite_weights(path_, "'" + prefix_ + name + "'", t.data, t.dtype, t.numel());
-    return io::to_f32(t);
-  }
-  std::unique_ptr<Linear> linear(const std::string& name, int64_t out, int64_t in,
-                                 const char* what) {
-    const io::TensorView& t = get(name);
-    if (t.shape.size() != 2 || t.shape[0] != out || t.shape[1] != in) {
-      throw CheckpointError(path_, "tensor '" + prefix_ + name + "': expected shape [" +
-                                       std::to_string(out) + ", " + std::to_string(in) + "] (" +
-                                       what + "), found " + t.shape_string());
-    }
-    return borrow_dense(t.data, t.dtype, t.nbytes, out, in);
-  }
-  void refuse_leftovers() const {
-    for (const auto& [name, t] : t_) {
-      if (!consumed_.count(name)) {
-        throw CheckpointError(path_, "unknown tensor '" + prefix_ + name +
-                                         "': an RWKV-X attention block has ln1, ln2, att.receptance/"
-                                         "key/value/output and ffn.x_k/key/value only (no biases, "
-                                         "no ln_x, no position tables)");
-      }
-    }
-  }
-
- private:
-  std::string path_, prefix_;
-  const BlockTensors& t_;
-  std::set<std::string> consumed_;
-};
 
 // Reads "moba.{j}.<rest>" into (j, rest); false when the index does not parse.
 bool split_attention_name(const std::string& name, int64_t* j, std::string* rest) {
@@ -109,7 +53,7 @@ bool is_rwkvx(const io::TensorSet& set) {
   return false;
 }
 
-std::shared_ptr<Model::Impl> build_rwkvx(io::TensorSet set) {
+std::shared_ptr<Model::Impl> build_rwkvx(io::TensorSet set, const quant::RwkvqFile* packed) {
   const std::string path = set.source();
   // Group the attention tensors by block; anything outside rwkv.* and moba.* is refused.
   std::map<int64_t, BlockTensors> blocks;
@@ -146,7 +90,9 @@ std::shared_ptr<Model::Impl> build_rwkvx(io::TensorSet set) {
 
   std::shared_ptr<Model::Impl> impl;
   try {
-    impl = build_model(strip_prefix(set, "rwkv."), "", "");
+    BuildOptions options;
+    options.packed_prefix = "rwkv.";
+    impl = build_model(strip_prefix(set, "rwkv."), "", "", packed, options);
   } catch (const CheckpointError& e) {
     throw CheckpointError(path, std::string("in the RWKV-7 part (rwkv.*, names below without the "
                                             "prefix): ") + e.what());
@@ -185,24 +131,36 @@ std::shared_ptr<Model::Impl> build_rwkvx(io::TensorSet set) {
     }
   }
 
+  // What `wick info` reports and what identifies the weights: the RWKV-7 part's, then the
+  // attention blocks' tensors in block order.
+  ModelInfo& info = impl->info;
+  info.architecture = "rwkv-x";
+  io::Sha256 h;
+  h.update("rwkv-x\n" + info.fingerprint + "\n");
+
   ModelWeights& w = impl->weights;
   w.attention.resize(n_attn);
   for (int j = 0; j < n_attn; ++j) {
-    AttentionReader r(path, j, blocks[j]);
+    const std::string p = kAttentionPrefix + std::to_string(j) + ".";
+    io::OfficialNames names;
+    for (const auto& [rest, t] : blocks[j]) names.tensors[p + rest] = io::MappedTensor{*t, t->name};
+    TensorReader r(std::move(names), path,
+                   "a complete RWKV-X attention block (ln1, att.receptance/key/value/output, ln2, "
+                   "ffn.x_k/key/value)",
+                   packed);
     AttentionBlockWeights& A = w.attention[j];
-    A.ln1_w = r.vector("ln1.weight", C);
-    A.ln1_b = r.vector("ln1.bias", C);
-    A.ln2_w = r.vector("ln2.weight", C);
-    A.ln2_b = r.vector("ln2.bias", C);
-    A.query = r.linear("att.receptance.weight", C, C, "C x C, the query projection");
-    A.key = r.linear("att.key.weight", C, C, "C x C");
-    A.value = r.linear("att.value.weight", C, C, "C x C");
-    A.output = r.linear("att.output.weight", C, C, "C x C");
-    A.ffn_x_k = r.vector("ffn.x_k", C);
-    const io::TensorView& fk = r.get("ffn.key.weight");
+    A.ln1_w = r.vector(p + "ln1.weight", C);
+    A.ln1_b = r.vector(p + "ln1.bias", C);
+    A.ln2_w = r.vector(p + "ln2.weight", C);
+    A.ln2_b = r.vector(p + "ln2.bias", C);
+    A.query = r.linear(p + "att.receptance.weight", C, C, "C x C, the query projection");
+    A.key = r.linear(p + "att.key.weight", C, C, "C x C");
+    A.value = r.linear(p + "att.value.weight", C, C, "C x C");
+    A.output = r.linear(p + "att.output.weight", C, C, "C x C");
+    A.ffn_x_k = r.vector(p + "ffn.x_k", C);
+    const io::TensorView& fk = r.get(p + "ffn.key.weight").view;
     if (fk.shape.size() != 2 || fk.shape[0] <= 0 || fk.shape[1] != C) {
-      throw CheckpointError(path, "tensor 'moba." + std::to_string(j) +
-                                      ".ffn.key.weight': expected shape [F, C] with C = " +
+      throw CheckpointError(path, "tensor '" + p + "ffn.key.weight': expected shape [F, C] with C = " +
                                       std::to_string(C) + ", found " + fk.shape_string());
     }
     const int64_t F = fk.shape[0];
@@ -213,10 +171,14 @@ std::shared_ptr<Model::Impl> build_rwkvx(io::TensorSet set) {
                                       std::to_string(g.attn_ffn_dim) +
                                       "; expected one width for all attention blocks");
     }
-    A.ffn_key = r.linear("ffn.key.weight", F, C, "F x C");
-    A.ffn_value = r.linear("ffn.value.weight", C, F, "C x F");
-    r.refuse_leftovers();
+    A.ffn_key = r.linear(p + "ffn.key.weight", F, C, "F x C");
+    A.ffn_value = r.linear(p + "ffn.value.weight", C, F, "C x F");
+    r.refuse_leftovers("an RWKV-X attention block has ln1, ln2, att.receptance/key/value/output "
+                       "and ffn.x_k/key/value only (no biases, no ln_x, no position tables)");
+    r.tally(info);
+    r.hash_records(h);
   }
+  info.fingerprint = "sha256:" + h.hex_digest();
 
   // Execution order: groups of N_r / N_a RWKV blocks, each followed by one attention block.
   const int interval = g.n_layer / n_attn;
@@ -226,22 +188,6 @@ std::shared_ptr<Model::Impl> build_rwkvx(io::TensorSet set) {
     w.order.push_back(BlockRef{true, j});
   }
 
-  // What `wick info` reports and what identifies the weights.
-  ModelInfo& info = impl->info;
-  info.architecture = "rwkv-x";
-  std::map<DType, uint64_t> per_dtype(info.dtype_parameters.begin(), info.dtype_parameters.end());
-  io::Sha256 h;
-  h.update("rwkv-x\n" + info.fingerprint + "\n");
-  for (auto& [j, tensors] : blocks) {
-    for (auto& [rest, t] : tensors) {
-      info.parameters += static_cast<uint64_t>(t->numel());
-      info.weight_bytes += t->nbytes;
-      per_dtype[t->dtype] += static_cast<uint64_t>(t->numel());
-      hash_tensor_record(h, t->name, *t);
-    }
-  }
-  info.dtype_parameters.assign(per_dtype.begin(), per_dtype.end());
-  info.fingerprint = "sha256:" + h.hex_digest();
   for (const AttentionBlockWeights& A : w.attention)
     for (const auto* lin : {&A.query, &A.key, &A.value, &A.output, &A.ffn_key, &A.ffn_value})
       info.bytes_per_token += (*lin)->stored_bytes();

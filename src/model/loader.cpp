@@ -13,12 +13,10 @@
 #include "io/pth.h"
 #include "io/safetensors.h"
 #include "io/sha256.h"
-#include "kernels/dot.h"
 #include "model/int8_linear.h"
 #include "model/model_impl.h"
+#include "model/tensor_reader.h"
 #include "runtime/runtime_impl.h"
-#include "model/quant_linear.h"
-#include "quant/dequant.h"
 #include "wick/errors.h"
 
 extern "C" {
@@ -41,184 +39,6 @@ std::string shape_str(const std::vector<int64_t>& s) {
   for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
   return r + "]";
 }
-
-// Reads tensors by official name, checks shapes and dtypes, and remembers what was consumed.
-class TensorReader {
- public:
-  // `packed` (may be null): the .rwkvq the tensors come from; its non-dense records are read
-  // through it (projections stay packed, everything else is dequantised once here).
-  TensorReader(io::OfficialNames names, std::string path, const quant::RwkvqFile* packed)
-      : names_(std::move(names)), path_(std::move(path)), packed_file_(packed) {
-    if (packed_file_) {
-      for (const quant::QuantTensor& q : packed_file_->tensors())
-        if (q.layout != quant::Layout::kDense) packed_[q.key] = &q;
-    }
-  }
-
-  // The packed record behind a tensor, or null for a tensor stored dense.
-  const quant::QuantTensor* packed(const io::MappedTensor& t) const {
-    auto it = packed_.find(t.stored_name);
-    return it == packed_.end() ? nullptr : it->second;
-  }
-
-  // The values of a tensor as fp32, whatever its storage.
-  std::vector<float> values(const io::MappedTensor& t) const {
-    if (const quant::QuantTensor* q = packed(t)) return quant::dequantize(*q);
-    return io::to_f32(t.view);
-  }
-
-  bool has(const std::string& name) const { return names_.tensors.count(name) != 0; }
-
-  const io::MappedTensor& get(const std::string& name) {
-    auto it = names_.tensors.find(name);
-    if (it == names_.tensors.end()) {
-      throw CheckpointError(path_, "missing tensor '" + name + "' (official name" +
-                                       convention_hint() +
-                                       "); expected a complete RWKV-7 x070 checkpoint");
-    }
-    const io::MappedTensor& t = it->second;
-    if (!is_float_dtype(t.view.dtype)) {
-      throw CheckpointError(path_, "tensor " + describe(t, name) + ": expected dtype F32, F16 or BF16, found " +
-                                       std::string(dtype_name(t.view.dtype)));
-    }
-    consumed_.insert(name);
-    return t;
-  }
-
-  // A per-channel vector of `n` elements (any nominal shape: [n], [1,1,n], [1,n], [H,N]); its
-  // values are checked to be finite.
-  std::vector<float> vector(const std::string& name, int64_t n) {
-    const io::MappedTensor& t = get(name);
-    if (t.view.numel() != n) {
-      throw CheckpointError(path_, "tensor " + describe(t, name) + ": expected " + std::to_string(n) +
-                                       " elements (C), found shape " + t.view.shape_string());
-    }
-    return finite_values(t, name);
-  }
-
-  // values(), checked to be finite (the small tensors: vectors, norms, LoRA factors; the large
-  // projections are not scanned at load).
-  std::vector<float> finite_values(const io::MappedTensor& t, const std::string& name) {
-    std::vector<float> v = values(t);
-    check_finite(v.data(), DType::F32, static_cast<int64_t>(v.size()), t, name);
-    return v;
-  }
-
-  // Refuses NaN or inf among `n` elements of tensor `t`: they would make every logit NaN, which
-  // used to surface only as a sampler error.
-  void check_finite(const void* data, DType dtype, int64_t n, const io::MappedTensor& t,
-                    const std::string& name) const {
-    check_finite_weights(path_, describe(t, name), data, dtype, n);
-  }
-
-  // A 2-D matrix with the given shape, checked exactly.
-  const io::MappedTensor& matrix(const std::string& name, int64_t rows, int64_t cols,
-                                 const char* what) {
-    const io::MappedTensor& t = get(name);
-    if (t.view.shape.size() != 2 || t.view.shape[0] != rows || t.view.shape[1] != cols) {
-      throw CheckpointError(path_, "tensor " + describe(t, name) + ": expected shape [" +
-                                       std::to_string(rows) + ", " + std::to_string(cols) + "] (" +
-                                       what + "), found " + t.view.shape_string());
-    }
-    return t;
-  }
-
-  // A big projection kept in its stored dtype (borrowed from the mapped file when aligned).
-  std::unique_ptr<Linear> linear(const std::string& name, int64_t out, int64_t in, const char* what) {
-    const io::MappedTensor& t = matrix(name, out, in, what);
-    return linear_of(t, out, in);
-  }
-
-  // The Linear for a checked [out, in] tensor: packed projections stay packed; other packed
-  // layouts are dequantised once; dense ones are borrowed from the file.
-  std::unique_ptr<Linear> linear_of(const io::MappedTensor& t, int64_t out, int64_t in) {
-    if (const quant::QuantTensor* q = packed(t)) {
-      if (q->layout == quant::Layout::kSb6 || q->layout == quant::Layout::kSym)
-        return std::make_unique<PackedLinear>(*q, packed_file_->keep_alive());
-      return DenseLinear::owned_f32(quant::dequantize(*q), out, in);
-    }
-    return borrow(t.view, out, in);
-  }
-
-  // The embedding table [V, C]: packed sym/sb6 tables are gathered row by row from their codes.
-  std::unique_ptr<Embedding> embedding(const io::MappedTensor& t, int64_t rows, int64_t cols) {
-    if (const quant::QuantTensor* q = packed(t)) {
-      if (q->layout == quant::Layout::kSb6 || q->layout == quant::Layout::kSym)
-        return std::make_unique<PackedEmbedding>(*q, packed_file_->keep_alive());
-      auto values = std::make_shared<std::vector<float>>(quant::dequantize(*q));
-      return std::make_unique<DenseEmbedding>(values->data(), DType::F32, cols, rows,
-                                              std::shared_ptr<const void>(values, values->data()));
-    }
-    std::shared_ptr<Linear> lin = borrow(t.view, rows, cols);
-    const void* data = static_cast<DenseLinear*>(lin.get())->matrix().data;
-    return std::make_unique<DenseEmbedding>(data, t.view.dtype, cols, rows,
-                                            std::shared_ptr<const void>(lin, data));
-  }
-
-  // A LoRA factor read as a Linear [out, in] (fp32 unless stored 16-bit). Official files store
-  // the transpose ([in, out], applied from the right); Linear-style conventions store [out, in].
-  std::unique_ptr<Linear> lora(const std::string& name, int64_t out, int64_t in, const char* what) {
-    const io::MappedTensor* probe = has(name) ? &names_.tensors.at(name) : nullptr;
-    const bool linear_layout = probe && probe->linear_layout;
-    const io::MappedTensor& t =
-        linear_layout ? matrix(name, out, in, what) : matrix(name, in, out, what);
-    // Dense fp16 / bf16 factors stay 16-bit: the dot kernels widen them exactly, so the products
-    // are the same bits as from an fp32 copy, and a decode step reads half the bytes for them.
-    if (packed(t) == nullptr && (t.view.dtype == DType::BF16 || t.view.dtype == DType::F16)) {
-      check_finite(t.view.data, t.view.dtype, t.view.numel(), t, name);
-      if (linear_layout) return borrow(t.view, out, in);
-      auto tr = std::make_shared<std::vector<uint16_t>>(static_cast<size_t>(out * in));
-      const auto* src = static_cast<const uint8_t*>(t.view.data);
-      for (int64_t i = 0; i < in; ++i)
-        for (int64_t o = 0; o < out; ++o)
-          std::memcpy(&(*tr)[o * in + i], src + (i * out + o) * 2, 2);  // any alignment
-      return std::make_unique<DenseLinear>(kernels::MatrixRef{tr->data(), t.view.dtype, out, in},
-                                           std::shared_ptr<const void>(tr, tr->data()));
-    }
-    std::vector<float> v = finite_values(t, name);
-    if (linear_layout) return DenseLinear::owned_f32(std::move(v), out, in);
-    std::vector<float> tr(v.size());
-    for (int64_t i = 0; i < in; ++i)
-      for (int64_t o = 0; o < out; ++o) tr[o * in + i] = v[i * out + o];
-    return DenseLinear::owned_f32(std::move(tr), out, in);
-  }
-
-  std::unique_ptr<Linear> borrow(const io::TensorView& v, int64_t out, int64_t in) {
-    return borrow_dense(v.data, v.dtype, v.nbytes, out, in);
-  }
-
-  // Stored names nobody consumed (layer-0 v0/v1/v2 are allowed and ignored).
-  std::vector<std::string> leftovers() const {
-    std::vector<std::string> left = names_.unmapped;
-    for (auto& [name, t] : names_.tensors) {
-      if (consumed_.count(name)) continue;
-      if (name == "blocks.0.att.v0" || name == "blocks.0.att.v1" || name == "blocks.0.att.v2")
-        continue;
-      left.push_back(t.stored_name);
-    }
-    return left;
-  }
-
-  std::string describe(const io::MappedTensor& t, const std::string& official) const {
-    if (t.stored_name == official) return "'" + official + "'";
-    return "'" + t.stored_name + "' (official name '" + official + "')";
-  }
-  std::string convention_hint() const {
-    return names_.convention == NamingConvention::kOfficial
-               ? ""
-               : std::string(", in a ") +
-                     std::string(naming_convention_name(names_.convention)) + " checkpoint";
-  }
-  const io::OfficialNames& names() const { return names_; }
-  const std::string& path() const { return path_; }
-
- private:
-  io::OfficialNames names_;
-  std::string path_;
-  std::set<std::string> consumed_;
-  const quant::RwkvqFile* packed_file_ = nullptr;
-  std::map<std::string, const quant::QuantTensor*> packed_;
-};
 
 struct HfFlags {
   bool norm_first = true;  // layer 0 has pre_norm (ln0)
@@ -476,7 +296,7 @@ io::TensorSet read_container(std::shared_ptr<io::MappedFile> file, std::string* 
 
 // The tensors of an .rwkvq as the loader sees them: every manifest key with its logical shape;
 // dense records point at their buffer, packed ones carry no bytes (the TensorReader reads them
-// through the RwkvqFile).
+// through the RwkvqFile). An RWKV-X file's view goes to build_rwkvx like a dense one.
 io::TensorSet logical_tensors(const quant::RwkvqFile& f) {
   io::TensorSet set(f.path());
   for (const quant::QuantTensor& q : f.tensors()) {
@@ -493,6 +313,10 @@ io::TensorSet logical_tensors(const quant::RwkvqFile& f) {
     set.add(std::move(v));
   }
   for (const auto& file : f.buffers().files()) set.keep_alive(file);
+  // The source checkpoint's metadata that `wick quantize` carried over (RWKV-X block counts and
+  // attention defaults), without the manifest itself.
+  for (const auto& [key, value] : f.buffers().metadata())
+    if (key != "rwkvq") set.metadata()[key] = value;
   return set;
 }
 
@@ -537,14 +361,6 @@ io::TensorSet read_shards(const std::string& index_path) {
   return merged;
 }
 
-constexpr int64_t kHashedElements = 65536;
-
-std::string shape_csv(const std::vector<int64_t>& shape) {
-  std::string s;
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
-  return s;
-}
-
 // The base fingerprint of docs/tasks.md §3.5: SHA-256 over every tensor in lexicographic order of
 // its official name - name, 0x00, dtype tag, 0x00, shape "d0,d1,...", 0x00, and the stored bytes
 // of tensors of at most 65536 elements (norms, mixes, biases, LoRA vectors). Cheap (no hashing of
@@ -553,53 +369,19 @@ std::string shape_csv(const std::vector<int64_t>& shape) {
 // tensors contribute their dequantised fp32 bytes.
 std::string weights_fingerprint(const TensorReader& r) {
   io::Sha256 h;
-  const char zero = 0;
-  for (const auto& [name, t] : r.names().tensors) {
-    const quant::QuantTensor* q = r.packed(t);
-    if (!q) {
-      hash_tensor_record(h, name, t.view);
-      continue;
-    }
-    h.update(name).update(&zero, 1);
-    h.update("rwkvq:" + q->describe());
-    h.update(&zero, 1);
-    h.update(shape_csv(t.view.shape)).update(&zero, 1);
-    if (t.view.numel() <= kHashedElements) {
-      const std::vector<float> v = quant::dequantize(*q);
-      h.update(v.data(), v.size() * sizeof(float));
-    }
-  }
+  r.hash_records(h);
   return "sha256:" + h.hex_digest();
 }
 
 }  // namespace
-
-void check_finite_weights(const std::string& path, const std::string& what, const void* data,
-                          DType dtype, int64_t n) {
-  bool nan = false;
-  const int64_t i = io::first_nonfinite(data, dtype, n, &nan);
-  if (i >= 0) {
-    throw CheckpointError(path, "tensor " + what + " holds " + (nan ? "NaN" : "an infinity") +
-                                    " at element " + std::to_string(i) +
-                                    "; expected finite weights: the checkpoint is damaged "
-                                    "(download or export it again)");
-  }
-}
-
-void hash_tensor_record(io::Sha256& h, const std::string& name, const io::TensorView& t) {
-  const char zero = 0;
-  h.update(name).update(&zero, 1);
-  h.update(dtype_name(t.dtype)).update(&zero, 1);
-  h.update(shape_csv(t.shape)).update(&zero, 1);
-  if (t.numel() <= kHashedElements) h.update(t.data, t.nbytes);
-}
 
 std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::string& hf_config,
                                          const std::string& config_path,
                                          const quant::RwkvqFile* packed,
                                          const BuildOptions& options) {
   const std::string path = tensors.source();
-  TensorReader r(io::map_to_official_names(tensors), path, packed);
+  TensorReader r(io::map_to_official_names(tensors), path, "a complete RWKV-7 x070 checkpoint",
+                 packed, options.packed_prefix);
   auto impl = std::make_shared<Model::Impl>();
   Geometry& g = impl->geometry;
   g = derive_geometry(r);
@@ -635,36 +417,17 @@ std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::strin
     w.head = r.linear("head.weight", g.vocab, g.n_embd, "V x C");
   }
 
-  std::vector<std::string> left = r.leftovers();
-  if (!left.empty()) {
-    std::string list;
-    for (size_t i = 0; i < left.size() && i < 20; ++i) list += (i ? ", " : "") + left[i];
-    if (left.size() > 20) list += ", ... (" + std::to_string(left.size()) + " in all)";
-    throw CheckpointError(path, "unknown tensors: " + list +
-                                    ". wick runs plain RWKV-7 x070 checkpoints; extra tensors mean "
-                                    "another architecture (RWKV-7a/7b, DeepEmbed, a hybrid) or a "
-                                    "damaged conversion");
-  }
+  // Layer 0 has no value residual: its v0/v1/v2 (present in some exports) are not used.
+  for (const char* unused : {"blocks.0.att.v0", "blocks.0.att.v1", "blocks.0.att.v2"})
+    r.ignore(unused);
+  r.refuse_leftovers("wick runs plain RWKV-7 x070 checkpoints, and unknown tensors mean another "
+                     "architecture (RWKV-7a/7b, DeepEmbed, a hybrid) or a damaged conversion");
 
   ModelInfo& info = impl->info;
   info.source = path;
   info.convention = r.names().convention;
   info.file_bytes = total_file_bytes(tensors);
-  std::map<DType, uint64_t> per_dtype;
-  std::map<std::string, uint64_t> per_layout;
-  for (const auto& [name, t] : r.names().tensors) {
-    if (name == "blocks.0.att.v0" || name == "blocks.0.att.v1" || name == "blocks.0.att.v2") continue;
-    info.parameters += static_cast<uint64_t>(t.view.numel());
-    if (const quant::QuantTensor* q = r.packed(t)) {
-      info.weight_bytes += q->stored_bytes();
-      per_layout[q->describe()] += static_cast<uint64_t>(t.view.numel());
-    } else {
-      info.weight_bytes += t.view.nbytes;
-      per_dtype[t.view.dtype] += static_cast<uint64_t>(t.view.numel());
-    }
-  }
-  for (auto& [dt, n] : per_dtype) info.dtype_parameters.emplace_back(dt, n);
-  for (auto& [layout, n] : per_layout) info.packed_parameters.emplace_back(layout, n);
+  r.tally(info);
   info.fingerprint = weights_fingerprint(r);
   uint64_t step_bytes = (w.head ? w.head->stored_bytes() : 0) +
                         w.emb->stored_bytes() / static_cast<uint64_t>(g.vocab);
@@ -768,7 +531,10 @@ std::shared_ptr<Model::Impl> load_impl(const std::string& path) {
   io::TensorSet set = model::read_container(mapped, &container);
   if (quant::RwkvqFile::is_rwkvq(set)) {
     const quant::RwkvqFile packed = quant::RwkvqFile::from_tensor_set(std::move(set));
-    auto impl = model::build_model(model::logical_tensors(packed), "", "", &packed);
+    io::TensorSet logical = model::logical_tensors(packed);
+    auto impl = model::is_rwkvx(logical)
+                    ? model::build_rwkvx(std::move(logical), &packed)
+                    : model::build_model(std::move(logical), "", "", &packed);
     impl->info.container = "rwkvq v" + std::to_string(packed.manifest().format_version);
     impl->info.source = path;
     return impl;

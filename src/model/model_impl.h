@@ -26,6 +26,9 @@ namespace model {
 struct BuildOptions {
   // A checkpoint without head.weight is refused (true) or loads as a backbone without LM head.
   bool require_head = true;
+  // With a `packed` .rwkvq: the prefix its keys carry beyond the names in `tensors` (RWKV-X
+  // builds its `rwkv.*` part from the tensors without the prefix).
+  std::string packed_prefix;
 };
 
 // Builds the model from the tensors of one checkpoint (any naming convention). `hf_config` is the
@@ -57,9 +60,11 @@ void check_finite_weights(const std::string& path, const std::string& what, cons
 // RWKV-X (docs/rwkvx.md §3): a checkpoint with `moba.{j}.*` attention blocks beside `rwkv.*`.
 bool is_rwkvx(const io::TensorSet& set);
 // Builds the hybrid: the `rwkv.*` part through build_model (x070 blocks, unchanged), then the
-// attention blocks and the block order. Throws CheckpointError (unknown or missing tensors,
-// inconsistent shapes, N_r not a multiple of N_a).
-std::shared_ptr<Model::Impl> build_rwkvx(io::TensorSet set);
+// attention blocks and the block order. `packed`: the .rwkvq file when `set` is its logical view
+// (both parts are then read through it), else null. Throws CheckpointError (unknown or missing
+// tensors, inconsistent shapes, N_r not a multiple of N_a).
+std::shared_ptr<Model::Impl> build_rwkvx(io::TensorSet set,
+                                         const quant::RwkvqFile* packed = nullptr);
 
 }  // namespace model
 }  // namespace wick

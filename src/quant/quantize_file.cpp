@@ -249,6 +249,27 @@ bool world_transposed(const std::string& key) {
   return std::regex_match(key, kLora);
 }
 
+// The metadata an RWKV-X checkpoint (moba.{j}.* attention blocks beside rwkv.*) keeps in its
+// .rwkvq: what its loader reads (model/load_rwkvx.cpp) - the block counts it checks against the
+// tensors and the default moba block size and top-k. Nothing for an x070 checkpoint, whose file
+// stays exactly what rwkv-quant writes.
+bool is_rwkvx(const io::TensorSet& set) {
+  for (const io::TensorView& t : set.tensors())
+    if (t.name.rfind("moba.", 0) == 0) return true;
+  return false;
+}
+
+std::map<std::string, std::string> carried_metadata(const io::TensorSet& set) {
+  std::map<std::string, std::string> out;
+  if (!is_rwkvx(set)) return out;
+  for (const char* key : {"n_attn_layer", "n_rwkv_layer", "wick.synth.attention_blocks",
+                          "moba_chunk_size", "moba_topk"}) {
+    auto it = set.metadata().find(key);
+    if (it != set.metadata().end()) out.insert(*it);
+  }
+  return out;
+}
+
 std::string layout_label(const EncodedTensor& e) {
   if (e.layout == Layout::kDense) return "dense bf16";
   return std::string(layout_name(e.layout)) + "@" + std::to_string(e.bits);
@@ -436,6 +457,9 @@ QuantizeSummary quantize_checkpoint(const std::string& in, const std::string& ou
   const std::vector<const io::TensorView*> tensors = input_order(set, !is_pth);
   const Geometry geo = derive_geometry(tensors, src);
   const ActStats* stats = options.stats ? &*options.stats : nullptr;
+  // `wick act-stats` keys an RWKV-X model's RWKV-7 blocks by their official names, without the
+  // checkpoint's `rwkv.` prefix (its attention blocks have no statistics).
+  const std::string stats_prefix = is_rwkvx(set) ? "rwkv." : "";
 
   // Plan every tensor and lay out the container before encoding anything.
   std::vector<TensorPlan> plans;
@@ -457,6 +481,8 @@ QuantizeSummary quantize_checkpoint(const std::string& in, const std::string& ou
     const std::vector<float>* act = nullptr;
     if (stats) {
       auto it = stats->find(t->name);
+      if (it == stats->end() && !stats_prefix.empty() && t->name.rfind(stats_prefix, 0) == 0)
+        it = stats->find(t->name.substr(stats_prefix.size()));
       if (it != stats->end()) {
         const int64_t in_features = t->shape.size() >= 2 ? numel_of(t->shape) / t->shape[0] : 0;
         if (static_cast<int64_t>(it->second.size()) == in_features) {
@@ -526,7 +552,7 @@ QuantizeSummary quantize_checkpoint(const std::string& in, const std::string& ou
   header.config_repr = config.repr();
   header.config = config.to_json();
   header.tokenizer = options.tokenizer;
-  RwkvqContainerWriter writer(out, manifest_text(header, records), specs);
+  RwkvqContainerWriter writer(out, manifest_text(header, records), specs, carried_metadata(set));
 
   // Encode one tensor at a time (bounded memory) and put its buffers at their offsets.
   for (size_t i = 0; i < tensors.size(); ++i) {

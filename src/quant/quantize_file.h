@@ -19,6 +19,10 @@
 //   small (k_k, k_a, r_k), LoRA biases (w0, a0, v0), norms, mixes, anything < 2-D -> dense bf16.
 // A 2-D tensor of a block-layout group whose columns are not a multiple of 256 falls back to
 // rtn@8 (the layout is recorded per tensor, so readers handle the mix); a note says so.
+// An RWKV-X checkpoint (`rwkv.*` + `moba.{j}.*`) goes through the same groups: its attention
+// blocks' att r/k/v/o are proj, their ffn key/value cmix, their norms and ffn.x_k dense; its
+// block-count and moba metadata are carried into the file (wick loads it; rwkv-quant does not
+// know RWKV-X).
 //
 // Thread-safety: reentrant; encoders use the global thread pool (one caller at a time).
 #pragma once

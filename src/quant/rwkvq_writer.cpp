@@ -160,7 +160,8 @@ bool has_zero_dim(const std::vector<int64_t>& shape) {
 // The header bytes (8-byte length + padded JSON) for the buffers in container order, and each
 // kept buffer's byte count.
 std::string layout_header(const std::string& manifest, const std::vector<BufferSpec>& buffers,
-                          std::vector<size_t>* order, std::vector<uint64_t>* sizes) {
+                          std::vector<size_t>* order, std::vector<uint64_t>* sizes,
+                          const std::map<std::string, std::string>& metadata = {}) {
   *order = container_order(buffers);
   std::vector<io::TensorSpec> specs;
   specs.reserve(order->size());
@@ -172,7 +173,12 @@ std::string layout_header(const std::string& manifest, const std::vector<BufferS
       throw Error("rwkvq writer: buffer '" + b.name + "' is given twice; names must be unique");
     }
   }
-  return io::safetensors_header(specs, {{"rwkvq", manifest}}, sizes);
+  if (metadata.count("rwkvq")) {
+    throw Error("rwkvq writer: the metadata key \"rwkvq\" holds the manifest; pass it as such");
+  }
+  std::map<std::string, std::string> meta = metadata;
+  meta["rwkvq"] = manifest;
+  return io::safetensors_header(specs, meta, sizes);
 }
 
 }  // namespace
@@ -276,11 +282,12 @@ uint64_t write_rwkvq(const std::string& path, const std::string& manifest,
 }
 
 RwkvqContainerWriter::RwkvqContainerWriter(std::string path, const std::string& manifest,
-                                           const std::vector<BufferSpec>& buffers)
+                                           const std::vector<BufferSpec>& buffers,
+                                           const std::map<std::string, std::string>& metadata)
     : file_(std::move(path)) {
   std::vector<size_t> order;
   std::vector<uint64_t> sizes;
-  const std::string header = layout_header(manifest, buffers, &order, &sizes);
+  const std::string header = layout_header(manifest, buffers, &order, &sizes, metadata);
   uint64_t offset = header.size();
   for (size_t k = 0; k < order.size(); ++k) {
     const BufferSpec& b = buffers[order[k]];

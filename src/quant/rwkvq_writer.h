@@ -99,10 +99,13 @@ uint64_t write_rwkvq(const std::string& path, const std::string& manifest,
 // temporary file and leaves `path` untouched.
 class RwkvqContainerWriter {
  public:
-  // Throws wick::Error on bad specs (as serialize_rwkvq), FileError when the temporary file
-  // cannot be created or written.
+  // `metadata`: further `__metadata__` entries beside "rwkvq" (the source checkpoint's RWKV-X
+  // metadata; none for an rwkv-quant compatible x070 file). Throws wick::Error on bad specs (as
+  // serialize_rwkvq) or a "rwkvq" key in `metadata`, FileError when the temporary file cannot be
+  // created or written.
   RwkvqContainerWriter(std::string path, const std::string& manifest,
-                       const std::vector<BufferSpec>& buffers);
+                       const std::vector<BufferSpec>& buffers,
+                       const std::map<std::string, std::string>& metadata = {});
   RwkvqContainerWriter(const RwkvqContainerWriter&) = delete;
   RwkvqContainerWriter& operator=(const RwkvqContainerWriter&) = delete;
 
