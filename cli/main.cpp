@@ -43,6 +43,10 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const wick::InternalError& e) {  // a WICK_CHECK failed: a bug in wick (exit 2)
+    std::fflush(stdout);
+    std::cerr << "wick: " << e.what() << "\n";
+    return 2;
   } catch (const wick::Error& e) {
     std::fflush(stdout);
     std::cerr << "wick: error: " << e.what() << "\n";

@@ -115,4 +115,12 @@ class EngineStoppedError : public Error {
   using Error::Error;
 };
 
+// A precondition of wick's own code failed (WICK_CHECK in src/base/check.h): a bug in wick, not a
+// problem with the input. The message names the source file, line and condition. The CLI reports
+// it as an internal error (exit 2) and the server as 500, unlike the other subclasses.
+class InternalError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace wick

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/check.h"
 #include "kernels/dot.h"
 #include "kernels/int8_matmul_impl.h"
 #include "kernels/thread_pool.h"
@@ -171,9 +172,10 @@ const Kernels& kernels_for(Isa isa) {
 
 void int8_matmul_isa(Isa isa, const Int8Matrix& w, const float* x, int64_t T, float* y,
                      ThreadPool& pool) {
-  if (T < 1 || w.cols < 1 || w.cols > kInt8MaxCols || w.stride != int8_padded_cols(w.cols) ||
-      w.n_outliers < 0 || w.n_outliers > int8_max_outliers(w.cols))
-    __builtin_trap();  // programming errors: Int8Linear builds valid views
+  WICK_CHECK(T >= 1 && w.cols >= 1 && w.cols <= kInt8MaxCols &&
+                 w.stride == int8_padded_cols(w.cols) && w.n_outliers >= 0 &&
+                 w.n_outliers <= int8_max_outliers(w.cols),
+             "Int8Linear builds valid views");
   if (w.rows == 0) return;
   const Kernels& k = kernels_for(isa);
   const int64_t cols = w.cols, stride = w.stride;

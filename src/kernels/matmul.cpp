@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/check.h"
 #include "kernels/dot.h"
 #include "kernels/thread_pool.h"
 
@@ -43,7 +44,7 @@ void gemv_block(const DotKernels& k, const MatrixRef& w, const float* x, int64_t
     case DType::BF16:
       return k.gemv_bf16(static_cast<const uint16_t*>(row_ptr(w, r0)), n, x, n, nr, y + r0);
     default:
-      __builtin_trap();  // the loader only builds F32/F16/BF16 matrices
+      WICK_CHECK(false, "matmul() accepts F32/F16/BF16 matrices only");
   }
 }
 
@@ -74,7 +75,8 @@ void gemm_item(const DotKernels& k, const MatrixRef& w, const float* x, int64_t 
 }  // namespace
 
 void matmul(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
-  if (w.dtype != DType::F32 && w.dtype != DType::F16 && w.dtype != DType::BF16) __builtin_trap();
+  WICK_CHECK(w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16,
+             "the loader only builds F32/F16/BF16 matrices");
   const DotKernels& k = dot_kernels();
   if (T == 1) {
     const int64_t blocks = (w.rows + kGemvBlockRows - 1) / kGemvBlockRows;

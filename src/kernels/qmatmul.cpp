@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "base/check.h"
 #include "kernels/qmatmul_impl.h"
 #include "kernels/thread_pool.h"
 
@@ -47,7 +48,7 @@ bool valid(const SymMatrix& w) {
 template <class M, class PrepareFn, class RowsFn>
 void run(const M& w, const float* x, int64_t T, float* y, ThreadPool& pool, PrepareFn prepare_fn,
          RowsFn rows_fn) {
-  if (!valid(w) || T < 1) __builtin_trap();
+  WICK_CHECK(valid(w) && T >= 1, "PackedLinear builds valid packed views");
   if (w.rows == 0) return;
   const int64_t cols = w.cols, ng = cols / kGroup;
   // The caller's arena: grown, never shrunk, so no allocation once the largest shape was seen.
