@@ -633,8 +633,8 @@ class Loader {
     json root;
     try {
       root = json::parse(text.begin(), text.end());
-    } catch (const json::parse_error& e) {
-      refuse("a tokenizer.json file (valid JSON)", std::string("a JSON syntax error: ") + e.what());
+    } catch (const json::exception& e) {  // syntax errors, and numbers beyond double's range
+      refuse("a tokenizer.json file (valid JSON)", std::string("invalid JSON: ") + e.what());
     }
     if (!root.is_object()) refuse("a JSON object at the top of tokenizer.json", describe(root));
 

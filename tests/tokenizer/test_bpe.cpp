@@ -525,3 +525,24 @@ TEST(BpeTokenizer, ThreadsAndTwoTokenizers) {
 
 }  // namespace
 }  // namespace wick
+
+namespace wick {
+namespace {
+
+// Found by the tokenizer_json fuzzer: a number beyond double's range made nlohmann's parser
+// throw out_of_range, which escaped as a non-wick exception. It is now a FormatError like any
+// other invalid JSON.
+TEST(BpeReject, NumberBeyondDoubleRangeIsInvalidJson) {
+  for (const std::string text : {std::string("888888881.008888e881"),
+                                 std::string("{\"model\": {\"type\": \"BPE\", \"x\": 1e999}}")}) {
+    try {
+      BpeTokenizer::load_from_json(text, "t.json");
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find("invalid JSON"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace wick
