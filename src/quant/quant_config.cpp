@@ -119,11 +119,12 @@ QuantConfig QuantConfig::from_json(const nlohmann::json& j, const std::string& s
   }
   if (!j.contains("bits") || !j["bits"].is_object())
     throw InputError(source + ": missing 'bits' (an object: group -> bits)");
-  // The per-group fields: absent or null, else an object (group -> value).
-  auto groups_field = [&](const char* key, const char* value) -> const nlohmann::json* {
+  // The optional object fields: absent or null (nullptr), else an object (`entries` says what
+  // it maps).
+  auto object_field = [&](const char* key, const char* entries) -> const nlohmann::json* {
     if (!j.contains(key) || j[key].is_null()) return nullptr;
     if (!j[key].is_object()) {
-      throw InputError(source + ": " + key + ": expected an object (group -> " + value +
+      throw InputError(source + ": " + key + ": expected an object (" + entries +
                        ") or null, found " + j[key].type_name());
     }
     return &j[key];
@@ -147,13 +148,13 @@ QuantConfig QuantConfig::from_json(const nlohmann::json& j, const std::string& s
     check_bits(b, "bits." + it.key(), source);
     for (const std::string& g : groups_of(it.key(), "bits")) c.bits[g] = b;
   }
-  if (const nlohmann::json* f = groups_field("group_scale", "block width")) {
+  if (const nlohmann::json* f = object_field("group_scale", "group -> block width")) {
     for (auto it = f->begin(); it != f->end(); ++it) {
       const int gs = int_of(it.value(), "group_scale." + it.key());
       for (const std::string& g : groups_of(it.key(), "group_scale")) c.group_scale[g] = gs;
     }
   }
-  if (const nlohmann::json* f = groups_field("group_scale_mode", "layout mode")) {
+  if (const nlohmann::json* f = object_field("group_scale_mode", "group -> layout mode")) {
     for (auto it = f->begin(); it != f->end(); ++it) {
       if (!it.value().is_string())
         throw InputError(source + ": group_scale_mode." + it.key() + ": expected a string");
@@ -171,17 +172,15 @@ QuantConfig QuantConfig::from_json(const nlohmann::json& j, const std::string& s
         c.group_scale_mode[g] = mode;
     }
   }
-  if (j.contains("bits_overrides") && !j["bits_overrides"].is_null()) {
-    if (!j["bits_overrides"].is_object())
-      throw InputError(source + ": bits_overrides: expected an object (key substring -> bits)");
-    for (auto it = j["bits_overrides"].begin(); it != j["bits_overrides"].end(); ++it) {
+  if (const nlohmann::json* f = object_field("bits_overrides", "key substring -> bits")) {
+    for (auto it = f->begin(); it != f->end(); ++it) {
       const int b = int_of(it.value(), "bits_overrides." + it.key());
       check_bits(b, "bits_overrides." + it.key(), source);
       c.bits_overrides.emplace_back(it.key(), b);
     }
   }
   for (const char* key : {"outlier_fracs", "clip_percentiles"}) {
-    const nlohmann::json* f = groups_field(key, "number");
+    const nlohmann::json* f = object_field(key, "group -> number");
     if (!f) continue;
     for (auto it = f->begin(); it != f->end(); ++it) {
       if (!it.value().is_number())
