@@ -243,10 +243,8 @@ float quantize_row_int8(const float* v, int64_t n, int8_t* codes) {
   // bit patterns, then encode_row_int8.
   uint32_t amax_bits = 0, nonfinite = 0;
   for (int64_t i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, v + i, 4);
-    u &= 0x7fffffffu;  // |v|: for non-negative floats the bit patterns order like the values
-    nonfinite |= static_cast<uint32_t>(u >= 0x7f800000u);
+    const uint32_t u = int8::abs_bits(v[i]);
+    nonfinite |= static_cast<uint32_t>(u >= int8::kInfBits);
     amax_bits = std::max(amax_bits, u);
   }
   if (nonfinite != 0) {
