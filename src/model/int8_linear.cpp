@@ -4,34 +4,24 @@
 
 #include "io/sha256.h"
 #include "model/model_impl.h"
+#include "model/tensor_table.h"
 #include "wick/errors.h"
 
 namespace wick::model {
 
 std::vector<Int8Target> int8_targets(ModelWeights& w) {
   std::vector<Int8Target> out;
-  for (size_t i = 0; i < w.layers.size(); ++i) {
-    LayerWeights& L = w.layers[i];
-    const std::string b = "blocks." + std::to_string(i) + ".";
-    out.push_back({b + "att.receptance.weight", &L.receptance});
-    out.push_back({b + "att.key.weight", &L.key});
-    out.push_back({b + "att.value.weight", &L.value});
-    out.push_back({b + "att.output.weight", &L.output});
-    out.push_back({b + "ffn.key.weight", &L.ffn_key});
-    out.push_back({b + "ffn.value.weight", &L.ffn_value});
-  }
+  auto add = [&out]<class W>(std::span<const TensorSpec<W>> table, const std::string& prefix,
+                             W& weights) {
+    for (const TensorSpec<W>& s : table)
+      if (s.int8 && weights.*s.lin) out.push_back({prefix + std::string(s.name), &(weights.*s.lin)});
+  };
+  for (size_t i = 0; i < w.layers.size(); ++i)
+    add(layer_tensors(), "blocks." + std::to_string(i) + ".", w.layers[i]);
   // RWKV-X attention blocks (docs/rwkvx.md): q/k/v/o projections and their channel mix.
-  for (size_t j = 0; j < w.attention.size(); ++j) {
-    AttentionBlockWeights& A = w.attention[j];
-    const std::string b = "moba." + std::to_string(j) + ".";
-    out.push_back({b + "att.receptance.weight", &A.query});
-    out.push_back({b + "att.key.weight", &A.key});
-    out.push_back({b + "att.value.weight", &A.value});
-    out.push_back({b + "att.output.weight", &A.output});
-    out.push_back({b + "ffn.key.weight", &A.ffn_key});
-    out.push_back({b + "ffn.value.weight", &A.ffn_value});
-  }
-  if (w.head) out.push_back({"head.weight", &w.head});
+  for (size_t j = 0; j < w.attention.size(); ++j)
+    add(attention_tensors(), "moba." + std::to_string(j) + ".", w.attention[j]);
+  add(model_tensors(), "", w);  // the head (absent in an embedding backbone)
   return out;
 }
 

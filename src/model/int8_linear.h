@@ -54,10 +54,11 @@ struct Int8Target {
   std::unique_ptr<Linear>* slot;
 };
 
-// The covered matrices of `w`: blocks.N.att.{receptance,key,value,output}.weight and
-// blocks.N.ffn.{key,value}.weight for every RWKV block, then for every RWKV-X attention block
-// moba.J.att.{receptance (the query),key,value,output}.weight and moba.J.ffn.{key,value}.weight,
-// then head.weight (absent without LM head). Extend this list (only) to cover more matrices.
+// The covered matrices of `w`: the rows of the tensor table (model/tensor_table.h) marked `int8`,
+// in table order - for every RWKV block blocks.N.att.{receptance,key,value,output}.weight and
+// blocks.N.ffn.{key,value}.weight, then for every RWKV-X attention block moba.J.att.{receptance
+// (the query),key,value,output}.weight and moba.J.ffn.{key,value}.weight, then head.weight
+// (absent without LM head). To cover more matrices, mark their rows in the table.
 std::vector<Int8Target> int8_targets(ModelWeights& w);
 
 // What quantize_weights_int8 changed, for ModelInfo.

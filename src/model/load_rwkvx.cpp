@@ -5,8 +5,8 @@
 #include <map>
 
 #include "model/attention.h"
+#include "model/block_reader.h"
 #include "model/model_impl.h"
-#include "model/tensor_reader.h"
 #include "wick/errors.h"
 
 namespace wick::model {
@@ -148,16 +148,7 @@ std::shared_ptr<Model::Impl> build_rwkvx(io::TensorSet set, const quant::RwkvqFi
                    "a complete RWKV-X attention block (ln1, att.receptance/key/value/output, ln2, "
                    "ffn.x_k/key/value)",
                    packed);
-    AttentionBlockWeights& A = w.attention[j];
-    A.ln1_w = r.vector(p + "ln1.weight", C);
-    A.ln1_b = r.vector(p + "ln1.bias", C);
-    A.ln2_w = r.vector(p + "ln2.weight", C);
-    A.ln2_b = r.vector(p + "ln2.bias", C);
-    A.query = r.linear(p + "att.receptance.weight", C, C, "C x C, the query projection");
-    A.key = r.linear(p + "att.key.weight", C, C, "C x C");
-    A.value = r.linear(p + "att.value.weight", C, C, "C x C");
-    A.output = r.linear(p + "att.output.weight", C, C, "C x C");
-    A.ffn_x_k = r.vector(p + "ffn.x_k", C);
+    // The channel-mix width F_a comes from the shapes (one for all attention blocks).
     const io::TensorView& fk = r.get(p + "ffn.key.weight").view;
     if (fk.shape.size() != 2 || fk.shape[0] <= 0 || fk.shape[1] != C) {
       throw CheckpointError(path, "tensor '" + p + "ffn.key.weight': expected shape [F, C] with C = " +
@@ -171,8 +162,7 @@ std::shared_ptr<Model::Impl> build_rwkvx(io::TensorSet set, const quant::RwkvqFi
                                       std::to_string(g.attn_ffn_dim) +
                                       "; expected one width for all attention blocks");
     }
-    A.ffn_key = r.linear(p + "ffn.key.weight", F, C, "F x C");
-    A.ffn_value = r.linear(p + "ffn.value.weight", C, F, "C x F");
+    read_block(r, attention_tensors(), p, g, NormFlags{}, -1, w.attention[j]);
     r.refuse_leftovers("an RWKV-X attention block has ln1, ln2, att.receptance/key/value/output "
                        "and ffn.x_k/key/value only (no biases, no ln_x, no position tables)");
     r.tally(info);
@@ -189,8 +179,7 @@ std::shared_ptr<Model::Impl> build_rwkvx(io::TensorSet set, const quant::RwkvqFi
   }
 
   for (const AttentionBlockWeights& A : w.attention)
-    for (const auto* lin : {&A.query, &A.key, &A.value, &A.output, &A.ffn_key, &A.ffn_value})
-      info.bytes_per_token += (*lin)->stored_bytes();
+    info.bytes_per_token += linear_bytes(attention_tensors(), A);
   info.file_bytes = 0;
   for (const auto& f : set.files()) info.file_bytes += f->size();
 

@@ -13,6 +13,7 @@
 #include "io/pth.h"
 #include "io/safetensors.h"
 #include "io/sha256.h"
+#include "model/block_reader.h"
 #include "model/int8_linear.h"
 #include "model/model_impl.h"
 #include "model/tensor_reader.h"
@@ -195,47 +196,6 @@ Geometry derive_geometry(TensorReader& r) {
   return g;
 }
 
-void load_layer(TensorReader& r, const Geometry& g, int i, bool norm_bias, LayerWeights& L) {
-  const std::string p = "blocks." + std::to_string(i) + ".";
-  const int64_t C = g.n_embd, F = g.ffn_dim;
-  L.ln1_w = r.vector(p + "ln1.weight", C);
-  L.ln2_w = r.vector(p + "ln2.weight", C);
-  if (norm_bias || r.has(p + "ln1.bias")) L.ln1_b = r.vector(p + "ln1.bias", C);
-  if (norm_bias || r.has(p + "ln2.bias")) L.ln2_b = r.vector(p + "ln2.bias", C);
-  L.x_r = r.vector(p + "att.x_r", C);
-  L.x_w = r.vector(p + "att.x_w", C);
-  L.x_k = r.vector(p + "att.x_k", C);
-  L.x_v = r.vector(p + "att.x_v", C);
-  L.x_a = r.vector(p + "att.x_a", C);
-  L.x_g = r.vector(p + "att.x_g", C);
-  L.w0 = r.vector(p + "att.w0", C);
-  L.a0 = r.vector(p + "att.a0", C);
-  L.k_k = r.vector(p + "att.k_k", C);
-  L.k_a = r.vector(p + "att.k_a", C);
-  const io::MappedTensor& rk = r.matrix(p + "att.r_k", g.n_head, g.head_size, "H x N");
-  L.r_k = r.finite_values(rk, p + "att.r_k");
-  L.w1 = r.lora(p + "att.w1", g.lora_w, C, "decay LoRA down");
-  L.w2 = r.lora(p + "att.w2", C, g.lora_w, "decay LoRA up");
-  L.a1 = r.lora(p + "att.a1", g.lora_a, C, "in-context-rate LoRA down");
-  L.a2 = r.lora(p + "att.a2", C, g.lora_a, "in-context-rate LoRA up");
-  L.g1 = r.lora(p + "att.g1", g.lora_g, C, "gate LoRA down");
-  L.g2 = r.lora(p + "att.g2", C, g.lora_g, "gate LoRA up");
-  if (i > 0) {
-    L.v0 = r.vector(p + "att.v0", C);
-    L.v1 = r.lora(p + "att.v1", g.lora_v, C, "value-residual LoRA down");
-    L.v2 = r.lora(p + "att.v2", C, g.lora_v, "value-residual LoRA up");
-  }
-  L.receptance = r.linear(p + "att.receptance.weight", C, C, "C x C");
-  L.key = r.linear(p + "att.key.weight", C, C, "C x C");
-  L.value = r.linear(p + "att.value.weight", C, C, "C x C");
-  L.output = r.linear(p + "att.output.weight", C, C, "C x C");
-  L.ln_x_w = r.vector(p + "att.ln_x.weight", C);
-  L.ln_x_b = r.vector(p + "att.ln_x.bias", C);
-  L.ffn_x_k = r.vector(p + "ffn.x_k", C);
-  L.ffn_key = r.linear(p + "ffn.key.weight", F, C, "F x C");
-  L.ffn_value = r.linear(p + "ffn.value.weight", C, F, "C x F");
-}
-
 uint64_t total_file_bytes(const io::TensorSet& s) {
   uint64_t b = 0;
   for (const auto& f : s.files()) b += f->size();
@@ -390,36 +350,27 @@ std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::strin
   if (!hf_config.empty()) flags = check_hf_config(hf_config, config_path, g);
 
   model::ModelWeights& w = impl->weights;
-  const io::MappedTensor& emb = r.matrix("emb.weight", g.vocab, g.n_embd, "V x C");
-  w.emb = r.embedding(emb, g.vocab, g.n_embd);
   if (!flags.norm_first && r.has("blocks.0.ln0.weight")) {
     throw CheckpointError(config_path, "config.json says norm_first = false (no pre_norm), but the "
                                        "weights contain '" +
                                            r.names().tensors.at("blocks.0.ln0.weight").stored_name +
                                            "'; the config does not belong to these weights");
   }
-  if (flags.norm_first) {
-    w.ln0_w = r.vector("blocks.0.ln0.weight", g.n_embd);
-    if (flags.norm_bias || r.has("blocks.0.ln0.bias")) w.ln0_b = r.vector("blocks.0.ln0.bias", g.n_embd);
-  }
+  const NormFlags norms{flags.norm_bias, flags.norm_first};
+  read_block(r, model_tensors(), "", g, norms, -1, w);
   w.layers.resize(g.n_layer);
   for (int i = 0; i < g.n_layer; ++i) {
-    load_layer(r, g, i, flags.norm_bias, w.layers[i]);
+    read_block(r, layer_tensors(), "blocks." + std::to_string(i) + ".", g, norms, i, w.layers[i]);
     w.order.push_back(BlockRef{false, i});
   }
-  w.ln_out_w = r.vector("ln_out.weight", g.n_embd);
-  if (flags.norm_bias || r.has("ln_out.bias")) w.ln_out_b = r.vector("ln_out.bias", g.n_embd);
   if (!r.has("head.weight") && flags.tie_embeddings) {
-    w.head = r.linear_of(emb, g.vocab, g.n_embd);
+    w.head = r.linear_of(r.matrix("emb.weight", g.vocab, g.n_embd, "V x C"), g.vocab, g.n_embd);
   } else if (!r.has("head.weight") && !options.require_head) {
     w.head = nullptr;  // a backbone without LM head (embedding model, reranker head stack)
   } else {
     w.head = r.linear("head.weight", g.vocab, g.n_embd, "V x C");
   }
 
-  // Layer 0 has no value residual: its v0/v1/v2 (present in some exports) are not used.
-  for (const char* unused : {"blocks.0.att.v0", "blocks.0.att.v1", "blocks.0.att.v2"})
-    r.ignore(unused);
   r.refuse_leftovers("wick runs plain RWKV-7 x070 checkpoints, and unknown tensors mean another "
                      "architecture (RWKV-7a/7b, DeepEmbed, a hybrid) or a damaged conversion");
 
@@ -429,13 +380,10 @@ std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::strin
   info.file_bytes = total_file_bytes(tensors);
   r.tally(info);
   info.fingerprint = weights_fingerprint(r);
-  uint64_t step_bytes = (w.head ? w.head->stored_bytes() : 0) +
+  // One decode step reads one embedding row and every Linear once.
+  uint64_t step_bytes = linear_bytes(model_tensors(), w) +
                         w.emb->stored_bytes() / static_cast<uint64_t>(g.vocab);
-  for (const LayerWeights& L : w.layers) {
-    for (const auto* lin : {&L.receptance, &L.key, &L.value, &L.output, &L.w1, &L.w2, &L.a1, &L.a2,
-                            &L.v1, &L.v2, &L.g1, &L.g2, &L.ffn_key, &L.ffn_value})
-      if (*lin) step_bytes += (*lin)->stored_bytes();
-  }
+  for (const LayerWeights& L : w.layers) step_bytes += linear_bytes(layer_tensors(), L);
   info.bytes_per_token = step_bytes;
   impl->sources.push_back(std::move(tensors));
   return impl;
