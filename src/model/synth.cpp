@@ -57,12 +57,18 @@
 #include <map>
 
 #include "io/safetensors_writer.h"
+#include "model/tensor_table.h"
 #include "kernels/fp16.h"
 #include "wick/errors.h"
 #include "wick/rng.h"
 
 namespace wick {
 namespace {
+
+using model::AttentionSpec;
+using model::LayerSpec;
+using model::ModelSpec;
+using model::Role;
 
 // SplitMix64's increment (include/wick/rng.h): SplitMix64(s + n * kGamma).next() is the n-th
 // (0-based) output of SplitMix64(s). tests/model/test_synth.cpp checks this against rng.h.
@@ -166,8 +172,7 @@ void fill_chunk(const Recipe& r, uint64_t first, char* out, int64_t n) {
 std::vector<Recipe> make_recipes(const SynthGeometry& sg, DType dtype, uint64_t seed) {
   const Geometry& g = sg.geometry;
   const int L = g.n_layer;
-  const int64_t C = g.n_embd, N = g.head_size, H = g.n_head, F = g.ffn_dim, V = g.vocab;
-  const int64_t rw = g.lora_w, ra = g.lora_a, rg = g.lora_g;
+  const int64_t C = g.n_embd, N = g.head_size, F = g.ffn_dim;
   const int64_t rv = synth_lora_rank(g.n_embd, 1.3, 0.5);  // also block 0's (unused) v1/v2
   const float isC = static_cast<float>(1.0 / std::sqrt(static_cast<double>(C)));
   auto inv_sqrt = [](int64_t n) {
@@ -191,7 +196,6 @@ std::vector<Recipe> make_recipes(const SynthGeometry& sg, DType dtype, uint64_t 
     r.fn = std::move(fn);
     out.push_back(std::move(r));
   };
-  const std::vector<int64_t> c3{1, 1, C}, c1{C};
   auto lin = [C](int64_t c) { return static_cast<float>(static_cast<double>(c) / (C - 1) - 0.5); };
   auto zig = [N](int64_t c) {
     const double h = (N - 1) / 2.0;
@@ -200,83 +204,132 @@ std::vector<Recipe> make_recipes(const SynthGeometry& sg, DType dtype, uint64_t 
   };
   auto clamp_mix = [](double m) { return static_cast<float>(std::clamp(m, 0.02, 0.98)); };
 
-  normal("emb.weight", {V, C}, 0.0f, 0.1f);
-  normal("blocks.0.ln0.weight", c1, 1.0f, 0.0f);
-  normal("blocks.0.ln0.bias", c1, 0.0f, 0.0f);
+  // Every tensor of the table (model/tensor_table.h) in its order, with its official shape; what
+  // differs per tensor here is only its distribution. Block 0 gets v0/v1/v2 too, as the official
+  // checkpoints have them (unused there), with the rank the other blocks use.
+  Geometry tg = g;
+  tg.lora_v = static_cast<int>(rv);
+  auto no_recipe = [](std::string_view name) {
+    throw InternalError("wick synth: no distribution for the tensor table's row '" +
+                        std::string(name) + "' (src/model/synth.cpp)");
+  };
+  // Norms: weight 1 (ln_x's grows with depth), bias 0.
+  auto norm = [&](const std::string& name, std::vector<int64_t> shape, float weight) {
+    const bool bias = name.ends_with(".bias");
+    normal(name, std::move(shape), bias ? 0.0f : weight, 0.0f);
+  };
+  auto mix = [&](const std::string& name, std::vector<int64_t> shape, double e) {
+    vec(name, std::move(shape), [C, e, clamp_mix](int64_t c, float z) {
+      return clamp_mix(1.0 - std::pow(static_cast<double>(c) / C, e) + 0.02 * z);
+    });
+  };
+  for (const ModelSpec& s : model::model_tensors()) {
+    if (!model::before_blocks(s)) continue;
+    const std::string name(s.name);
+    if (s.role == Role::kEmbedding) {
+      normal(name, model::official_shape(s, tg), 0.0f, 0.1f);
+    } else {
+      norm(name, model::official_shape(s, tg), 1.0f);
+    }
+  }
   for (int i = 0; i < L; ++i) {
     const std::string p = "blocks." + std::to_string(i) + ".";
     const double r01 = L > 1 ? static_cast<double>(i) / (L - 1) : 0.0;
     const double r10 = 1.0 - static_cast<double>(i) / L;
-    normal(p + "ln1.weight", c1, 1.0f, 0.0f);
-    normal(p + "ln1.bias", c1, 0.0f, 0.0f);
-    normal(p + "ln2.weight", c1, 1.0f, 0.0f);
-    normal(p + "ln2.bias", c1, 0.0f, 0.0f);
-    for (auto [name, pw] : {std::pair{"x_r", 0.2},
-                            {"x_w", 0.9},
-                            {"x_k", 0.7},
-                            {"x_v", 0.7},
-                            {"x_a", 0.9},
-                            {"x_g", 0.2}}) {
-      const double e = pw * r10;
-      vec(p + "att." + name, c3, [C, e, clamp_mix](int64_t c, float z) {
-        return clamp_mix(1.0 - std::pow(static_cast<double>(c) / C, e) + 0.02 * z);
-      });
+    for (const LayerSpec& s : model::layer_tensors()) {
+      const std::string_view n = s.name;
+      const std::string name = p + std::string(n);
+      std::vector<int64_t> shape = model::official_shape(s, tg);
+      switch (s.role) {
+        case Role::kNorm:
+          norm(name, std::move(shape),
+               n == "att.ln_x.weight"
+                   ? static_cast<float>(std::pow(static_cast<double>(i + 1) / L, 0.7))
+                   : 1.0f);
+          break;
+        case Role::kLoraDown:
+          normal(name, std::move(shape), 0.0f, isC);
+          break;
+        case Role::kLoraUp:  // the gate's up factor is twice as loud
+          normal(name, std::move(shape), 0.0f,
+                 (n == "att.g2" ? 1.0f : 0.5f) * inv_sqrt(model::dim_value(s.cols, tg)));
+          break;
+        case Role::kHeadMatrix:  // r_k
+          normal(name, std::move(shape), -0.04f, 0.1f);
+          break;
+        case Role::kProjection:
+          if (n == "ffn.value.weight") {
+            normal(name, std::move(shape), 0.0f, 0.5f * inv_sqrt(F));
+          } else {
+            const bool half = n == "att.key.weight" || n == "att.output.weight";
+            normal(name, std::move(shape), 0.0f, half ? 0.5f * isC : isC);
+          }
+          break;
+        case Role::kVector:
+          if (n == "att.x_r" || n == "att.x_g") {
+            mix(name, std::move(shape), 0.2 * r10);
+          } else if (n == "att.x_w" || n == "att.x_a") {
+            mix(name, std::move(shape), 0.9 * r10);
+          } else if (n == "att.x_k" || n == "att.x_v") {
+            mix(name, std::move(shape), 0.7 * r10);
+          } else if (n == "ffn.x_k") {
+            mix(name, std::move(shape), std::pow(r10, 4.0));
+          } else if (n == "att.w0") {
+            vec(name, std::move(shape), [C, r01, zig](int64_t c, float) {
+              const double t = static_cast<double>(c) / (C - 1);
+              return static_cast<float>(-6.0 + 6.0 * std::pow(t, 1.0 + std::pow(r01, 0.3)) + 0.5 +
+                                        2.5 * zig(c));
+            });
+          } else if (n == "att.a0") {
+            vec(name, std::move(shape),
+                [lin, zig](int64_t c, float) { return -0.19f + 0.3f * zig(c) + 0.4f * lin(c); });
+          } else if (n == "att.v0") {
+            vec(name, std::move(shape), [lin](int64_t c, float) { return 0.73f - 0.4f * lin(c); });
+          } else if (n == "att.k_k") {
+            vec(name, std::move(shape),
+                [lin](int64_t c, float z) { return 0.85f - 0.1f * lin(c) + 0.02f * z; });
+          } else if (n == "att.k_a") {
+            normal(name, std::move(shape), 1.0f, 0.02f);
+          } else {
+            no_recipe(name);
+          }
+          break;
+        case Role::kEmbedding:
+          no_recipe(name);
+      }
     }
-    vec(p + "att.w0", c3, [C, r01, zig](int64_t c, float) {
-      const double t = static_cast<double>(c) / (C - 1);
-      return static_cast<float>(-6.0 + 6.0 * std::pow(t, 1.0 + std::pow(r01, 0.3)) + 0.5 +
-                                2.5 * zig(c));
-    });
-    normal(p + "att.w1", {C, rw}, 0.0f, isC);
-    normal(p + "att.w2", {rw, C}, 0.0f, 0.5f * inv_sqrt(rw));
-    vec(p + "att.a0", c3,
-        [lin, zig](int64_t c, float) { return -0.19f + 0.3f * zig(c) + 0.4f * lin(c); });
-    normal(p + "att.a1", {C, ra}, 0.0f, isC);
-    normal(p + "att.a2", {ra, C}, 0.0f, 0.5f * inv_sqrt(ra));
-    vec(p + "att.v0", c3, [lin](int64_t c, float) { return 0.73f - 0.4f * lin(c); });
-    normal(p + "att.v1", {C, rv}, 0.0f, isC);
-    normal(p + "att.v2", {rv, C}, 0.0f, 0.5f * inv_sqrt(rv));
-    normal(p + "att.g1", {C, rg}, 0.0f, isC);
-    normal(p + "att.g2", {rg, C}, 0.0f, inv_sqrt(rg));
-    vec(p + "att.k_k", c3, [lin](int64_t c, float z) { return 0.85f - 0.1f * lin(c) + 0.02f * z; });
-    normal(p + "att.k_a", c3, 1.0f, 0.02f);
-    normal(p + "att.r_k", {H, N}, -0.04f, 0.1f);
-    normal(p + "att.receptance.weight", {C, C}, 0.0f, isC);
-    normal(p + "att.key.weight", {C, C}, 0.0f, 0.5f * isC);
-    normal(p + "att.value.weight", {C, C}, 0.0f, isC);
-    normal(p + "att.output.weight", {C, C}, 0.0f, 0.5f * isC);
-    normal(p + "att.ln_x.weight", c1,
-           static_cast<float>(std::pow(static_cast<double>(i + 1) / L, 0.7)), 0.0f);
-    normal(p + "att.ln_x.bias", c1, 0.0f, 0.0f);
-    const double ek = std::pow(r10, 4.0);
-    vec(p + "ffn.x_k", c3, [C, ek, clamp_mix](int64_t c, float z) {
-      return clamp_mix(1.0 - std::pow(static_cast<double>(c) / C, ek) + 0.02 * z);
-    });
-    normal(p + "ffn.key.weight", {F, C}, 0.0f, isC);
-    normal(p + "ffn.value.weight", {C, F}, 0.0f, 0.5f * inv_sqrt(F));
   }
-  normal("ln_out.weight", c1, 1.0f, 0.0f);
-  normal("ln_out.bias", c1, 0.0f, 0.0f);
-  normal("head.weight", {V, C}, 0.0f, 2.0f * isC);
+  for (const ModelSpec& s : model::model_tensors()) {
+    if (model::before_blocks(s)) continue;
+    const std::string name(s.name);
+    if (s.role == Role::kProjection) {
+      normal(name, model::official_shape(s, tg), 0.0f, 2.0f * isC);  // the head
+    } else {
+      norm(name, model::official_shape(s, tg), 1.0f);
+    }
+  }
   if (g.n_attn == 0) return out;
   // RWKV-X: the x070 part under `rwkv.`, then the attention blocks `moba.{j}.*` (docs/rwkvx.md
   // §3). Queries and keys have unit variance per channel after ln1, so q·k/8 spreads about 1:
   // attention is selective without saturating.
   for (Recipe& r : out) r.spec.name = "rwkv." + r.spec.name;
-  const int64_t Fa = g.attn_ffn_dim;
   for (int j = 0; j < g.n_attn; ++j) {
     const std::string p = "moba." + std::to_string(j) + ".";
-    normal(p + "ln1.weight", c1, 1.0f, 0.0f);
-    normal(p + "ln1.bias", c1, 0.0f, 0.0f);
-    normal(p + "ln2.weight", c1, 1.0f, 0.0f);
-    normal(p + "ln2.bias", c1, 0.0f, 0.0f);
-    normal(p + "att.receptance.weight", {C, C}, 0.0f, isC);
-    normal(p + "att.key.weight", {C, C}, 0.0f, isC);
-    normal(p + "att.value.weight", {C, C}, 0.0f, isC);
-    normal(p + "att.output.weight", {C, C}, 0.0f, 0.5f * isC);
-    vec(p + "ffn.x_k", c3, [clamp_mix](int64_t, float z) { return clamp_mix(0.5 + 0.02 * z); });
-    normal(p + "ffn.key.weight", {Fa, C}, 0.0f, isC);
-    normal(p + "ffn.value.weight", {C, Fa}, 0.0f, 0.5f * inv_sqrt(Fa));
+    for (const AttentionSpec& s : model::attention_tensors()) {
+      const std::string_view n = s.name;
+      const std::string name = p + std::string(n);
+      std::vector<int64_t> shape = model::official_shape(s, tg);
+      if (s.role == Role::kNorm) {
+        norm(name, std::move(shape), 1.0f);
+      } else if (s.role == Role::kVector) {  // ffn.x_k
+        vec(name, std::move(shape),
+            [clamp_mix](int64_t, float z) { return clamp_mix(0.5 + 0.02 * z); });
+      } else if (n == "ffn.value.weight") {
+        normal(name, std::move(shape), 0.0f, 0.5f * inv_sqrt(g.attn_ffn_dim));
+      } else {
+        normal(name, std::move(shape), 0.0f, n == "att.output.weight" ? 0.5f * isC : isC);
+      }
+    }
   }
   return out;
 }

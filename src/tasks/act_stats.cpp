@@ -10,6 +10,7 @@
 #include "io/pth.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
+#include "model/tensor_table.h"
 #include "tasks/perplexity.h"
 #include "wick/errors.h"
 
@@ -17,41 +18,44 @@ namespace wick {
 namespace tasks {
 namespace {
 
-// Trace name (wick/model.h) -> the part of the weight key after "blocks.i.".
-struct BlockInput {
-  std::string_view trace, key;
-};
-constexpr BlockInput kBlockInputs[] = {
-    {"in.att.receptance", "att.receptance.weight"},
-    {"in.att.key", "att.key.weight"},
-    {"in.att.value", "att.value.weight"},
-    {"in.att.output", "att.output.weight"},
-    {"in.ffn.key", "ffn.key.weight"},
-    {"in.ffn.value", "ffn.value.weight"},
-};
-constexpr std::string_view kHeadTrace = "in.head";
-constexpr std::string_view kHeadKey = "head.weight";
+// The projections whose inputs are recorded are the tensor table's rows with an input trace
+// (model/tensor_table.h): in every block, and the head (layer -1).
+template <class W>
+const model::TensorSpec<W>* traced(std::span<const model::TensorSpec<W>> table,
+                                   std::string_view trace_name) {
+  for (const model::TensorSpec<W>& s : table)
+    if (!s.trace.empty() && s.trace == trace_name) return &s;
+  return nullptr;
+}
 
-std::string block_key(int layer, std::string_view key) {
-  return fmt::format("blocks.{}.{}", layer, key);
+std::string block_key(int layer, std::string_view name) {
+  return fmt::format("blocks.{}.{}", layer, name);
 }
 
 }  // namespace
 
 std::string act_stats_key(std::string_view trace_name, int layer) {
-  if (trace_name == kHeadTrace) return layer == -1 ? std::string(kHeadKey) : std::string();
+  if (layer == -1) {
+    const auto* s = traced(model::model_tensors(), trace_name);
+    return s ? std::string(s->name) : std::string();
+  }
   if (layer < 0) return {};
-  for (const BlockInput& b : kBlockInputs)
-    if (b.trace == trace_name) return block_key(layer, b.key);
-  return {};
+  const auto* s = traced(model::layer_tensors(), trace_name);
+  return s ? block_key(layer, s->name) : std::string();
 }
 
 ActStatsAccumulator::ActStatsAccumulator(const Model& model) {
   const Geometry& g = model.geometry();
-  for (const std::string& key : act_stats_keys(model)) {
-    const bool ffn_value = key.ends_with(".ffn.value.weight");
-    sums_[key].sum.assign(static_cast<size_t>(ffn_value ? g.ffn_dim : g.n_embd), 0.0);
-  }
+  // One sum per input column of each recorded projection.
+  auto add = [&]<class W>(std::span<const model::TensorSpec<W>> table, const std::string& prefix) {
+    for (const model::TensorSpec<W>& s : table)
+      if (!s.trace.empty()) {
+        sums_[prefix + std::string(s.name)].sum.assign(
+            static_cast<size_t>(model::dim_value(s.cols, g)), 0.0);
+      }
+  };
+  for (int i = 0; i < g.n_layer; ++i) add(model::layer_tensors(), block_key(i, ""));
+  if (model.has_lm_head()) add(model::model_tensors(), "");
 }
 
 void ActStatsAccumulator::add(std::string_view trace_name, int layer, const float* data,
@@ -105,8 +109,11 @@ ActStats ActStatsAccumulator::means() const {
 std::vector<std::string> act_stats_keys(const Model& model) {
   std::vector<std::string> keys;
   for (int i = 0; i < model.geometry().n_layer; ++i)
-    for (const tasks::BlockInput& b : tasks::kBlockInputs) keys.push_back(tasks::block_key(i, b.key));
-  if (model.has_lm_head()) keys.emplace_back(tasks::kHeadKey);
+    for (const model::LayerSpec& s : model::layer_tensors())
+      if (!s.trace.empty()) keys.push_back(tasks::block_key(i, s.name));
+  if (model.has_lm_head())
+    for (const model::ModelSpec& s : model::model_tensors())
+      if (!s.trace.empty()) keys.emplace_back(s.name);
   return keys;
 }
 
