@@ -75,4 +75,17 @@ int64_t first_nonfinite(const void* data, DType dtype, int64_t n, bool* nan) {
   return -1;
 }
 
+TensorSet strip_prefix(const TensorSet& set, const std::string& prefix) {
+  TensorSet out(set.source());
+  for (const TensorView& t : set.tensors()) {
+    if (t.name.rfind(prefix, 0) != 0) continue;
+    TensorView v = t;
+    v.name = t.name.substr(prefix.size());
+    out.add(std::move(v));
+  }
+  for (const auto& f : set.files()) out.keep_alive(f);
+  out.metadata() = set.metadata();
+  return out;
+}
+
 }  // namespace wick::io

@@ -70,4 +70,8 @@ class TensorSet {
   std::vector<std::shared_ptr<MappedFile>> files_;
 };
 
+// The tensors of `set` whose names start with `prefix`, renamed without it; the views share the
+// bytes and the mapped files are kept alive. Metadata is copied.
+TensorSet strip_prefix(const TensorSet& set, const std::string& prefix);
+
 }  // namespace wick::io

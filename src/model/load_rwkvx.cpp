@@ -92,7 +92,7 @@ std::shared_ptr<Model::Impl> build_rwkvx(io::TensorSet set, const quant::RwkvqFi
   try {
     BuildOptions options;
     options.packed_prefix = "rwkv.";
-    impl = build_model(strip_prefix(set, "rwkv."), "", "", packed, options);
+    impl = build_model(io::strip_prefix(set, "rwkv."), "", "", packed, options);
   } catch (const CheckpointError& e) {
     throw CheckpointError(path, std::string("in the RWKV-7 part (rwkv.*, names below without the "
                                             "prefix): ") + e.what());

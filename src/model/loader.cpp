@@ -1,13 +1,12 @@
 // Model::load: picks the container reader, maps names, derives the geometry from shapes, checks
 // every tensor, and builds the weights (model/weights.h).
-#include <charconv>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
+#include "io/checkpoint.h"
+#include "io/geometry.h"
 #include "io/json_limits.h"
 #include "io/naming.h"
 #include "io/pth.h"
@@ -31,15 +30,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-// No released model has more than a few dozen blocks; an index beyond this is a damaged file.
-constexpr int64_t kMaxLayers = 1 << 16;
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
 
 struct HfFlags {
   bool norm_first = true;  // layer 0 has pre_norm (ln0)
@@ -105,153 +95,10 @@ HfFlags check_hf_config(const std::string& text, const std::string& cpath, const
   return f;
 }
 
-Geometry derive_geometry(TensorReader& r) {
-  const auto& names = r.names().tensors;
-  const std::string& path = r.path();
-  Geometry g;
-  auto shape_of = [&](const std::string& n) -> const std::vector<int64_t>& {
-    auto it = names.find(n);
-    if (it == names.end()) {
-      throw CheckpointError(path, "missing tensor '" + n + "'" + r.convention_hint() +
-                                      "; the geometry cannot be derived without it");
-    }
-    return it->second.view.shape;
-  };
-  const auto& emb = shape_of("emb.weight");
-  if (emb.size() != 2 || emb[0] <= 0 || emb[1] <= 0) {
-    throw CheckpointError(path, "tensor 'emb.weight': expected shape [V, C], found " + shape_str(emb));
-  }
-  g.vocab = static_cast<int>(emb[0]);
-  g.n_embd = static_cast<int>(emb[1]);
-  // Layers: blocks.0 .. blocks.{L-1} must all be present. Names whose index does not parse are
-  // left unconsumed and reported as unknown tensors.
-  std::set<int64_t> layers;
-  for (auto& [name, t] : names) {
-    if (name.rfind("blocks.", 0) != 0) continue;
-    const size_t dot = name.find('.', 7);
-    if (dot == std::string::npos || dot == 7 || dot > 7 + 9) continue;
-    if (name[7] < '0' || name[7] > '9') continue;  // from_chars would accept a sign
-    int64_t index = 0;
-    auto res = std::from_chars(name.data() + 7, name.data() + dot, index);
-    if (res.ec != std::errc() || res.ptr != name.data() + dot) continue;
-    if (index >= kMaxLayers) {
-      throw CheckpointError(path, "tensor '" + t.stored_name + "': expected a block index below " +
-                                      std::to_string(kMaxLayers) + ", found " +
-                                      std::to_string(index));
-    }
-    layers.insert(index);
-  }
-  if (layers.empty()) throw CheckpointError(path, "no blocks found: expected blocks.0 .. blocks.{L-1}");
-  const int64_t last = *layers.rbegin();
-  if (static_cast<int64_t>(layers.size()) != last + 1) {
-    int64_t expect = 0;
-    for (int64_t i : layers) {
-      if (i != expect) break;
-      ++expect;
-    }
-    throw CheckpointError(path, "block " + std::to_string(expect) + " is missing (blocks up to " +
-                                    std::to_string(last) + " exist); expected blocks 0.." +
-                                    std::to_string(last) + " without gaps");
-  }
-  g.n_layer = static_cast<int>(last + 1);
-  const auto& rk = shape_of("blocks.0.att.r_k");
-  if (rk.size() != 2 || rk[0] <= 0 || rk[1] <= 0 || rk[0] * rk[1] != g.n_embd) {
-    throw CheckpointError(path, "tensor 'blocks.0.att.r_k': expected shape [H, N] with H*N = C = " +
-                                    std::to_string(g.n_embd) + ", found " + shape_str(rk));
-  }
-  g.n_head = static_cast<int>(rk[0]);
-  g.head_size = static_cast<int>(rk[1]);
-  const auto& fk = shape_of("blocks.0.ffn.key.weight");
-  if (fk.size() != 2 || fk[0] <= 0) {
-    throw CheckpointError(path, "tensor 'blocks.0.ffn.key.weight': expected shape [F, C], found " + shape_str(fk));
-  }
-  g.ffn_dim = static_cast<int>(fk[0]);
-  auto rank = [&](const std::string& n) {
-    const auto& it = names.find(n);
-    if (it == names.end()) shape_of(n);  // throws "missing"
-    const auto& s = it->second.view.shape;
-    if (s.size() != 2) {
-      throw CheckpointError(path, "tensor '" + it->second.stored_name + "': expected a 2-D LoRA factor, found " +
-                                      shape_str(s));
-    }
-    return static_cast<int>(it->second.linear_layout ? s[0] : s[1]);
-  };
-  g.lora_w = rank("blocks.0.att.w1");
-  g.lora_a = rank("blocks.0.att.a1");
-  g.lora_g = rank("blocks.0.att.g1");
-  g.lora_v = g.n_layer > 1 ? rank("blocks.1.att.v1") : 0;
-  for (auto [value, what] : {std::pair{g.lora_w, "decay LoRA rank (att.w1)"},
-                             {g.lora_a, "in-context-rate LoRA rank (att.a1)"},
-                             {g.lora_g, "gate LoRA rank (att.g1)"},
-                             {g.ffn_dim, "FFN width F (ffn.key)"}}) {
-    if (value <= 0) {
-      throw CheckpointError(path, std::string("expected a positive ") + what + ", found " +
-                                      std::to_string(value));
-    }
-  }
-  if (g.n_layer > 1 && g.lora_v <= 0) {
-    throw CheckpointError(path, "expected a positive value-residual LoRA rank (blocks.1.att.v1), found " +
-                                    std::to_string(g.lora_v));
-  }
-  return g;
-}
-
 uint64_t total_file_bytes(const io::TensorSet& s) {
   uint64_t b = 0;
   for (const auto& f : s.files()) b += f->size();
   return b;
-}
-
-std::string read_text_file(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) throw FileError(p, "cannot open");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// Names container formats wick does not read, from their first bytes (docs/naming.md §7.1).
-void refuse_foreign_formats(const io::MappedFile& f) {
-  const uint8_t* d = f.data();
-  const size_t n = f.size();
-  if (n >= 4 && std::memcmp(d, "GGUF", 4) == 0) {
-    throw CheckpointError(f.path(), "this is a GGUF file (llama.cpp); wick reads safetensors, "
-                                    "official .pth and HuggingFace folders - use the original "
-                                    "checkpoint");
-  }
-  if (n >= 4 && d[0] == 0x66 && d[1] == 0x6d && d[2] == 0x67 && d[3] == 0x67) {
-    throw CheckpointError(f.path(), "this is an rwkv.cpp ggml file (magic 'ggmf'); wick reads "
-                                    "safetensors, official .pth and HuggingFace folders - use the "
-                                    "original checkpoint");
-  }
-  // Legacy torch.save: a pickle (protocol 2) starting with the LONG1 magic number 0x1950a86a20f9469cfc6c.
-  static const uint8_t kLegacyTorch[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46};
-  if (n >= sizeof(kLegacyTorch) && std::memcmp(d, kLegacyTorch, sizeof(kLegacyTorch)) == 0) {
-    throw CheckpointError(f.path(), "this is a PyTorch file in the legacy (pre-1.6, non-zip) "
-                                    "format; re-save it with a current torch.save, which writes "
-                                    "the zip format wick reads");
-  }
-}
-
-io::TensorSet read_container(std::shared_ptr<io::MappedFile> file, std::string* container) {
-  refuse_foreign_formats(*file);
-  if (quant::RwkvqFile::is_zip(*file) && fs::path(file->path()).extension() == ".rwkvq") {
-    quant::RwkvqFile::open(file);  // throws the legacy-pickle message
-  }
-  if (io::looks_like_zip(*file)) {
-    *container = "pth";
-    return io::read_pth(std::move(file));
-  }
-  const std::string ext = fs::path(file->path()).extension().string();
-  if (ext == ".pth" || ext == ".pt") {
-    // Named like a PyTorch checkpoint but not one: say so, rather than a safetensors error.
-    throw CheckpointError(file->path(), "not a PyTorch zip archive: a checkpoint written by "
-                                        "torch.save (PyTorch 1.6 or later) is a zip file starting "
-                                        "with \"PK\"; this file is something else (a text file, "
-                                        "an unfinished download?)");
-  }
-  *container = "safetensors";
-  return io::read_safetensors(std::move(file));
 }
 
 // The tensors of an .rwkvq as the loader sees them: every manifest key with its logical shape;
@@ -280,47 +127,6 @@ io::TensorSet logical_tensors(const quant::RwkvqFile& f) {
   return set;
 }
 
-// An HF folder with sharded weights: model.safetensors.index.json maps each tensor name to a
-// shard file in the same folder. Every shard is read strictly; the index must agree with the
-// shards exactly (no tensor missing from its shard, none unlisted).
-io::TensorSet read_shards(const std::string& index_path) {
-  json index = io::parse_json_limited(read_text_file(index_path), index_path, "shard index",
-                                      io::JsonLimits{4, 1 << 16});
-  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
-    throw FormatError(index_path, "", "an object with a \"weight_map\" object", index.type_name());
-  }
-  const fs::path folder = fs::path(index_path).parent_path();
-  std::map<std::string, std::set<std::string>> by_shard;  // shard file -> tensor names
-  for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
-    if (!it.value().is_string()) {
-      throw FormatError(index_path, it.key(), "a shard file name", io::brief_json(it.value()));
-    }
-    const std::string shard = it.value().get<std::string>();
-    if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..") {
-      throw FormatError(index_path, it.key(), "a file name inside the model folder", "'" + shard + "'");
-    }
-    by_shard[shard].insert(it.key());
-  }
-  io::TensorSet merged((folder).string());
-  for (auto& [shard, wanted] : by_shard) {
-    io::TensorSet part = io::read_safetensors(io::MappedFile::open((folder / shard).string()));
-    for (const io::TensorView& t : part.tensors()) {
-      if (!wanted.count(t.name)) {
-        throw FormatError(part.source(), t.name, "only tensors the index assigns to this shard",
-                          "a tensor the index does not list here");
-      }
-      merged.add(t);
-    }
-    for (const std::string& name : wanted) {
-      if (!part.find(name)) {
-        throw FormatError(part.source(), name, "the tensor the index assigns to this shard", "none");
-      }
-    }
-    for (const auto& f : part.files()) merged.keep_alive(f);
-  }
-  return merged;
-}
-
 // The base fingerprint of docs/tasks.md §3.5: SHA-256 over every tensor in lexicographic order of
 // its official name - name, 0x00, dtype tag, 0x00, shape "d0,d1,...", 0x00, and the stored bytes
 // of tensors of at most 65536 elements (norms, mixes, biases, LoRA vectors). Cheap (no hashing of
@@ -344,7 +150,7 @@ std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::strin
                  packed, options.packed_prefix);
   auto impl = std::make_shared<Model::Impl>();
   Geometry& g = impl->geometry;
-  g = derive_geometry(r);
+  g = io::derive_geometry(r.names(), path);
 
   HfFlags flags;
   if (!hf_config.empty()) flags = check_hf_config(hf_config, config_path, g);
@@ -396,19 +202,6 @@ Model model_from_tensors(io::TensorSet tensors, const BuildOptions& options) {
   return Model::from_impl(std::move(impl));
 }
 
-io::TensorSet strip_prefix(const io::TensorSet& set, const std::string& prefix) {
-  io::TensorSet out(set.source());
-  for (const io::TensorView& t : set.tensors()) {
-    if (t.name.rfind(prefix, 0) != 0) continue;
-    io::TensorView v = t;
-    v.name = t.name.substr(prefix.size());
-    out.add(std::move(v));
-  }
-  for (const auto& f : set.files()) out.keep_alive(f);
-  out.metadata() = set.metadata();
-  return out;
-}
-
 // An EmbeddingRWKV checkpoint (docs/tasks.md §6.3): `rwkv.` + an x070 state dict without LM head,
 // plus task heads `head.{cls,sts,retr}_head.*` (read by the embedder, not part of the backbone).
 // An `rwkv.*` file with an LM head is not one (an RWKV-X file without attention blocks, say): it
@@ -418,7 +211,7 @@ bool is_embedding_rwkv(const io::TensorSet& set) {
 }
 
 io::TensorSet embedding_rwkv_backbone(const io::TensorSet& set) {
-  io::TensorSet out = strip_prefix(set, "rwkv.");
+  io::TensorSet out = io::strip_prefix(set, "rwkv.");
   for (const io::TensorView& t : set.tensors()) {
     if (t.name.rfind("rwkv.", 0) == 0) continue;
     if (t.name.rfind("vit.", 0) == 0 || t.name.rfind("proj.", 0) == 0) {
@@ -452,72 +245,45 @@ namespace {
 std::shared_ptr<Model::Impl> load_impl(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  std::string container;
-  std::string config_text, config_path;
-  std::string file = path;
-  if (fs::is_directory(path, ec)) {
-    config_path = (fs::path(path) / "config.json").string();
-    if (!fs::exists(config_path)) {
-      throw FileError(path, "is a folder without config.json; expected a HuggingFace/fla model "
-                            "folder (config.json + model.safetensors) or a checkpoint file");
-    }
-    file = (fs::path(path) / "model.safetensors").string();
-    config_text = model::read_text_file(config_path);
-    if (!fs::exists(file)) {
-      const fs::path index = fs::path(path) / "model.safetensors.index.json";
-      if (!fs::exists(index)) {
-        throw FileError(path, "has config.json but neither model.safetensors nor "
-                              "model.safetensors.index.json (sharded weights)");
-      }
-      auto impl = model::build_model(model::read_shards(index.string()), config_text, config_path);
-      impl->info.container = "hf-folder (sharded)";
-      impl->info.source = path;
-      return impl;
-    }
+  if (fs::path(path).extension() == ".rwkvq" && !fs::is_directory(path, ec)) {
+    auto mapped = io::MappedFile::open(path);
+    if (quant::RwkvqFile::is_zip(*mapped)) quant::RwkvqFile::open(mapped);  // the legacy-pickle message
   }
-  auto mapped = io::MappedFile::open(file);
-  io::TensorSet set = model::read_container(mapped, &container);
+  io::Checkpoint ck = io::open_checkpoint(path);
+  io::TensorSet& set = ck.tensors;
+  std::shared_ptr<Model::Impl> impl;
   if (quant::RwkvqFile::is_rwkvq(set)) {
     const quant::RwkvqFile packed = quant::RwkvqFile::from_tensor_set(std::move(set));
     io::TensorSet logical = model::logical_tensors(packed);
-    auto impl = model::is_rwkvx(logical)
-                    ? model::build_rwkvx(std::move(logical), &packed)
-                    : model::build_model(std::move(logical), "", "", &packed);
+    impl = model::is_rwkvx(logical) ? model::build_rwkvx(std::move(logical), &packed)
+                                    : model::build_model(std::move(logical), "", "", &packed);
     impl->info.container = "rwkvq v" + std::to_string(packed.manifest().format_version);
-    impl->info.source = path;
-    return impl;
-  }
-  if (model::is_rwkvx(set)) {
-    auto impl = model::build_rwkvx(std::move(set));
-    impl->info.container = container;
-    impl->info.source = path;
-    return impl;
-  }
-  if (model::is_embedding_rwkv(set)) {
+  } else if (model::is_rwkvx(set)) {
+    impl = model::build_rwkvx(std::move(set));
+    impl->info.container = ck.container;
+  } else if (model::is_embedding_rwkv(set)) {
     model::BuildOptions options;
     options.require_head = false;
-    auto impl = model::build_model(model::embedding_rwkv_backbone(set), "", "", nullptr, options);
-    impl->info.container = container + " (EmbeddingRWKV)";
+    impl = model::build_model(model::embedding_rwkv_backbone(set), "", "", nullptr, options);
+    impl->info.container = ck.container + " (EmbeddingRWKV)";
     impl->info.embedding_rwkv = true;
-    impl->info.source = path;
-    return impl;
-  }
-  if (set.find("reranker.blocks.0.att.r_k") != nullptr) {
+  } else if (set.find("reranker.blocks.0.att.r_k") != nullptr) {
     throw CheckpointError(path, "is an EmbeddingRWKV reranker head (reranker.*), not a language "
                                 "model; load its embedding model as the model and pass this file "
                                 "as the reranker head (wick rerank --model EMB.pth --head " +
                                     path + ")");
-  }
-  // An fla-named file with a config.json beside it: validate against it as well.
-  if (config_text.empty() && set.find("model.embeddings.weight") != nullptr) {
-    fs::path beside = fs::path(file).parent_path() / "config.json";
-    if (fs::exists(beside, ec)) {
-      config_path = beside.string();
-      config_text = model::read_text_file(config_path);
+  } else {
+    // An fla-named file with a config.json beside it: validate against it as well.
+    if (ck.config_text.empty() && set.find("model.embeddings.weight") != nullptr) {
+      const fs::path beside = fs::path(path).parent_path() / "config.json";
+      if (fs::exists(beside, ec)) {
+        ck.config_path = beside.string();
+        ck.config_text = io::read_text_file(ck.config_path);
+      }
     }
+    impl = model::build_model(std::move(set), ck.config_text, ck.config_path);
+    impl->info.container = ck.container;
   }
-  auto impl = model::build_model(std::move(set), config_text, config_path);
-  impl->info.container = fs::is_directory(path, ec) ? "hf-folder" : container;
   impl->info.source = path;
   return impl;
 }

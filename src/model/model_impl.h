@@ -43,9 +43,6 @@ std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::strin
 // their probe table is the "embedding", their blocks are x070 blocks). Throws CheckpointError.
 Model model_from_tensors(io::TensorSet tensors, const BuildOptions& options);
 
-// The tensors of `set` whose names start with `prefix`, renamed without it; the views share the
-// bytes and the mapped files are kept alive. Metadata is copied.
-io::TensorSet strip_prefix(const io::TensorSet& set, const std::string& prefix);
 
 // Adds one dense tensor to a weights fingerprint (docs/tasks.md §3.5): name, dtype tag, shape
 // "d0,d1,...", each followed by 0x00, and the stored bytes of tensors of at most 65536 elements.

@@ -2,6 +2,8 @@
 // of model/model_impl.h that it is built on.
 #include "model/tensor_reader.h"
 
+#include "io/geometry.h"
+
 #include <cstring>
 
 #include "io/tensor_set.h"
@@ -246,11 +248,6 @@ std::string TensorReader::describe(const io::MappedTensor& t, const std::string&
   return "'" + t.stored_name + "' (official name '" + official + "')";
 }
 
-std::string TensorReader::convention_hint() const {
-  return names_.convention == NamingConvention::kOfficial
-             ? ""
-             : std::string(", in a ") + std::string(naming_convention_name(names_.convention)) +
-                   " checkpoint";
-}
+std::string TensorReader::convention_hint() const { return io::convention_hint(names_.convention); }
 
 }  // namespace wick::model

@@ -9,6 +9,9 @@
 #include <regex>
 #include <sstream>
 
+#include "io/checkpoint.h"
+#include "io/geometry.h"
+#include "io/naming.h"
 #include "io/mapped_file.h"
 #include "io/pth.h"
 #include "io/safetensors.h"
@@ -158,90 +161,48 @@ std::vector<float> to_float(const io::TensorView& t) {
   return out;
 }
 
-// Reads the dense checkpoint: a safetensors file, a .pth, or a folder with model.safetensors.
-io::TensorSet open_checkpoint(const std::string& in) {
-  std::string path = in;
-  std::error_code ec;
-  if (fs::is_directory(in, ec)) {
-    path = (fs::path(in) / "model.safetensors").string();
-    if (!fs::exists(path, ec)) {
-      throw CheckpointError(in, "a folder without model.safetensors; wick quantize reads a "
-                                "single .safetensors file, an official .pth, or a folder holding "
-                                "model.safetensors (sharded folders are not supported)");
-    }
+// Reads the dense checkpoint through the one opener (io/checkpoint.h): a safetensors file, an
+// official .pth, or a HuggingFace folder (single or sharded model.safetensors).
+io::Checkpoint open_dense_checkpoint(const std::string& in) {
+  io::Checkpoint c = io::open_checkpoint(in);
+  if (c.tensors.metadata().count("rwkvq")) {
+    throw CheckpointError(in, "this is already a quantised .rwkvq file; wick quantize needs "
+                              "the dense checkpoint");
   }
-  auto file = io::MappedFile::open(path);
-  if (io::looks_like_zip(*file)) return io::read_pth(file);
-  if (!io::looks_like_safetensors(*file)) {
-    throw CheckpointError(path, "not a checkpoint: expected a .safetensors file, an official "
-                                ".pth (zip) or a folder with model.safetensors");
-  }
-  io::TensorSet set = io::read_safetensors(file);
-  if (set.metadata().count("rwkvq")) {
-    throw CheckpointError(path, "this is already a quantised .rwkvq file; wick quantize needs "
-                                "the dense checkpoint");
-  }
-  return set;
+  return c;
 }
 
 // Tensors in the input's order: for safetensors the order of their bytes in the file (the order
-// the writer put them in; the reader hands them out sorted by name), for .pth the state dict's.
+// the writer put them in; the reader hands them out sorted by name) - shard by shard in the order
+// the set holds the shard files - for .pth the state dict's.
 std::vector<const io::TensorView*> input_order(const io::TensorSet& set, bool by_offset) {
   std::vector<const io::TensorView*> v;
   for (const io::TensorView& t : set.tensors()) v.push_back(&t);
   if (by_offset) {
-    std::stable_sort(v.begin(), v.end(), [](const io::TensorView* a, const io::TensorView* b) {
-      return a->data < b->data;
+    auto position = [&set](const io::TensorView* t) {
+      size_t file = 0;
+      for (; file < set.files().size(); ++file) {
+        const io::MappedFile& f = *set.files()[file];
+        if (t->data >= f.data() && t->data < f.data() + f.size()) break;
+      }
+      return std::pair{file, t->data};
+    };
+    std::stable_sort(v.begin(), v.end(), [&](const io::TensorView* a, const io::TensorView* b) {
+      return position(a) < position(b);
     });
   }
   return v;
 }
 
-// Manifest geometry (§3.10) and naming (§1.6, from the keys).
-struct Geometry {
-  int64_t n_layer = 0, n_embd = 0, head_size = 0, vocab_size = 0;
-  std::string naming;
-};
-
-Geometry derive_geometry(const std::vector<const io::TensorView*>& tensors,
-                         const std::string& path) {
-  static const std::regex kBlock(R"((?:^|\.)(?:blocks|layers)\.(\d+)\.)");
+// The manifest's naming (§1.6, from the keys): "world" for the official names, else "custom".
+std::string manifest_naming(const std::vector<const io::TensorView*>& tensors) {
   static const std::regex kWorldAtt(R"(^blocks\.\d+\.(att|ffn)\.)");
-  Geometry g;
-  int64_t max_block = -1;
   bool has_world_emb = false, has_world_block = false;
-  const io::TensorView* emb = nullptr;
-  const io::TensorView* rk = nullptr;
   for (const io::TensorView* t : tensors) {
-    std::smatch m;
-    if (std::regex_search(t->name, m, kBlock)) {
-      max_block = std::max<int64_t>(max_block, std::stoll(m[1].str()));
-    }
     if (std::regex_search(t->name, kWorldAtt)) has_world_block = true;
     if (t->name == "emb.weight") has_world_emb = true;
-    if (!emb && (t->name == "emb.weight" || ends_with(t->name, ".emb.weight") ||
-                 ends_with(t->name, "embeddings.weight"))) {
-      emb = t;
-    }
-    if (!rk && ends_with(t->name, "r_k")) rk = t;
   }
-  if (!emb || emb->shape.size() != 2) {
-    throw CheckpointError(path, "no 2-D embedding (emb.weight) to take the width and vocabulary "
-                                "from; is this an RWKV-7 checkpoint?");
-  }
-  if (!rk || rk->shape.empty()) {
-    throw CheckpointError(path, "no r_k tensor to take the head size from; is this an RWKV-7 "
-                                "x070 checkpoint?");
-  }
-  if (max_block < 0) {
-    throw CheckpointError(path, "no blocks.N. / layers.N. tensors; is this an RWKV-7 checkpoint?");
-  }
-  g.n_layer = max_block + 1;
-  g.vocab_size = emb->shape[0];
-  g.n_embd = emb->shape[1];
-  g.head_size = rk->shape.back();
-  g.naming = (has_world_emb && has_world_block) ? "world" : "custom";
-  return g;
+  return has_world_emb && has_world_block ? "world" : "custom";
 }
 
 bool world_transposed(const std::string& key) {
@@ -451,15 +412,21 @@ EncodedTensor encode_planned(const TensorPlan& plan, const float* w,
 QuantizeSummary quantize_checkpoint(const std::string& in, const std::string& out,
                                     const FileQuantizeOptions& options) {
   const QuantConfig& config = options.config;
-  io::TensorSet set = open_checkpoint(in);
+  const io::Checkpoint checkpoint = open_dense_checkpoint(in);
+  const io::TensorSet& set = checkpoint.tensors;
   const std::string& src = set.source();
-  const bool is_pth = set.files().empty() ? false : io::looks_like_zip(*set.files().front());
+  const bool is_pth = checkpoint.container == "pth";
   const std::vector<const io::TensorView*> tensors = input_order(set, !is_pth);
-  const Geometry geo = derive_geometry(tensors, src);
+  // The manifest geometry (§3.10) is the model's, derived as the loader derives it (an RWKV-X
+  // checkpoint's from its RWKV-7 part, rwkv.*).
+  const bool rwkvx = is_rwkvx(set);
+  const Geometry geo =
+      io::derive_geometry(io::map_to_official_names(rwkvx ? io::strip_prefix(set, "rwkv.") : set), src);
+  const std::string naming = manifest_naming(tensors);
   const ActStats* stats = options.stats ? &*options.stats : nullptr;
   // `wick act-stats` keys an RWKV-X model's RWKV-7 blocks by their official names, without the
   // checkpoint's `rwkv.` prefix (its attention blocks have no statistics).
-  const std::string stats_prefix = is_rwkvx(set) ? "rwkv." : "";
+  const std::string stats_prefix = rwkvx ? "rwkv." : "";
 
   // Plan every tensor and lay out the container before encoding anything.
   std::vector<TensorPlan> plans;
@@ -467,7 +434,7 @@ QuantizeSummary quantize_checkpoint(const std::string& in, const std::string& ou
   std::vector<TensorRecord> records;
   std::vector<BufferSpec> specs;
   QuantizeSummary summary;
-  summary.naming = geo.naming;
+  summary.naming = naming;
   summary.layout = options.label;
   summary.config_repr = config.repr();
   std::map<std::string, std::vector<std::string>> degraded;  // requested AW mode -> keys
@@ -517,7 +484,7 @@ QuantizeSummary quantize_checkpoint(const std::string& in, const std::string& ou
       r.gw_gs = plan.gs;
       r.n_blocks = (t->shape[1] + plan.gs - 1) / plan.gs;
     }
-    r.transposed = geo.naming == "world" && world_transposed(t->name);
+    r.transposed = naming == "world" && world_transposed(t->name);
     for (const EncodedBuffer& b : planned_buffers(plan, t->shape)) {
       if (numel_of(b.shape) == 0) continue;  // never stored (§1.1), so not listed either
       r.fields.push_back(b.field);
@@ -544,11 +511,11 @@ QuantizeSummary quantize_checkpoint(const std::string& in, const std::string& ou
 
   ManifestHeader header;
   header.format_version = 2;
-  header.naming = geo.naming;
+  header.naming = naming;
   header.n_layer = geo.n_layer;
   header.n_embd = geo.n_embd;
   header.head_size = geo.head_size;
-  header.vocab_size = geo.vocab_size;
+  header.vocab_size = geo.vocab;
   header.config_repr = config.repr();
   header.config = config.to_json();
   header.tokenizer = options.tokenizer;
