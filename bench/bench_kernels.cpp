@@ -6,19 +6,20 @@
 // reference, AVX2, AVX-512 VNNI - skipped where the CPU lacks it), bytes = codes + scales read.
 //   build/bench/bench_kernels --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
-#include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "bench/probes.h"
+#include "bench_pool.h"
 #include "kernels/cpu_features.h"
 #include "kernels/int8_matmul.h"
 #include "kernels/int8_matmul_impl.h"
 #include "kernels/matmul.h"
 #include "kernels/wkv7.h"
-#include "bench_pool.h"
 
 namespace {
 
@@ -149,33 +150,24 @@ void BM_GemmInt8Outliers(benchmark::State& state, wick::kernels::Isa isa) {
   BM_Int8(state, isa, state.range(2), true);
 }
 
-// The machine's fp32 FMA peak, against which the GEMM's GFLOP/s are judged: 10 independent
-// 8-lane FMA chains per thread (AVX2 + FMA; enough to cover the FMA latency on two pipes), with
-// 1 and 2 threads, GFLOP/s over wall time.
-__attribute__((target("avx2,fma"), noinline)) float fma_chains(int64_t iterations, float mul) {
-  __m256 acc[10];
-  for (int i = 0; i < 10; ++i) acc[i] = _mm256_set1_ps(0.001f * static_cast<float>(i));
-  const __m256 m = _mm256_set1_ps(mul), c = _mm256_set1_ps(1e-4f);
-  for (int64_t it = 0; it < iterations; ++it)
-    for (int i = 0; i < 10; ++i) acc[i] = _mm256_fmadd_ps(acc[i], m, c);
-  __m256 s = acc[0];
-  for (int i = 1; i < 10; ++i) s = _mm256_add_ps(s, acc[i]);
-  return _mm256_cvtss_f32(s);
-}
+// The machine's fp32 FMA peak, against which the GEMM's GFLOP/s are judged: src/bench's probe
+// (bench/probes.h: 12 independent vector FMA chains per thread on the best ISA the CPU has, the
+// one `wick bench` reports as fma_peak_gflop_s) with 1 and 2 threads; the time of each iteration
+// is the probe's own pass time (its threads start together on a barrier).
 void BM_FmaPeak(benchmark::State& state) {
-  if (wick::kernels::best_supported_isa() == wick::kernels::Isa::kScalar) {
-    state.SkipWithError("this CPU lacks AVX2 + FMA");
-    return;
-  }
-  constexpr int64_t kIterations = 1 << 20;
-  float mul = 0.9999f;
+  const int threads = static_cast<int>(state.range(0));
+  double flops = 0;
+  std::string isa;
   for (auto _ : state) {
-    benchmark::DoNotOptimize(mul);
-    benchmark::DoNotOptimize(fma_chains(kIterations, mul));
+    const wick::bench::FmaPeakResult r =
+        wick::bench::measure_fma_peak({.threads = threads, .iterations = 1 << 20, .passes = 1});
+    state.SetIterationTime(r.pass_seconds[0]);
+    flops += r.flops;
+    isa = r.isa;
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(
-      2.0 * 8 * 10 * kIterations * static_cast<double>(state.iterations()),
-      benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+  state.SetLabel(isa);
 }
 
 void BM_Wkv7Sequence(benchmark::State& state) {
@@ -209,7 +201,7 @@ BENCHMARK_CAPTURE(BM_GemvInt8Outliers, int8_avx2, wick::kernels::Isa::kAvx2)->Ar
 BENCHMARK_CAPTURE(BM_GemvInt8Outliers, int8_avx512_vnni, wick::kernels::Isa::kAvx512)->Args({768, 768})->Args({768, 3072});
 BENCHMARK_CAPTURE(BM_GemmInt8Outliers, int8_avx2, wick::kernels::Isa::kAvx2)->Args({768, 768, 64})->Args({768, 3072, 64});
 BENCHMARK_CAPTURE(BM_GemmInt8Outliers, int8_avx512_vnni, wick::kernels::Isa::kAvx512)->Args({768, 768, 64})->Args({768, 3072, 64});
-BENCHMARK(BM_FmaPeak)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_FmaPeak)->ArgName("threads")->Arg(1)->Arg(2)->UseManualTime();
 BENCHMARK(BM_Wkv7Sequence)->Args({12, 1})->Args({12, 64});
 
 BENCHMARK_MAIN();

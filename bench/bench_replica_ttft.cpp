@@ -12,24 +12,19 @@
 #include <string>
 #include <vector>
 
+#include "bench/stats.h"
+#include "bench/timer.h"
 #include "replicas/redis_tier.h"
 #include "wick/engine.h"
 #include "wick/prefix_codec.h"
 #include "wick/tokenizer.h"
 
 using namespace wick;
-using Clock = std::chrono::steady_clock;
+using wick::bench::Clock;
+using wick::bench::median;
+using wick::bench::ms_since;
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
 
 std::vector<int32_t> random_ids(std::mt19937& rng, int vocab, size_t n) {
   std::uniform_int_distribution<int32_t> id(1, vocab - 1);

@@ -3,7 +3,9 @@
 # (L 12, C 768) and 1.5B (L 24, C 2048) geometry with bf16 / fp16 / fp32 weights, prefill of 512
 # tokens and decode, 2 threads, all in one run (the machine is shared: compare only numbers of
 # one run). Each decode figure comes with the read bandwidth measured in the same `wick bench`
-# call and the roofline fraction. Then the cost of --precision bf16: perplexity and KL against
+# call and the roofline fraction, each prefill figure with the fp32 FMA peak measured in the same
+# call and the fraction of it the matrix products reach (src/bench's probes, README "Dense
+# speed"). The table's first line names the CPU. Then the cost of --precision bf16: perplexity and KL against
 # fp32 on the trained tiny model (tests/tasks/eval_texts.h) and KL on the synthetic 0.1B.
 # JSON lines go to $DIR/dense.jsonl, the markdown table to stdout. Needs ~11 GB in $DIR.
 set -e
@@ -28,8 +30,10 @@ done
 python3 - "$out" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-print("| model | weights | inputs | file MiB | prefill 512 tok/s | decode ms/token | decode tok/s | bandwidth GB/s | roofline ms | fraction |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+print(f"CPU: {cpu}, {rows[0]['threads']} threads, kernels {rows[0]['isa']}, probes {rows[0].get('probe_isa', '?')}\n")
+print("| model | weights | inputs | file MiB | prefill 512 tok/s | FMA peak GFLOP/s | prefill fraction of peak | decode ms/token | decode tok/s | bandwidth GB/s | roofline ms | fraction |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 by = {}
 for r in rows:
     key = (r["model"], r["precision"])
@@ -40,6 +44,7 @@ for (m, p), t in by.items():
     any_ = pp or tg
     cells = [g, any_["weight_format"], p, f'{any_["size_bytes"] / 2**20:.0f}',
              f'{pp["tokens_per_s"]:.1f} ± {pp["stddev"]:.1f}' if pp else "-"]
+    cells += [f'{pp["fma_peak_gflop_s"]:.0f}', f'{100 * pp["fma_peak_fraction"]:.0f} %'] if pp else ["-"] * 2
     if tg:
         cells += [f'{tg["ms_per_token"]:.1f}', f'{tg["tokens_per_s"]:.1f}', f'{tg["bandwidth_gb_s"]:.1f}',
                   f'{tg["roofline_ms_per_token"]:.1f}', f'{100 * tg["roofline_fraction"]:.0f} %']

@@ -4,15 +4,19 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <fstream>
 #include <sstream>
 
+#include "bench/stats.h"
+#include "bench/timer.h"
 #include "commands.h"
 #include "common.h"
 #include "wick/errors.h"
 
 namespace wick::cli {
+
+void register_bench_limits(CLI::App* bench);  // cmd_bench_limits.cpp
+
 namespace {
 
 struct BenchTokenizerOptions {
@@ -30,21 +34,17 @@ void run_bench_tokenizer(const BenchTokenizerOptions& o) {
   if (text.empty()) throw InputError(o.file + ": the file is empty; nothing to tokenize");
   std::vector<double> seconds;
   size_t tokens = 0;
-  for (int r = 0; r < o.runs; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    tokens = tok->encode(text).size();
-    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(seconds.begin(), seconds.end());
-  const double median = seconds[seconds.size() / 2];
+  for (int r = 0; r < o.runs; ++r)
+    seconds.push_back(bench::seconds_of([&] { tokens = tok->encode(text).size(); }));
+  const bench::Summary s = bench::summarize(seconds);
   const double mb = static_cast<double>(text.size()) / 1e6;
-  fmt::print("tokenizer  {} ({})\nfile       {} ({:.2f} MB, {} tokens, {:.2f} bytes/token)\n"
-             "encode     median {:.1f} MB/s, {:.0f} tokens/s (min {:.1f}, max {:.1f} MB/s; {} runs, "
-             "1 thread)\n",
-             o.tokenizer.empty() ? "<embedded World vocabulary>" : o.tokenizer, tok->name(), o.file,
-             mb, tokens, static_cast<double>(text.size()) / std::max<size_t>(tokens, 1),
-             mb / median, static_cast<double>(tokens) / median, mb / seconds.back(),
-             mb / seconds.front(), o.runs);
+  fmt::print(
+      "tokenizer  {} ({})\nfile       {} ({:.2f} MB, {} tokens, {:.2f} bytes/token)\n"
+      "encode     median {:.1f} MB/s, {:.0f} tokens/s (min {:.1f}, max {:.1f} MB/s; {} runs, "
+      "1 thread)\n",
+      o.tokenizer.empty() ? "<embedded World vocabulary>" : o.tokenizer, tok->name(), o.file, mb,
+      tokens, static_cast<double>(text.size()) / std::max<size_t>(tokens, 1), mb / s.median,
+      static_cast<double>(tokens) / s.median, mb / s.max, mb / s.min, o.runs);
 }
 
 }  // namespace
@@ -63,6 +63,7 @@ void register_bench(CLI::App& app) {
   register_bench_serve(bench);
   register_bench_model(bench);
   register_bench_tasks(bench);
+  register_bench_limits(bench);
 }
 
 }  // namespace wick::cli

@@ -6,10 +6,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "bench/stats.h"
+#include "bench/timer.h"
 #include "commands.h"
 #include "common.h"
 #include "wick/errors.h"
@@ -29,16 +30,8 @@ struct BenchGenerateOptions {
   bool json = false;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-double seconds_of(const std::function<void()>& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
+using bench::median;
+using bench::seconds_of;
 
 // A prompt of exactly n tokens: ids of some English text, repeated.
 std::vector<int32_t> make_prompt(const Tokenizer& tok, int n, int salt) {

@@ -6,23 +6,21 @@
 // the model's load time and memory (resident after load, while decoding, peak during prefill).
 // The decode test also measures the memory read bandwidth in the same run and reports the
 // roofline: bytes one step reads (ModelInfo::bytes_per_token) / bandwidth, and the fraction of
-// it reached. Same output for every weight format (dense, .rwkvq, or --quantize int8, reported as
-// weight_format "int8").
+// it reached; the prefill test measures the fp32 FMA peak and reports the fraction of it the
+// matrix products reach. The probes, timers, statistics and RSS readings are src/bench's
+// (bench/*.h). Same output for every weight format (dense, .rwkvq, or --quantize int8, reported
+// as weight_format "int8").
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <cstring>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <numeric>
-#include <thread>
 
-#include <sys/resource.h>
-#include <unistd.h>
-
+#include "bench/memory.h"
+#include "bench/probes.h"
+#include "bench/roofline.h"
+#include "bench/stats.h"
+#include "bench/timer.h"
 #include "commands.h"
 #include "common.h"
 #include "wick/errors.h"
@@ -40,76 +38,12 @@ struct BenchModelOptions {
   std::vector<int> gen = {128};
   std::vector<int> depth = {0};  // decode after this many tokens of context (KV rows for RWKV-X)
   int reps = 5;
+  int bandwidth_mib = 1024;  // the bandwidth probe's working set, all threads together
   bool json = false;
 };
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// "VmRSS" / "VmHWM" of this process in bytes (0 where /proc is unavailable).
-uint64_t proc_status_bytes(const char* key) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind(key, 0) == 0) return std::stoull(line.substr(std::strlen(key) + 1)) * 1024;
-  }
-  return 0;
-}
-// Resets VmHWM to the current RSS (Linux >= 4.0), so a later read gives the peak since now.
-void reset_peak_rss() {
-  std::ofstream f("/proc/self/clear_refs");
-  if (f) f << "5";
-}
-
-struct Stats {
-  double median = 0, stddev = 0;
-};
-Stats stats_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  Stats s;
-  s.median = v[v.size() / 2];
-  const double mean = std::accumulate(v.begin(), v.end(), 0.0) / v.size();
-  double ss = 0;
-  for (double x : v) ss += (x - mean) * (x - mean);
-  s.stddev = v.size() > 1 ? std::sqrt(ss / (v.size() - 1)) : 0;
-  return s;
-}
-
-// Memory read bandwidth in bytes/s: `threads` threads each sum their share of a 512 MiB buffer
-// (larger than any cache) with 32-byte vector loads into 4 independent accumulators, best of
-// `passes` passes.
-double measure_read_bandwidth(int threads, int passes) {
-  using V = uint64_t __attribute__((vector_size(32)));
-  const size_t n = (512ull << 20) / sizeof(V);
-  std::vector<V> buf(n);
-  for (size_t i = 0; i < n; i += 128) buf[i][0] = i;  // touch every page
-  double best = 0;
-  for (int pass = 0; pass < passes; ++pass) {
-    std::vector<uint64_t> sums(threads);
-    const auto t0 = Clock::now();
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t) {
-      pool.emplace_back([&, t] {
-        const size_t b = n * t / threads, e = n * (t + 1) / threads;
-        V a0 = {}, a1 = {}, a2 = {}, a3 = {};
-        for (size_t i = b; i + 4 <= e; i += 4) {
-          a0 += buf[i];
-          a1 += buf[i + 1];
-          a2 += buf[i + 2];
-          a3 += buf[i + 3];
-        }
-        const V a = a0 + a1 + a2 + a3;
-        sums[t] = a[0] + a[1] + a[2] + a[3];
-      });
-    }
-    for (auto& th : pool) th.join();
-    const double s = since(t0);
-    volatile uint64_t sink = std::accumulate(sums.begin(), sums.end(), uint64_t{0});
-    (void)sink;
-    best = std::max(best, static_cast<double>(n * sizeof(V)) / s);
-  }
-  return best;
-}
+using bench::Clock;
+using bench::seconds_since;
 
 std::string weight_format(const ModelInfo& i) {
   // Quantised at load (--quantize): the projections, FFN and head are int8 codes.
@@ -165,16 +99,6 @@ State state_at_depth(const Model& model, int depth) {
   return st;
 }
 
-// Bytes this process can hold: physical memory, or the address-space limit (ulimit -v) if lower.
-uint64_t memory_limit_bytes() {
-  uint64_t limit = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
-                   static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
-  struct rlimit r {};
-  if (getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY)
-    limit = std::min<uint64_t>(limit, r.rlim_cur);
-  return limit;
-}
-
 // Refuses, before any work, a --depth whose KV caches (RWKV-X) cannot fit in memory: the decode
 // test holds the start state and a copy that grows by half again when decode appends to it, about
 // 3.5 caches of depth + gen rows. (It used to end in "internal error: std::bad_alloc", or worse.)
@@ -182,7 +106,7 @@ void check_depth_fits(const BenchModelOptions& o, const Geometry& g) {
   if (g.n_attn == 0) return;  // a recurrent state does not grow with the context
   const uint64_t gen =
       o.gen.empty() ? 0 : static_cast<uint64_t>(std::max(0, *std::max_element(o.gen.begin(), o.gen.end())));
-  const uint64_t limit = memory_limit_bytes();
+  const uint64_t limit = bench::memory_limit_bytes();
   for (int d : o.depth) {
     const uint64_t rows = static_cast<uint64_t>(std::max(d, 0)) + gen;
     const uint64_t cache = 2ull * g.n_attn * rows * static_cast<uint64_t>(g.n_embd) * sizeof(float);
@@ -200,14 +124,14 @@ void check_depth_fits(const BenchModelOptions& o, const Geometry& g) {
 
 void run_bench_model(const BenchModelOptions& o) {
   if (o.threads > 0) set_cli_threads(o.threads);
-  const uint64_t rss_before = proc_status_bytes("VmRSS");
-  reset_peak_rss();
+  const uint64_t rss_before = bench::resident_bytes();
+  bench::reset_peak_resident();
   const auto t_load = Clock::now();
   const Model model = with_attention_flags(load_model_or_default(o.model, o.load), o.attention);
-  const double load_s = since(t_load);
+  const double load_s = seconds_since(t_load);
   check_depth_fits(o, model.geometry());
-  const uint64_t rss_loaded = proc_status_bytes("VmRSS");
-  const uint64_t peak_load = proc_status_bytes("VmHWM");
+  const uint64_t rss_loaded = bench::resident_bytes();
+  const uint64_t peak_load = bench::peak_resident_bytes();
   // The weights are mapped, not read, at load: the first step pages them in (cold cache: from
   // disk), so it is timed separately.
   double first_step_ms = 0;
@@ -215,14 +139,14 @@ void run_bench_model(const BenchModelOptions& o) {
     State st = model.new_state();
     const auto t0 = Clock::now();
     model.step(0, st);
-    first_step_ms = since(t0) * 1000;
+    first_step_ms = seconds_since(t0) * 1000;
   }
   const ModelInfo& info = model.info();
   const Geometry& g = model.geometry();
   const std::string format = weight_format(info);
   const int nthreads = cli_runtime()->threads();
 
-  auto emit = [&](const std::string& test, int n_prompt, int n_gen, const Stats& tps,
+  auto emit = [&](const std::string& test, int n_prompt, int n_gen, const bench::Summary& tps,
                   nlohmann::json extra) {
     const double ms = 1000.0 / tps.median;
     if (o.json) {
@@ -276,17 +200,28 @@ void run_bench_model(const BenchModelOptions& o) {
       State warm = model.new_state();
       model.forward(std::span<const int32_t>(tokens.data(), std::min(n, 16)), warm);
     }
-    reset_peak_rss();
-    std::vector<double> tps;
+    bench::reset_peak_resident();
+    // The fp32 FMA peak is measured right after every repetition, as the bandwidth is for decode.
+    std::vector<double> tps, peaks;
+    bench::FmaPeakResult fma;
     for (int r = 0; r < o.reps; ++r) {
       State st = model.new_state();
       const auto t0 = Clock::now();
       model.forward(tokens, st);
-      tps.push_back(n / since(t0));
+      tps.push_back(n / seconds_since(t0));
+      fma = bench::measure_fma_peak({.threads = nthreads});
+      peaks.push_back(fma.flops_per_s);
     }
-    const uint64_t peak = proc_status_bytes("VmHWM");
-    emit("pp" + std::to_string(n), n, 0, stats_of(tps),
-         {{"peak_rss_during_prefill_bytes", peak - std::min(peak, rss_before)}});
+    const uint64_t peak = bench::peak_resident_bytes();
+    const bench::Summary s = bench::summarize(tps);
+    const double flops = bench::prefill_flops_per_token(g, n), fma_peak = bench::median(peaks);
+    emit("pp" + std::to_string(n), n, 0, s,
+         {{"peak_rss_during_prefill_bytes", peak - std::min(peak, rss_before)},
+          {"flops_per_token", flops},
+          {"gflop_s", flops * s.median / 1e9},
+          {"fma_peak_gflop_s", fma_peak / 1e9},
+          {"fma_peak_fraction", bench::peak_fraction(flops * s.median, fma_peak)},
+          {"probe_isa", fma.isa}});
   }
   for (int d : o.depth) {
     const State start = state_at_depth(model, d);
@@ -300,17 +235,22 @@ void run_bench_model(const BenchModelOptions& o) {
       // The bandwidth is measured right after every repetition and its median taken, so the
       // roofline sees the same conditions of this shared machine as the median decode figure.
       std::vector<double> tps, bws;
+      bench::BandwidthResult probe;
       uint64_t rss_decode = 0;
       for (int r = 0; r < o.reps; ++r) {
         State st = start;
         const auto t0 = Clock::now();
         for (int32_t t : tokens) model.step(t, st);
-        tps.push_back(n / since(t0));
-        rss_decode = std::max(rss_decode, proc_status_bytes("VmRSS"));
-        bws.push_back(measure_read_bandwidth(nthreads, 2));
+        tps.push_back(n / seconds_since(t0));
+        rss_decode = std::max(rss_decode, bench::resident_bytes());
+        probe =
+            bench::measure_read_bandwidth({.threads = nthreads,
+                                           .bytes = static_cast<uint64_t>(o.bandwidth_mib) << 20,
+                                           .passes = 3});
+        bws.push_back(probe.bytes_per_s);
       }
-      const Stats s = stats_of(tps);
-      const double bw = stats_of(bws).median;
+      const bench::Summary s = bench::summarize(tps);
+      const double bw = bench::median(bws);
       // Bytes a step reads: the weights, plus (RWKV-X) the K and V rows it attends to at the
       // middle of the run, for full attention.
       // moba reads about n_past + 1/2 blocks of rows (the chosen ones and the current partial one)
@@ -326,12 +266,16 @@ void run_bench_model(const BenchModelOptions& o) {
       }
       const uint64_t kv_bytes = g.n_attn > 0 ? static_cast<uint64_t>(rows * kv_row_bytes) : 0;
       const double roofline_ms =
-          1000.0 * static_cast<double>(info.bytes_per_token + kv_bytes) / bw;
-      nlohmann::json extra = {{"rss_while_decoding_bytes", rss_decode - std::min(rss_decode, rss_before)},
-                              {"bytes_per_token", info.bytes_per_token + kv_bytes},
-                              {"bandwidth_gb_s", bw / 1e9},
-                              {"roofline_ms_per_token", roofline_ms},
-                              {"roofline_fraction", roofline_ms / (1000.0 / s.median)}};
+          1000.0 *
+          bench::roofline_seconds(static_cast<double>(info.bytes_per_token + kv_bytes), bw);
+      nlohmann::json extra = {
+          {"rss_while_decoding_bytes", rss_decode - std::min(rss_decode, rss_before)},
+          {"bytes_per_token", info.bytes_per_token + kv_bytes},
+          {"bandwidth_gb_s", bw / 1e9},
+          {"roofline_ms_per_token", roofline_ms},
+          {"roofline_fraction", bench::roofline_fraction(roofline_ms, 1000.0 / s.median)},
+          {"bandwidth_probe_bytes", probe.bytes_read},
+          {"probe_isa", probe.isa}};
       if (g.n_attn > 0) {
         extra["n_depth"] = d;
         extra["attention"] = describe_attention(model.attention());
@@ -364,6 +308,11 @@ void register_bench_model(CLI::App* bench) {
       ->check(CLI::Range(0, 1 << 24));
   bench->add_option("-r,--reps", o->reps, "Repetitions per test (median reported)")
       ->check(CLI::Range(1, 1000));
+  bench
+      ->add_option("--bandwidth-mib", o->bandwidth_mib,
+                   "Working set of the read-bandwidth probe run after every decode repetition, "
+                   "MiB over all threads (default 1024: far beyond the last-level cache)")
+      ->check(CLI::Range(1, 1 << 20));
   bench->add_flag("--json", o->json, "One JSON object per test and line");
   bench->callback([o, bench] {
     if (bench->get_subcommands().empty()) run_bench_model(*o);

@@ -19,6 +19,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "bench/stats.h"
+#include "bench/timer.h"
 #include "commands.h"
 #include "common.h"
 #include "wick/chat.h"
@@ -46,19 +48,8 @@ struct BenchServeOptions {
   bool json = false;
 };
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// The q-quantile (nearest rank) of v.
-double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));
-  return v[i];
-}
+using bench::median;
+using bench::quantile;  // nearest rank
 
 // Prompt c of n tokens: ids spread over the vocabulary, distinct for every client.
 std::vector<int32_t> make_prompt(int vocab, int n, int c) {
@@ -93,7 +84,7 @@ RunStats run_clients(const Model& model, const Tokenizer& tok, const EngineOptio
                      int prompt_tokens, int gen, int salt) {
   Engine engine(model, tok, eo);
   std::vector<RequestHandle> hs;
-  const auto t0 = std::chrono::steady_clock::now();
+  const bench::Clock::time_point t0 = bench::Clock::now();
   for (int c = 0; c < C; ++c)
     hs.push_back(engine.submit(greedy_request(
         make_prompt(model.geometry().vocab, prompt_tokens, salt * 1000 + c), gen)));
@@ -106,7 +97,7 @@ RunStats run_clients(const Model& model, const Tokenizer& tok, const EngineOptio
     add_gaps(r, gaps);
     generated += r.generated_tokens;
   }
-  const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double wall = bench::ms_since(t0);
   const EngineStats st = engine.stats();
   RunStats s;
   s.tokens_per_s = 1000.0 * static_cast<double>(generated) / wall;

@@ -8,13 +8,13 @@
 // pass. Texts are deterministic pseudo-random English words; their token counts are reported.
 // Every test is run --reps times in one process and medians are printed.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
-#include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/timer.h"
 #include "commands.h"
 #include "common.h"
 #include "wick/embed.h"
@@ -26,23 +26,6 @@
 
 namespace wick::cli {
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Milliseconds of fn(), median over `reps` runs.
-template <typename Fn>
-double time_ms(int reps, Fn&& fn) {
-  std::vector<double> ms;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return median(ms);
-}
 
 // A text of about `tokens` World tokens (common English words; mostly one token each).
 std::string make_text(const Tokenizer& tok, int tokens, uint64_t seed) {
@@ -91,12 +74,12 @@ void run_bench_rerank(const BenchRerankOptions& o) {
   const double tail_tokens = static_cast<double>(r.tail_tokens(query).size());
 
   std::vector<State> folded;
-  const double fold_ms = time_ms(o.reps, [&] { folded = r.fold_documents(docs); });
+  const double fold_ms = bench::median_ms_of(o.reps, [&] { folded = r.fold_documents(docs); });
   std::vector<const State*> ptrs;
   for (const State& s : folded) ptrs.push_back(&s);
-  const double indexed_ms = time_ms(o.reps, [&] { r.score_states(query, ptrs); });
-  const double direct_ms = time_ms(o.reps, [&] { r.score(query, docs); });
-  const double head_ms = time_ms(o.reps, [&] { r.head_logits(ptrs); });
+  const double indexed_ms = bench::median_ms_of(o.reps, [&] { r.score_states(query, ptrs); });
+  const double direct_ms = bench::median_ms_of(o.reps, [&] { r.score(query, docs); });
+  const double head_ms = bench::median_ms_of(o.reps, [&] { r.head_logits(ptrs); });
   const double n = static_cast<double>(o.docs);
   nlohmann::json j = {{"test", "rerank"},
                       {"model", o.model},
@@ -148,8 +131,8 @@ void run_bench_embed(const BenchEmbedOptions& o) {
     texts.push_back(make_text(*tok, o.tokens, 2000 + i));
     tokens += static_cast<double>(e.tokens(texts.back()).size());
   }
-  const double batched_ms = time_ms(o.reps, [&] { e.embed(texts, o.batch); });
-  const double single_ms = time_ms(o.reps, [&] { e.embed(texts, 1); });
+  const double batched_ms = bench::median_ms_of(o.reps, [&] { e.embed(texts, o.batch); });
+  const double single_ms = bench::median_ms_of(o.reps, [&] { e.embed(texts, 1); });
   const double n = static_cast<double>(o.texts);
   nlohmann::json j = {{"test", "embed"},
                       {"model", o.model},

@@ -1,0 +1,32 @@
+#include "bench/roofline.h"
+
+#include "wick/model.h"
+
+namespace wick::bench {
+
+double roofline_seconds(double bytes, double bytes_per_s) {
+  return bytes_per_s > 0 ? bytes / bytes_per_s : 0;
+}
+
+double roofline_fraction(double limit_seconds, double measured_seconds) {
+  return measured_seconds > 0 ? limit_seconds / measured_seconds : 0;
+}
+
+double peak_fraction(double rate, double peak) {
+  return peak > 0 ? rate / peak : 0;
+}
+
+double prefill_flops_per_token(const Geometry& g, int n_prompt) {
+  if (n_prompt < 1) return 0;
+  const double C = g.n_embd;
+  // Weights (multiply-adds per token) of one RWKV-7 block and of one attention block.
+  const double rwkv = 4 * C * C + 2 * C * g.ffn_dim + 2 * C * (g.lora_w + g.lora_a + g.lora_g);
+  const double value_lora = 2 * C * g.lora_v;  // every block but the first
+  const double attention = 4 * C * C + 2 * C * g.attn_ffn_dim;
+  const double per_token =
+      g.n_layer * rwkv + (g.n_layer > 0 ? g.n_layer - 1 : 0) * value_lora + g.n_attn * attention;
+  const double head = static_cast<double>(g.vocab) * C / n_prompt;
+  return 2 * (per_token + head);
+}
+
+}  // namespace wick::bench
