@@ -1,13 +1,13 @@
 // SHA-256 (FIPS 180-4) through GNU Nettle: incremental hashing and lowercase hex digests.
 #pragma once
 
+#include <nettle/sha2.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
 
-#include <nettle/sha2.h>
-
-namespace wick::io {
+namespace wick::base {
 
 class Sha256 {
  public:
@@ -30,4 +30,4 @@ class Sha256 {
 // SHA-256 of `bytes` as 64 lowercase hex digits.
 std::string sha256_hex(std::string_view bytes);
 
-}  // namespace wick::io
+}  // namespace wick::base
