@@ -15,6 +15,7 @@
 #include "common.h"
 #include "progress.h"
 #include "wick/errors.h"
+#include "wick/generate.h"
 #include "wick/rerank.h"
 
 namespace wick::cli {
@@ -33,9 +34,7 @@ std::string preview(const std::string& text, size_t max_bytes) {
   std::string one_line;
   for (char c : text) one_line += (c == '\n' || c == '\t' || c == '\r') ? ' ' : c;
   if (one_line.size() <= max_bytes) return one_line;
-  size_t cut = max_bytes;
-  while (cut > 0 && (static_cast<unsigned char>(one_line[cut]) & 0xC0) == 0x80) --cut;
-  return one_line.substr(0, cut) + "...";
+  return one_line.substr(0, utf8_boundary(one_line, max_bytes)) + "...";  // whole characters
 }
 
 void run_rerank(const RerankOptions& o) {

@@ -5,22 +5,20 @@
 #include <algorithm>
 #include <atomic>
 
+#include "base/timing.h"
 #include "engine/request_control.h"
 #include "generate/row_decoder.h"
-#include "io/sha256.h"
+#include "model/state_geometry.h"
+#include "base/sha256.h"
 #include "wick/errors.h"
 
 namespace wick {
 namespace {
 
-double ms_between(EngineClock::time_point a, EngineClock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
 // Content digest of a state (recurrent part and KV caches): the cache scope of requests that
 // start from it.
 std::string state_digest(const State& s) {
-  io::Sha256 h;
+  base::Sha256 h;
   h.update(s.data(), s.size() * sizeof(float));
   const int64_t kv = s.kv_length();
   h.update(&kv, sizeof kv);
@@ -31,12 +29,6 @@ std::string state_digest(const State& s) {
     h.update(s.v_cache(j), n);
   }
   return "sha256:" + h.hex_digest();
-}
-
-bool same_geometry(const Model& m, const State& s) {
-  const Geometry& g = m.geometry();
-  return s.n_layer() == g.n_layer && s.n_embd() == g.n_embd && s.n_head() == g.n_head &&
-         s.head_size() == g.head_size && s.n_attn() == g.n_attn;
 }
 
 }  // namespace
@@ -166,10 +158,9 @@ std::string Engine::cache_scope(const std::string& init) const {
 
 void Engine::register_state(const std::string& id, State state) {
   if (id.empty()) throw InputError("register_state: the state id must not be empty");
-  if (!same_geometry(model_, state))
-    throw InputError("register_state '" + id +
-                     "': the state's geometry does not match the model's; create it with "
-                     "Model::new_state() of this model (or load a state file saved by it)");
+  if (!state_fits(state, model_.geometry()))
+    throw_state_mismatch(StateGeometry::of(state), model_.geometry(),
+                         "register_state '" + id + "': the state");
   std::string digest = state_digest(state);
   std::lock_guard<std::mutex> lock(mutex_);
   if (states_.count(id))
@@ -223,9 +214,7 @@ std::shared_ptr<detail::RequestControl> Engine::prepare(Request request) const {
   if (request.initial_state && !request.state_id.empty())
     throw InputError("a request starts from a given State or from a registered state id, not both");
   if (request.initial_state) {
-    if (!same_geometry(model_, *request.initial_state))
-      throw InputError("the request's initial state does not match the model's geometry; create "
-                       "it with Model::new_state() of this model");
+    check_state_fits(*request.initial_state, model_.geometry(), "the request's initial state");
     ctl->init_digest = request.use_cache ? state_digest(*request.initial_state) : "";
   } else if (request.state_id.empty()) {
     ctl->init_digest = "zero";
@@ -330,7 +319,7 @@ namespace {
 // Completes a request: result stored, on_done called, waiters woken. Exceptions from on_done are
 // swallowed (a callback must not take the engine down).
 void complete(detail::RequestControl& ctl, EngineResult result) {
-  result.total_ms = ms_between(ctl.submitted, EngineClock::now());
+  result.total_ms = base::ms_between(ctl.submitted, EngineClock::now());
   if (ctl.request.on_done) {
     try {
       ctl.request.on_done(result);
@@ -350,7 +339,7 @@ void complete_unstarted(detail::RequestControl& ctl, StopReason reason) {
   EngineResult r;
   r.stop_reason = reason;
   r.prompt_tokens = static_cast<int>(ctl.prompt.size());
-  r.queue_ms = ms_between(ctl.submitted, EngineClock::now());
+  r.queue_ms = base::ms_between(ctl.submitted, EngineClock::now());
   complete(ctl, std::move(r));
 }
 
@@ -487,7 +476,7 @@ void Engine::admit(Row& row) {
         if (far && far->scope == row.scope && far->tokens.size() > have &&
             far->tokens.size() <= ctl.prompt.size() &&
             std::equal(far->tokens.begin(), far->tokens.end(), ctl.prompt.begin()) &&
-            same_geometry(model_, far->state) &&
+            state_fits(far->state, model_.geometry()) &&
             far->logits.size() == static_cast<size_t>(model_.geometry().vocab)) {
           hit = far;
           row.tier = CacheTier::kSecond;
@@ -537,7 +526,7 @@ void Engine::begin_decode(Row& row, std::span<const float> logits) {
   try {
     row.pending =
         row.decoder->next(logits, row.ctl->request.on_chunk, row.ctl->request.on_logprob);
-    row.token_times.push_back(ms_between(row.ctl->submitted, EngineClock::now()));
+    row.token_times.push_back(base::ms_between(row.ctl->submitted, EngineClock::now()));
   } catch (...) {
     mark_failed(row, std::current_exception());
     row.decoder->stop(StopReason::kError);
@@ -601,14 +590,14 @@ void Engine::finish(Row& row, std::span<const float> logits) {
   r.cached_tokens = row.cached;
   r.cache_tier = row.tier;
   const auto now = EngineClock::now();
-  r.queue_ms = ms_between(ctl.submitted, row.admitted);
+  r.queue_ms = base::ms_between(ctl.submitted, row.admitted);
   r.ttft_ms = row.token_times.empty() ? 0 : row.token_times.front();
   r.token_times_ms = std::move(row.token_times);
   if (row.decoding) {
-    r.timings.prefill_ms = ms_between(row.admitted, row.prefill_done);
-    r.timings.decode_ms = ms_between(row.prefill_done, now);
+    r.timings.prefill_ms = base::ms_between(row.admitted, row.prefill_done);
+    r.timings.decode_ms = base::ms_between(row.prefill_done, now);
   } else {
-    r.timings.prefill_ms = ms_between(row.admitted, now);
+    r.timings.prefill_ms = base::ms_between(row.admitted, now);
   }
   r.timings.decode_steps = row.steps;
   r.state = std::move(row.state);
@@ -715,7 +704,7 @@ void Engine::iterate(std::vector<std::unique_ptr<Row>>& rows) {
     for (Row* r : pass) fail(*r, e);
     return;
   }
-  const double pass_ms = ms_between(p0, EngineClock::now());
+  const double pass_ms = base::ms_between(p0, EngineClock::now());
   int64_t prefill_tokens = 0;
   size_t tokens = 0;
   for (Row* r : pass) {
@@ -762,7 +751,7 @@ void Engine::iterate(std::vector<std::unique_ptr<Row>>& rows) {
     }
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  stats_.busy_ms += ms_between(it_start, EngineClock::now());
+  stats_.busy_ms += base::ms_between(it_start, EngineClock::now());
 }
 
 }  // namespace wick

@@ -4,7 +4,7 @@
 #include <bit>
 #include <cstring>
 
-#include "io/sha256.h"
+#include "base/sha256.h"
 #include "wick/errors.h"
 
 namespace wick {
@@ -13,8 +13,8 @@ namespace {
 // Per-entry bookkeeping counted against the budget besides the arrays (maps, list, strings).
 constexpr size_t kEntryOverhead = 256;
 
-io::Sha256 scope_hasher(std::string_view scope) {
-  io::Sha256 h;
+base::Sha256 scope_hasher(std::string_view scope) {
+  base::Sha256 h;
   h.update(scope);
   const char zero = 0;
   h.update(&zero, 1);
@@ -22,7 +22,7 @@ io::Sha256 scope_hasher(std::string_view scope) {
 }
 
 // Ids as int32 little-endian bytes (x86-64 is little-endian; the static_assert keeps it honest).
-void hash_ids(io::Sha256& h, std::span<const int32_t> ids) {
+void hash_ids(base::Sha256& h, std::span<const int32_t> ids) {
   static_assert(std::endian::native == std::endian::little, "prefix keys assume little-endian ids");
   if (!ids.empty()) h.update(ids.data(), ids.size() * sizeof(int32_t));
 }
@@ -35,7 +35,7 @@ size_t CachedPrefix::bytes() const {
 }
 
 std::string prefix_key(std::string_view scope, std::span<const int32_t> tokens) {
-  io::Sha256 h = scope_hasher(scope);
+  base::Sha256 h = scope_hasher(scope);
   hash_ids(h, tokens);
   return h.hex_digest();
 }
@@ -44,7 +44,7 @@ std::vector<std::string> prefix_keys(std::string_view scope, std::span<const int
                                      std::span<const size_t> lengths) {
   std::vector<std::string> keys;
   keys.reserve(lengths.size());
-  io::Sha256 h = scope_hasher(scope);
+  base::Sha256 h = scope_hasher(scope);
   size_t done = 0;
   for (size_t len : lengths) {
     if (len < done || len > tokens.size())
@@ -53,7 +53,7 @@ std::vector<std::string> prefix_keys(std::string_view scope, std::span<const int
                        " after " + std::to_string(done));
     hash_ids(h, tokens.subspan(done, len - done));
     done = len;
-    io::Sha256 copy = h;
+    base::Sha256 copy = h;
     keys.push_back(copy.hex_digest());
   }
   return keys;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "base/timing.h"
 #include "generate/stop_search.h"
 #include "wick/errors.h"
 
@@ -79,7 +80,7 @@ TokenLogprob token_logprob(std::span<const float> adjusted, int32_t id, int top)
 
 int32_t RowDecoder::next(std::span<const float> logits, const ChunkCallback& on_chunk,
                          const std::function<void(const TokenLogprob&)>& on_logprob) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const base::Stopwatch timer;
   // Before select(): the log-probabilities see the same history as the draw.
   std::vector<float> adjusted;
   if (config_.logprobs >= 0) adjusted = sampler_.adjusted_logits(logits);
@@ -92,8 +93,7 @@ int32_t RowDecoder::next(std::span<const float> logits, const ChunkCallback& on_
                        config_.stop_tokens.end();
   // ChatRWKV never counts a stop id (§1.6); the standard history observes every chosen token.
   if (!(is_stop && config_.sampling.mode == SamplerMode::kChatRwkv)) sampler_.observe(id);
-  sample_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                    .count();
+  sample_ms_ += timer.elapsed_ms();
   result_.tokens.push_back(id);
   if (static_cast<int>(result_.tokens.size()) >= config_.max_tokens) finished_ = true;
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "base/utf8.h"
 #include "wick/generate.h"
 
 namespace wick {
@@ -37,22 +38,8 @@ size_t partial_stop_start(std::string_view bytes, const std::vector<std::string>
 }  // namespace gen
 
 size_t utf8_boundary(std::string_view bytes, size_t limit) {
-  const size_t end = std::min(limit, bytes.size());
-  if (end == 0) return 0;
-  // Walk back over at most 4 bytes to the lead byte of the last code point.
-  for (size_t steps = 0; steps < 4 && steps < end; ++steps) {
-    const size_t i = end - 1 - steps;
-    const auto b = static_cast<unsigned char>(bytes[i]);
-    if (b < 0x80) return i + 1;             // ASCII: whatever follows it is incomplete
-    if ((b & 0xC0) == 0x80) continue;       // continuation byte: keep walking
-    size_t need = 0;
-    if ((b & 0xE0) == 0xC0) need = 2;
-    else if ((b & 0xF0) == 0xE0) need = 3;
-    else if ((b & 0xF8) == 0xF0) need = 4;
-    else return end;                        // 0xF8..0xFF: no valid lead; nothing to wait for
-    return end - i >= need ? end : i;       // complete sequence, or hold from its lead byte
-  }
-  return end;  // four continuation bytes: no lead can complete them
+  // Hold back only a character that more bytes can still complete (the rule of StreamDecoder).
+  return base::utf8::truncated_tail_start(bytes.substr(0, std::min(limit, bytes.size())));
 }
 
 }  // namespace wick

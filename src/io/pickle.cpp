@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "base/utf8.h"
 #include "wick/errors.h"
 
 namespace wick::io {
@@ -182,40 +183,6 @@ std::string printable(std::string_view s, size_t limit) {
   }
   if (s.size() > limit) out += "...";
   return out;
-}
-
-// UTF-8 as Python's "surrogatepass" decoder accepts it (surrogate code points allowed).
-bool valid_utf8(const uint8_t* s, size_t n) {
-  size_t i = 0;
-  while (i < n) {
-    const uint8_t c = s[i];
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (n - i < len) return false;
-    for (size_t k = 1; k < len; ++k) {
-      if ((s[i + k] & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (s[i + k] & 0x3F);
-    }
-    static const uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[len] || cp > 0x10FFFF) return false;
-    i += len;
-  }
-  return true;
 }
 
 bool allowed_global(std::string_view module, std::string_view name) {
@@ -404,7 +371,8 @@ class Unpickler {
     return memo_[index];
   }
   PickleValue* make_string(std::string_view s, Kind k) {
-    if (k == Kind::kString && !valid_utf8(reinterpret_cast<const uint8_t*>(s.data()), s.size())) {
+    // Strings are UTF-8 as Python's "surrogatepass" decoder accepts it (surrogates allowed).
+    if (k == Kind::kString && !base::utf8::is_valid(s, base::utf8::Surrogates::kAllow)) {
       malformed("UTF-8 text for " + op(), "invalid UTF-8 '" + printable(s, 80) + "'");
     }
     PickleValue* v = make(k);

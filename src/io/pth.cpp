@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string_view>
 
+#include "base/strings.h"
 #include "io/pickle.h"
 #include "io/zip_reader.h"
 #include "wick/errors.h"
@@ -38,12 +39,6 @@ bool storage_dtype(std::string_view name, DType* out) {
     }
   }
   return false;
-}
-
-std::string shape_text(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + num(v[i]);
-  return s + "]";
 }
 
 bool is_tensor_call(const PickleValue* v) {
@@ -268,14 +263,14 @@ TensorView PthReader::tensor(const std::string& name, const PickleValue* call) {
   t.shape = get_ints(name, args[2], "size");
   const std::vector<int64_t> stride = get_ints(name, args[3], "stride");
   if (stride.size() != t.shape.size()) {
-    fail(name, "a stride with one entry per dimension of size " + shape_text(t.shape),
-         "stride " + shape_text(stride));
+    fail(name, "a stride with one entry per dimension of size " + base::shape_string(t.shape),
+         "stride " + base::shape_string(stride));
   }
   int64_t numel = 1;
   for (int64_t d : t.shape) {
     if (d < 0 || __builtin_mul_overflow(numel, d, &numel)) {
       fail(name, "non-negative dimensions with a representable product",
-           "size " + shape_text(t.shape));
+           "size " + base::shape_string(t.shape));
     }
   }
   // Row-major contiguous (dimensions of size 1 may carry any stride, as in PyTorch).
@@ -290,9 +285,9 @@ TensorView PthReader::tensor(const std::string& name, const PickleValue* call) {
           s *= t.shape[j];
         }
         fail(name,
-             "a row-major contiguous tensor: stride " + shape_text(want) + " for size " +
-                 shape_text(t.shape),
-             "stride " + shape_text(stride) +
+             "a row-major contiguous tensor: stride " + base::shape_string(want) + " for size " +
+                 base::shape_string(t.shape),
+             "stride " + base::shape_string(stride) +
                  " (a transposed or sliced view; save tensor.contiguous() instead)");
       }
       expect *= t.shape[i];
@@ -304,7 +299,7 @@ TensorView PthReader::tensor(const std::string& name, const PickleValue* call) {
          "storage_offset + numel <= " + num(storage_numel) + " (the elements in storage '" +
              entry_name + "')",
          "storage_offset " + num(offset) + " + numel " + num(numel) + " for size " +
-             shape_text(t.shape));
+             base::shape_string(t.shape));
   }
   t.data = storage + static_cast<uint64_t>(offset) * esize;
   t.nbytes = static_cast<size_t>(static_cast<uint64_t>(numel) * esize);

@@ -6,17 +6,12 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "base/strings.h"
 #include "io/atomic_file.h"
 #include "wick/errors.h"
 
 namespace wick::io {
 namespace {
-
-std::string shape_string(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
 
 // Checks one tensor's name, dtype and shape and returns its byte count.
 uint64_t checked_nbytes(const std::string& name, DType dtype, const std::vector<int64_t>& shape) {
@@ -33,18 +28,18 @@ uint64_t checked_nbytes(const std::string& name, DType dtype, const std::vector<
   for (int64_t d : shape) {
     if (d < 0) {
       throw Error("safetensors writer: tensor '" + name + "' has a negative dimension in shape " +
-                  shape_string(shape));
+                  base::shape_string(shape));
     }
     const uint64_t v = static_cast<uint64_t>(d);
     if (v != 0 && numel > UINT64_MAX / v) {
       throw Error("safetensors writer: tensor '" + name + "': the element count of shape " +
-                  shape_string(shape) + " overflows 64 bits");
+                  base::shape_string(shape) + " overflows 64 bits");
     }
     numel *= v;
   }
   if (numel > UINT64_MAX / esize) {
     throw Error("safetensors writer: tensor '" + name + "': the byte count of shape " +
-                shape_string(shape) + " overflows 64 bits");
+                base::shape_string(shape) + " overflows 64 bits");
   }
   return numel * esize;
 }
@@ -108,7 +103,7 @@ std::string serialize_safetensors(const std::vector<TensorToWrite>& tensors,
     if (t.bytes.size() != sizes[i]) {
       throw Error("safetensors writer: tensor '" + t.name + "': expected " +
                   std::to_string(sizes[i]) + " bytes (" + std::string(dtype_name(t.dtype)) + " " +
-                  shape_string(t.shape) + "), found " + std::to_string(t.bytes.size()));
+                  base::shape_string(t.shape) + "), found " + std::to_string(t.bytes.size()));
     }
     total += sizes[i];
   }

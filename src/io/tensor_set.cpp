@@ -2,19 +2,13 @@
 
 #include <cstring>
 
-#include "kernels/dot.h"
+#include "base/fp16.h"
+#include "base/strings.h"
 #include "wick/errors.h"
 
 namespace wick::io {
 
-std::string TensorView::shape_string() const {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
+std::string TensorView::shape_string() const { return base::shape_string(shape); }
 
 void TensorSet::add(TensorView t) {
   if (index_.count(t.name)) {
@@ -41,7 +35,7 @@ std::vector<float> to_f32(const TensorView& v) {
       for (size_t i = 0; i < n; ++i) {
         uint16_t h;
         std::memcpy(&h, v.data + 2 * i, 2);
-        out[i] = v.dtype == DType::F16 ? kernels::f16_to_f32(h) : kernels::bf16_to_f32(h);
+        out[i] = v.dtype == DType::F16 ? base::f16_to_f32(h) : base::bf16_to_f32(h);
       }
       break;
     default:

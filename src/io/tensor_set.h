@@ -27,7 +27,7 @@ struct TensorView {
     for (int64_t d : shape) n *= d;
     return n;
   }
-  std::string shape_string() const;
+  std::string shape_string() const;  // base::shape_string(shape)
 };
 
 // The elements of a F32, F16 or BF16 tensor widened to fp32 (exactly); other dtypes give an empty

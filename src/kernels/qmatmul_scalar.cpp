@@ -5,11 +5,14 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/fp16.h"
 #include "kernels/dot.h"
-#include "kernels/fp16.h"
 #include "kernels/qmatmul_impl.h"
 
 namespace wick::kernels::qmat {
+
+using base::f16_at;
+using base::round_to_half;
 namespace {
 
 inline int plane_bit(const uint8_t* plane, int64_t c) {

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "base/check.h"
-#include "kernels/dot.h"
+#include "base/fp16.h"
 #include "quant/dequant.h"
 
 namespace wick::model {
@@ -16,11 +16,11 @@ void DenseEmbedding::row(int64_t token, float* out) const {
       break;
     case DType::F16:
       for (int64_t c = 0; c < cols_; ++c)
-        out[c] = kernels::f16_to_f32(static_cast<const uint16_t*>(data_)[base + c]);
+        out[c] = base::f16_to_f32(static_cast<const uint16_t*>(data_)[base + c]);
       break;
     case DType::BF16:
       for (int64_t c = 0; c < cols_; ++c)
-        out[c] = kernels::bf16_to_f32(static_cast<const uint16_t*>(data_)[base + c]);
+        out[c] = base::bf16_to_f32(static_cast<const uint16_t*>(data_)[base + c]);
       break;
     default:
       WICK_CHECK(false, "the loader only builds F32/F16/BF16 embedding tables");

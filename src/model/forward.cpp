@@ -6,13 +6,14 @@
 #include <cstring>
 #include <string>
 
+#include "base/fp16.h"
 #include "kernels/dot.h"
-#include "kernels/fp16.h"
 #include "kernels/norm.h"
 #include "kernels/thread_pool.h"
 #include "kernels/wkv7.h"
 #include "model/attention.h"
 #include "model/model_impl.h"
+#include "model/state_geometry.h"
 #include "runtime/runtime_impl.h"
 #include "wick/errors.h"
 
@@ -91,7 +92,7 @@ void project(const model::Linear& L, const float* x, int64_t T, float* y, Worksp
   if (ws.precision == Precision::kFp32) return L.apply(x, T, y, *ws.pool);
   const size_t n = static_cast<size_t>(T * L.in_features());
   if (ws.rounded.size() < n) ws.rounded.resize(n);
-  kernels::round_to_bf16(x, ws.rounded.data(), n);
+  base::round_to_bf16(x, ws.rounded.data(), n);
   L.apply(ws.rounded.data(), T, y, *ws.pool);
 }
 
@@ -330,11 +331,6 @@ void embed(const ModelWeights& w, const Geometry& g, const int32_t* tokens, int6
   }
 }
 
-std::string geometry_string(int L, int C, int H, int N) {
-  return "L=" + std::to_string(L) + ", C=" + std::to_string(C) + ", H=" + std::to_string(H) +
-         ", N=" + std::to_string(N);
-}
-
 void check_tokens(const Geometry& g, std::span<const int32_t> tokens, const std::string& where) {
   if (tokens.empty())
     throw InputError("no tokens given" + where + ": expected at least one token id");
@@ -349,15 +345,7 @@ void check_tokens(const Geometry& g, std::span<const int32_t> tokens, const std:
 
 void check_state(const Geometry& g, const State* st, const std::string& where) {
   if (st == nullptr) throw InputError("null state" + where + ": pass a State from Model::new_state()");
-  if (st->n_layer() != g.n_layer || st->n_embd() != g.n_embd || st->n_head() != g.n_head ||
-      st->head_size() != g.head_size || st->n_attn() != g.n_attn) {
-    auto attn = [](int n) { return n ? ", attention blocks=" + std::to_string(n) : std::string(); };
-    throw InputError("state geometry (" +
-                     geometry_string(st->n_layer(), st->n_embd(), st->n_head(), st->head_size()) +
-                     attn(st->n_attn()) + ")" + where + " does not match the model (" +
-                     geometry_string(g.n_layer, g.n_embd, g.n_head, g.head_size) +
-                     attn(g.n_attn) + "); create it with Model::new_state()");
-  }
+  if (!state_fits(*st, g)) throw_state_mismatch(StateGeometry::of(*st), g, "the state" + where);
 }
 
 // A KV cache may not grow past options.kv_max rows (RWKV-X).
@@ -426,9 +414,7 @@ void run(const Model::Impl& m, const Runtime& runtime, const AttentionOptions& a
     for (int32_t t : seqs[b])
       if (t < 0 || t >= g.vocab) check_tokens(g, seqs[b], where());
     const State* st = states[b];
-    if (st->n_layer() != g.n_layer || st->n_embd() != g.n_embd || st->n_head() != g.n_head ||
-        st->head_size() != g.head_size || st->n_attn() != g.n_attn)
-      check_state(g, st, where());
+    if (!state_fits(*st, g)) check_state(g, st, where());
     for (size_t e = 0; e < b; ++e)
       if (states[e] == states[b])
         throw InputError("sequences " + std::to_string(e) + " and " + std::to_string(b) +

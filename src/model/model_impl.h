@@ -4,7 +4,7 @@
 #include <memory>
 #include <vector>
 
-#include "io/sha256.h"
+#include "base/sha256.h"
 #include "io/tensor_set.h"
 #include "model/weights.h"
 #include "quant/rwkvq.h"
@@ -46,7 +46,7 @@ Model model_from_tensors(io::TensorSet tensors, const BuildOptions& options);
 
 // Adds one dense tensor to a weights fingerprint (docs/tasks.md §3.5): name, dtype tag, shape
 // "d0,d1,...", each followed by 0x00, and the stored bytes of tensors of at most 65536 elements.
-void hash_tensor_record(io::Sha256& h, const std::string& name, const io::TensorView& t);
+void hash_tensor_record(base::Sha256& h, const std::string& name, const io::TensorView& t);
 
 // Throws CheckpointError (file `path`, tensor `what`, e.g. "'blocks.0.att.w0'") when one of the
 // `n` elements at `data` (F32, F16 or BF16) is NaN or infinite. The loaders call it for the small

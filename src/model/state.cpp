@@ -3,9 +3,30 @@
 #include <algorithm>
 #include <string>
 
+#include "model/state_geometry.h"
 #include "wick/errors.h"
 
 namespace wick {
+
+std::string geometry_text(const StateGeometry& g) {
+  std::string s = "L=" + std::to_string(g.n_layer) + ", C=" + std::to_string(g.n_embd) +
+                  ", H=" + std::to_string(g.n_head) + ", N=" + std::to_string(g.head_size);
+  if (g.n_attn != 0) s += ", attention blocks=" + std::to_string(g.n_attn);
+  return s;
+}
+
+std::string state_mismatch_message(const StateGeometry& found, const Geometry& model,
+                                   std::string_view subject) {
+  return std::string(subject) + " has geometry (" + geometry_text(found) +
+         ") but the model has (" + geometry_text(StateGeometry::of(model)) +
+         "); a state only runs on the model that made it: create it with Model::new_state() of "
+         "this model, or load a state file saved by it";
+}
+
+void throw_state_mismatch(const StateGeometry& found, const Geometry& model,
+                          std::string_view subject) {
+  throw InputError(state_mismatch_message(found, model, subject));
+}
 
 State::State(int n_layer, int n_embd, int n_head, int head_size, int n_attn)
     : n_layer_(n_layer), n_embd_(n_embd), n_head_(n_head), head_size_(head_size), n_attn_(n_attn) {
@@ -14,10 +35,9 @@ State::State(int n_layer, int n_embd, int n_head, int head_size, int n_attn)
       static_cast<double>(n_layer) * (2.0 * n_embd + static_cast<double>(n_embd) * head_size) +
               static_cast<double>(n_attn) * n_embd >
           static_cast<double>(1ull << 40)) {
-    throw InputError("invalid state geometry L=" + std::to_string(n_layer) + " C=" +
-                     std::to_string(n_embd) + " H=" + std::to_string(n_head) + " N=" +
-                     std::to_string(head_size) + " attention blocks=" + std::to_string(n_attn) +
-                     ": expected positive sizes with H*N == C (use Model::new_state())");
+    throw InputError("invalid state geometry (" +
+                     geometry_text({n_layer, n_embd, n_head, head_size, n_attn}) +
+                     "): expected positive sizes with H*N == C (use Model::new_state())");
   }
   data_.assign(static_cast<size_t>(n_layer) * layer_stride() + static_cast<size_t>(n_attn) * n_embd,
                0.f);

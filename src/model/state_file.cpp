@@ -1,7 +1,9 @@
 // State snapshot files (docs/tasks.md §3.5).
 #include "wick/state_file.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <map>
 
@@ -11,6 +13,7 @@
 #include "io/mapped_file.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
+#include "model/state_geometry.h"
 #include "wick/errors.h"
 
 namespace wick {
@@ -21,26 +24,6 @@ constexpr const char* kFormatVersion = "2";
 constexpr const char* kFormatVersion1 = "1";  // before the continuation parts; still read
 constexpr const char* kKindSnapshot = "snapshot";
 constexpr const char* kEngineVersion = "wick 0.1.0";
-
-std::string geometry_text(int L, int C, int H, int N) {
-  return "L=" + std::to_string(L) + ", C=" + std::to_string(C) + ", H=" + std::to_string(H) +
-         ", N=" + std::to_string(N);
-}
-
-std::string attention_text(int n_attn) {
-  return n_attn ? ", attention blocks=" + std::to_string(n_attn) : std::string();
-}
-
-void check_state_geometry(const State& s, const Geometry& g) {
-  if (s.n_layer() != g.n_layer || s.n_embd() != g.n_embd || s.n_head() != g.n_head ||
-      s.head_size() != g.head_size || s.n_attn() != g.n_attn) {
-    throw InputError("cannot save a state of geometry (" +
-                     geometry_text(s.n_layer(), s.n_embd(), s.n_head(), s.head_size()) +
-                     attention_text(s.n_attn()) + ") for a model of geometry (" +
-                     geometry_text(g.n_layer, g.n_embd, g.n_head, g.head_size) +
-                     attention_text(g.n_attn) + ")");
-  }
-}
 
 // A non-negative integer metadata value, or `fallback` when the key is absent.
 int64_t parse_count(const std::map<std::string, std::string>& meta, const char* key,
@@ -142,7 +125,7 @@ void build_state_file(StateFileParts& parts, const State& state, const Model& mo
   auto& [wkv_all, tmix, cmix, attn_cmix, k_all, v_all, history_ids, history_weights, tensors,
          meta] = parts;
   const Geometry& g = model.geometry();
-  check_state_geometry(state, g);
+  check_state_fits(state, g, "the state to save");
   const int L = g.n_layer, C = g.n_embd, H = g.n_head, N = g.head_size;
   const size_t wkv = state.wkv_size();
   wkv_all.resize(static_cast<size_t>(L) * wkv);
@@ -284,13 +267,9 @@ LoadedState read_state(std::shared_ptr<io::MappedFile> file, const std::string& 
   const int L = parse_dim(meta, "n_layer", path), C = parse_dim(meta, "n_embd", path),
             H = parse_dim(meta, "n_head", path), N = parse_dim(meta, "head_size", path);
   const int64_t A = parse_count(meta, "n_attn", path, 0);
-  if (L != g.n_layer || C != g.n_embd || H != g.n_head || N != g.head_size || A != g.n_attn)
-    throw StateFileError(path, "the state was saved by a model of geometry (" +
-                                   geometry_text(L, C, H, N) + attention_text(static_cast<int>(A)) +
-                                   ") but this model has (" +
-                                   geometry_text(g.n_layer, g.n_embd, g.n_head, g.head_size) +
-                                   attention_text(g.n_attn) +
-                                   "); a state only continues the model that produced it");
+  const StateGeometry saved{L, C, H, N, static_cast<int>(std::min<int64_t>(A, INT32_MAX))};
+  if (A > INT32_MAX || !state_fits(saved, g))
+    throw StateFileError(path, state_mismatch_message(saved, g, "the saved state"));
   const int64_t T = A > 0 ? parse_count(meta, "kv_length", path, -1) : 0;
   if (T < 0) throw StateFileError(path, "metadata key 'kv_length' is missing; the file is damaged");
 

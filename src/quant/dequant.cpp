@@ -8,21 +8,20 @@
 #include <cstring>
 #include <string>
 
-#include "kernels/dot.h"
-#include "kernels/fp16.h"
+#include "base/fp16.h"
 #include "kernels/qmatmul.h"
 #include "wick/errors.h"
 
 namespace wick::quant {
 namespace {
 
-using kernels::f16_at;
+using base::f16_at;
 using kernels::unpack6x8;
 
 inline float bf16_value(const uint8_t* p, int64_t i) {
   uint16_t b;
   std::memcpy(&b, p + 2 * i, 2);
-  return kernels::bf16_to_f32(b);
+  return base::bf16_to_f32(b);
 }
 
 inline float f32_value(const uint8_t* p, int64_t i) {
@@ -32,7 +31,7 @@ inline float f32_value(const uint8_t* p, int64_t i) {
 }
 
 // half(a * b): the product rounded to fp16 and widened back.
-inline float half_product(float a, float b) { return kernels::round_to_half(a * b); }
+inline float half_product(float a, float b) { return base::round_to_half(a * b); }
 
 inline int plane_bit(const uint8_t* plane_row, int64_t c) { return (plane_row[c >> 3] >> (c & 7)) & 1; }
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/fp16.h"
+#include "base/fp16.h"
 #include "kernels/thread_pool.h"
 #include "wick/runtime.h"
 #include "quant/dequant.h"
@@ -16,9 +16,9 @@
 namespace wick::quant {
 namespace {
 
-using kernels::f32_to_f16;
+using base::f32_to_f16;
 // half(x): round to fp16 (RNE, subnormals kept) and widen back exactly.
-inline float half(float x) { return kernels::round_to_half(x); }
+inline float half(float x) { return base::round_to_half(x); }
 
 inline float clampf(float x, float lo, float hi) { return std::min(std::max(x, lo), hi); }
 
@@ -387,8 +387,6 @@ uint64_t EncodedTensor::stored_bytes() const {
 
 float rne(float x) { return std::nearbyint(x); }
 
-uint16_t f32_to_bf16(float x) { return kernels::f32_to_bf16(x); }
-
 namespace {
 
 // Column weights of the activation-weighted modes: max(E[x^2], 1e-12), checked.
@@ -671,7 +669,7 @@ EncodedTensor encode_dense_bf16(const float* w, const std::vector<int64_t>& shap
   t.bits = 16;
   EncodedBuffer dense = make_buffer("dense", DType::BF16, shape);
   for (int64_t i = 0; i < n; ++i) {
-    const uint16_t h = f32_to_bf16(w[i]);
+    const uint16_t h = base::f32_to_bf16(w[i]);
     dense.bytes[static_cast<size_t>(2 * i)] = static_cast<uint8_t>(h & 0xff);
     dense.bytes[static_cast<size_t>(2 * i + 1)] = static_cast<uint8_t>(h >> 8);
   }

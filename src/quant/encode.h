@@ -72,8 +72,6 @@ int field_rank(std::string_view field);
 // rne(x) of the spec: round to the nearest integer, ties to even (std::nearbyint under the
 // default rounding mode; the encoders never change the mode).
 float rne(float x);
-// float32 -> bf16 bits, round to nearest even; any NaN becomes 0x7fc0 (as torch converts).
-uint16_t f32_to_bf16(float x);
 
 enum class Sb6Mode {
   kPlain,               // `asym_sb6`: block min and (max - min) / qmax

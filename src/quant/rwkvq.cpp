@@ -10,6 +10,7 @@
 #include <regex>
 #include <set>
 
+#include "base/strings.h"
 #include "io/json_limits.h"
 #include "io/safetensors.h"
 #include "wick/errors.h"
@@ -24,12 +25,6 @@ constexpr int kMaxFormatVersion = 2;
 const char* const kFieldNames[] = {"codes",   "codes_packed", "scale",   "dense",   "outlier_indices",
                                    "outlier_values", "gw_d", "gw_dm", "gw_qsqm", "gw_qh",
                                    "gw_qh2",  "gw_scale",     "gw_min",  "gw_qs"};
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
 
 class RecordParser {
  public:
@@ -93,8 +88,8 @@ const io::TensorView* require(const io::TensorSet& set, const std::string& path,
                       std::string(dtype_name(v->dtype)));
   }
   if (v->shape != shape) {
-    throw FormatError(path, name, "shape " + shape_text(shape) + " (" + why + ")",
-                      shape_text(v->shape));
+    throw FormatError(path, name, "shape " + base::shape_string(shape) + " (" + why + ")",
+                      base::shape_string(v->shape));
   }
   return v;
 }
@@ -125,7 +120,7 @@ void validate_layout(QuantTensor& t, const io::TensorSet& set, const std::string
   const bool two_d = t.shape.size() == 2;
   const int64_t rows = t.rows(), in = t.cols();
   auto need_2d = [&] {
-    if (!two_d) p.fail("a 2-D shape for the " + std::string(layout_name(t.layout)) + " layout", shape_text(t.shape));
+    if (!two_d) p.fail("a 2-D shape for the " + std::string(layout_name(t.layout)) + " layout", base::shape_string(t.shape));
   };
   auto check_bits = [&](int actual, const std::string& evidence) {
     t.bits = actual;
@@ -144,8 +139,8 @@ void validate_layout(QuantTensor& t, const io::TensorSet& set, const std::string
         throw FormatError(path, t.key + "::dense", "dtype BF16 (or F16/F32)", std::string(dtype_name(v->dtype)));
       }
       if (v->shape != t.shape) {
-        throw FormatError(path, t.key + "::dense", "shape " + shape_text(t.shape) + " (the record's shape)",
-                          shape_text(v->shape));
+        throw FormatError(path, t.key + "::dense", "shape " + base::shape_string(t.shape) + " (the record's shape)",
+                          base::shape_string(v->shape));
       }
       t.dense = v;
       if (record_bits < 16) p.fail("bits 16 for a dense tensor", "bits " + std::to_string(record_bits));
@@ -213,7 +208,7 @@ void validate_layout(QuantTensor& t, const io::TensorSet& set, const std::string
     }
     case Layout::kRtn: {
       only({"codes", "codes_packed", "scale", "outlier_indices", "outlier_values"});
-      if (t.shape.size() < 2) p.fail("a tensor of 2 or more dimensions for rtn", shape_text(t.shape));
+      if (t.shape.size() < 2) p.fail("a tensor of 2 or more dimensions for rtn", base::shape_string(t.shape));
       if (has("codes")) {
         if (has("codes_packed")) p.fail("either 'codes' or 'codes_packed'", "both");
         t.codes = need("codes", DType::I8, t.shape, "signed codes of the tensor's shape");
@@ -221,7 +216,7 @@ void validate_layout(QuantTensor& t, const io::TensorSet& set, const std::string
           p.fail("bits 5..8 for rtn with an I8 codes buffer", std::to_string(record_bits));
         }
       } else {
-        if (!two_d) p.fail("a 2-D shape for nibble-packed rtn", shape_text(t.shape));
+        if (!two_d) p.fail("a 2-D shape for nibble-packed rtn", base::shape_string(t.shape));
         t.codes_packed = need("codes_packed", DType::U8, {rows, (in + 1) / 2}, "biased nibbles");
         if (record_bits < 2 || record_bits > 4) {
           p.fail("bits 2..4 for nibble-packed rtn", std::to_string(record_bits));
@@ -239,7 +234,7 @@ void validate_layout(QuantTensor& t, const io::TensorSet& set, const std::string
         if (!idx) throw FormatError(path, t.key, "buffer '" + t.key + "::outlier_indices'", "none in the file");
         if (idx->dtype != DType::I32 || idx->shape.size() != 2 || idx->shape[1] != 2) {
           throw FormatError(path, t.key + "::outlier_indices", "I32 [n, 2] (row, column) pairs",
-                            std::string(dtype_name(idx->dtype)) + " " + shape_text(idx->shape));
+                            std::string(dtype_name(idx->dtype)) + " " + base::shape_string(idx->shape));
         }
         const int64_t n = idx->shape[0];
         t.outlier_indices = idx;
@@ -434,7 +429,7 @@ RwkvqFile RwkvqFile::from_tensor_set(io::TensorSet set_in) {
       throw FormatError(path, "emb.weight",
                         "shape [vocab_size, n_embd] = [" + std::to_string(m->vocab_size) + ", " +
                             std::to_string(m->n_embd) + "] as the manifest says",
-                        shape_text(t.shape));
+                        base::shape_string(t.shape));
     }
   }
   f.manifest_ = std::move(m);

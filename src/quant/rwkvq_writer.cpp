@@ -8,6 +8,7 @@
 #include <cstring>
 #include <set>
 
+#include "base/utf8.h"
 #include "wick/errors.h"
 
 namespace wick::quant {
@@ -65,30 +66,12 @@ void append_python_string(std::string& out, const std::string& s) {
   out += '"';
   size_t i = 0;
   while (i < s.size()) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    uint32_t cp = 0;
-    size_t len = 1;
-    if (c < 0x80) {
-      cp = c;
-    } else if ((c & 0xe0) == 0xc0) {
-      cp = c & 0x1f;
-      len = 2;
-    } else if ((c & 0xf0) == 0xe0) {
-      cp = c & 0x0f;
-      len = 3;
-    } else if ((c & 0xf8) == 0xf0) {
-      cp = c & 0x07;
-      len = 4;
-    } else {
+    // Surrogates pass, as json.dumps writes a str that carries them (a pickle's names may).
+    const base::utf8::Seq q = base::utf8::next_sequence(s, i, base::utf8::Surrogates::kAllow);
+    if (q.kind != base::utf8::SeqKind::kValid)
       throw Error("manifest writer: a string is not valid UTF-8");
-    }
-    if (i + len > s.size()) throw Error("manifest writer: a string is not valid UTF-8");
-    for (size_t k = 1; k < len; ++k) {
-      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xc0) != 0x80) throw Error("manifest writer: a string is not valid UTF-8");
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    i += len;
+    const uint32_t cp = q.code_point;
+    i += q.length;
     switch (cp) {
       case '"': out += "\\\""; continue;
       case '\\': out += "\\\\"; continue;

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
-#include "io/sha256.h"
+#include "base/sha256.h"
 #include "wick/errors.h"
 #include "wick/rerank.h"
 #include "wick/state_file.h"
@@ -38,7 +38,7 @@ nlohmann::json contract_json(const Reranker& r) {
 
 // Identifies a folded prefix: the model's weights, the head format and contract, the prefix ids.
 std::string state_key(const Reranker& r, const std::vector<int32_t>& prefix) {
-  io::Sha256 h;
+  base::Sha256 h;
   h.update(r.model().info().fingerprint).update(std::string_view("\0", 1));
   h.update(format_name(r.format())).update(std::string_view("\0", 1));
   h.update(contract_json(r).dump()).update(std::string_view("\0", 1));
@@ -135,7 +135,7 @@ DocumentIndex DocumentIndex::build(const Reranker& reranker, std::vector<std::st
       info.note = "wick rerank document prefix";
       info.tokenizer = std::string(reranker.tokenizer().name());
       info.n_tokens = static_cast<int64_t>(reranker.prefix_tokens(docs[i]).size());
-      info.prompt_sha256 = io::sha256_hex(docs[i]);
+      info.prompt_sha256 = base::sha256_hex(docs[i]);
       save_state(state_path(dir, keys[i]), *index.states_[i], reranker.model(), info);
     }
   }

@@ -2,8 +2,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/runtime_impl.h"
+#include "base/strings.h"
 #include "io/safetensors_writer.h"
+#include "runtime/runtime_impl.h"
 #include "kernels/norm.h"
 #include "model/linear.h"
 #include "tasks/head_file.h"
@@ -48,7 +49,7 @@ void load_residual_head(Embedder::Impl& e, const io::TensorSet& set, const std::
     throw CheckpointError(set.source(), "tensor '" + fc1 + "': expected shape [hidden, " +
                                             std::to_string(C) + "] (the model width is " +
                                             std::to_string(C) + "), found " +
-                                            io::TensorView{"", DType::F32, s}.shape_string() +
+                                            base::shape_string(s) +
                                             "; the head belongs to another base");
   }
   const int64_t hidden = s[0];

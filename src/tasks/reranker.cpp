@@ -8,9 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/runtime_impl.h"
+#include "base/strings.h"
 #include "model/linear.h"
+#include "runtime/runtime_impl.h"
 #include "model/model_impl.h"
+#include "model/state_geometry.h"
 #include "tasks/head_file.h"
 #include "wick/errors.h"
 #include "wick/rerank.h"
@@ -44,11 +46,6 @@ constexpr const char* kHeadV1Instruct =
     "Given a search query, retrieve relevant passages that answer the query";
 constexpr const char* kEmbeddingRwkvInstruct =
     "Given a query, retrieve documents that answer the query";
-
-std::string geometry_text(int L, int C, int H, int N) {
-  return "L=" + std::to_string(L) + ", C=" + std::to_string(C) + ", H=" + std::to_string(H) +
-         ", N=" + std::to_string(N);
-}
 
 // Normalises layer indices against a base of L layers (negatives count from the end).
 std::vector<int> normalise_layers(const std::vector<int64_t>& raw, int L, const std::string& path,
@@ -98,11 +95,9 @@ void check_head_geometry(const Geometry& head, const Geometry& base, const std::
   if (head.n_embd != base.n_embd || head.n_head != base.n_head ||
       head.head_size != base.head_size) {
     throw CheckpointError(path, "reranker head geometry (" +
-                                    geometry_text(head.n_layer, head.n_embd, head.n_head,
-                                                  head.head_size) +
+                                    geometry_text(StateGeometry::of(head)) +
                                     ") does not match the base model (" +
-                                    geometry_text(base.n_layer, base.n_embd, base.n_head,
-                                                  base.head_size) +
+                                    geometry_text(StateGeometry::of(base)) +
                                     "): width, heads and head size must agree; use the head "
                                     "trained for this base");
   }
@@ -114,7 +109,7 @@ void load_mlp(Reranker::Impl& r, const io::TensorSet& set, const std::string& fc
   if (s.size() != 2 || s[0] <= 0 || s[1] != C) {
     throw CheckpointError(set.source(), "tensor '" + fc1_name + "': expected shape [hidden, " +
                                             std::to_string(C) + "], found " +
-                                            io::TensorView{"", DType::F32, s}.shape_string());
+                                            base::shape_string(s));
   }
   const int64_t hidden = s[0];
   r.fc1 = model::DenseLinear::owned_f32(head_matrix(set, fc1_name, hidden, C, "score MLP fc1"),
@@ -447,12 +442,11 @@ std::vector<float> Reranker::head_logits(std::span<const State* const> pair_stat
   head_states.reserve(B);
   for (size_t b = 0; b < B; ++b) {
     const State* s = pair_states[b];
-    if (!s || s->n_layer() != bg.n_layer || s->n_embd() != bg.n_embd ||
-        s->n_head() != bg.n_head || s->head_size() != bg.head_size) {
+    if (!s)
       throw InputError("pair state " + std::to_string(b) +
-                       " is not a state of the reranker's base model (" +
-                       geometry_text(bg.n_layer, bg.n_embd, bg.n_head, bg.head_size) + ")");
-    }
+                       " is null: pass states the reranker's base model produced");
+    if (!state_fits(*s, bg))
+      throw_state_mismatch(StateGeometry::of(*s), bg, "pair state " + std::to_string(b));
     State h(hg.n_layer, hg.n_embd, hg.n_head, hg.head_size);  // zero token shifts
     for (int i = 0; i < hg.n_layer; ++i)
       std::copy_n(s->wkv(r.sources[i]), s->wkv_size(), h.wkv(i));

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 #include "wick/errors.h"
 #include "wick/perplexity.h"
 
@@ -21,7 +21,7 @@ std::string read_evaluation_text(const std::string& path) {
   ss << f.rdbuf();
   if (f.bad()) throw FileError(path, "cannot read the text file");
   std::string text = std::move(ss).str();
-  const size_t valid = utf8::valid_prefix_length(text);
+  const size_t valid = base::utf8::valid_prefix_length(text);
   if (valid != text.size()) {
     const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<ptrdiff_t>(valid), '\n');
     throw InputError(fmt::format(

@@ -11,7 +11,7 @@
 //   7. template ids around the result.
 // The byte-level alphabet never has to be materialized while encoding: byte b starts as the id of
 // the one-character token for b, and merges work on ids.
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 #include "tokenizer/bpe_tokenizer.h"
 
 #include <algorithm>
@@ -64,69 +64,7 @@ const ByteAlphabet& alphabet() {
   return a;
 }
 
-// Decodes the code point of valid UTF-8 at s[i]; sets len.
-inline char32_t decode_cp(const unsigned char* s, size_t i, size_t& len) {
-  const unsigned char b0 = s[i];
-  if (b0 < 0x80) {
-    len = 1;
-    return b0;
-  }
-  if (b0 < 0xE0) {
-    len = 2;
-    return (char32_t(b0 & 0x1F) << 6) | (s[i + 1] & 0x3F);
-  }
-  if (b0 < 0xF0) {
-    len = 3;
-    return (char32_t(b0 & 0x0F) << 12) | (char32_t(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
-  }
-  len = 4;
-  return (char32_t(b0 & 0x07) << 18) | (char32_t(s[i + 1] & 0x3F) << 12) |
-         (char32_t(s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F);
-}
-
-// Byte offset of the first invalid UTF-8 sequence, or npos.
-size_t first_invalid_utf8(std::string_view text) {
-  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  const size_t n = text.size();
-  size_t i = 0;
-  while (i < n) {
-    // ASCII fast path, 8 bytes at a time.
-    while (i + 8 <= n) {
-      uint64_t w;
-      std::memcpy(&w, s + i, 8);
-      if (w & 0x8080808080808080ull) break;
-      i += 8;
-    }
-    if (i >= n) break;
-    const unsigned char b0 = s[i];
-    if (b0 < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (b0 >= 0xC2 && b0 <= 0xDF) {
-      len = 2;
-    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-      len = 3;
-      if (b0 == 0xE0) lo = 0xA0;
-      if (b0 == 0xED) hi = 0x9F;
-    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-      len = 4;
-      if (b0 == 0xF0) lo = 0x90;
-      if (b0 == 0xF4) hi = 0x8F;
-    } else {
-      return i;
-    }
-    if (i + len > n) return i;
-    if (s[i + 1] < lo || s[i + 1] > hi) return i;
-    for (size_t k = 2; k < len; ++k) {
-      if ((s[i + k] & 0xC0) != 0x80) return i;
-    }
-    i += len;
-  }
-  return std::string_view::npos;
-}
+using base::utf8::decode_valid;
 
 // ---------------------------------------------------------------------------------------------
 // Merge ranks: open-addressing hash map (pair of ids) -> (rank, id of the merged token).
@@ -307,7 +245,7 @@ inline uint8_t class_at(const unsigned char* s, size_t i, size_t& len) {
     len = 1;
     return ascii_classes().cls[s[i]];
   }
-  return unicode::char_class(decode_cp(s, i, len));
+  return unicode::char_class(decode_valid(s + i, len));
 }
 
 // Calls emit(begin, end) for each word of s[0, n), in order; the words cover s.
@@ -716,7 +654,7 @@ class Loader {
     const ByteAlphabet& ab = alphabet();
     for (int b = 0; b < 256; ++b) {
       std::string sym;
-      utf8::append_code_point(sym, ab.byte_to_cp[b]);
+      base::utf8::append_code_point(sym, ab.byte_to_cp[b]);
       auto it = vocab_.find(sym);
       impl.byte_id[b] = it == vocab_.end() ? -1 : it->second;
       const bool needed = b < 0xC0 || (b >= 0xC2 && b <= 0xF4);
@@ -984,10 +922,10 @@ class Loader {
     const ByteAlphabet& ab = alphabet();
     out.clear();
     const auto* s = reinterpret_cast<const unsigned char*>(tok.data());
-    if (first_invalid_utf8(tok) != std::string_view::npos) return false;
+    if (!base::utf8::is_valid(tok)) return false;
     for (size_t i = 0; i < tok.size();) {
       size_t len;
-      const char32_t c = decode_cp(s, i, len);
+      const char32_t c = decode_valid(s + i, len);
       if (c >= ab.cp_to_byte.size() || ab.cp_to_byte[c] < 0) return false;
       out.push_back(char(ab.cp_to_byte[c]));
       i += len;
@@ -1027,8 +965,8 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::load_from_json(std::string_view json
 }
 
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_special_tokens) const {
-  const size_t bad = first_invalid_utf8(text);
-  if (bad != std::string_view::npos) {
+  const size_t bad = base::utf8::valid_prefix_length(text);
+  if (bad != text.size()) {
     throw InputError("the BPE tokenizer needs valid UTF-8 text; the byte at offset " +
                      std::to_string(bad) + " starts an invalid sequence");
   }

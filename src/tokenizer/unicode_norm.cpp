@@ -1,6 +1,6 @@
 // NFC / NFKC: full (canonical or compatibility) decomposition, canonical ordering, canonical
 // composition, as defined in Unicode Standard Annex #15, with Hangul handled algorithmically.
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 #include "tokenizer/unicode_norm.h"
 
 #include <algorithm>
@@ -18,28 +18,9 @@ constexpr char32_t kNCount = kVCount * kTCount, kSCount = kLCount * kNCount;
 
 // Decodes one code point of valid UTF-8 at s[i], advancing i.
 inline char32_t next_cp(std::string_view s, size_t& i) {
-  const auto b0 = static_cast<unsigned char>(s[i]);
-  if (b0 < 0x80) {
-    ++i;
-    return b0;
-  }
-  if (b0 < 0xE0) {
-    char32_t c = (char32_t(b0 & 0x1F) << 6) | (static_cast<unsigned char>(s[i + 1]) & 0x3F);
-    i += 2;
-    return c;
-  }
-  if (b0 < 0xF0) {
-    char32_t c = (char32_t(b0 & 0x0F) << 12) |
-                 (char32_t(static_cast<unsigned char>(s[i + 1]) & 0x3F) << 6) |
-                 (static_cast<unsigned char>(s[i + 2]) & 0x3F);
-    i += 3;
-    return c;
-  }
-  char32_t c = (char32_t(b0 & 0x07) << 18) |
-               (char32_t(static_cast<unsigned char>(s[i + 1]) & 0x3F) << 12) |
-               (char32_t(static_cast<unsigned char>(s[i + 2]) & 0x3F) << 6) |
-               (static_cast<unsigned char>(s[i + 3]) & 0x3F);
-  i += 4;
+  size_t length;
+  const char32_t c = base::utf8::decode_valid(reinterpret_cast<const unsigned char*>(s.data()) + i, length);
+  i += length;
   return c;
 }
 
@@ -127,7 +108,7 @@ void normalize_segment(std::string_view text, bool compat, std::vector<char32_t>
     last_cc = cc;
     buf[w++] = c;
   }
-  for (size_t k = 0; k < w; ++k) utf8::append_code_point(out, buf[k]);
+  for (size_t k = 0; k < w; ++k) base::utf8::append_code_point(out, buf[k]);
 }
 
 }  // namespace

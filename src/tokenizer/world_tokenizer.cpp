@@ -9,7 +9,7 @@
 #include <utility>
 
 
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 #include "wick/errors.h"
 
 namespace wick {
@@ -29,8 +29,8 @@ std::string show(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     const auto c = static_cast<unsigned char>(s[i]);
-    utf8::Seq q = utf8::next_sequence(s, i);
-    if (c >= 0x80 && q.kind == utf8::SeqKind::kValid) {
+    base::utf8::Seq q = base::utf8::next_sequence(s, i);
+    if (c >= 0x80 && q.kind == base::utf8::SeqKind::kValid) {
       out.append(s.substr(i, q.length));
       i += q.length;
       continue;
@@ -151,7 +151,7 @@ class VocabParser {
               fail("a code point that has a UTF-8 form (not a surrogate, at most U+10FFFF)",
                    show(lit));
             }
-            utf8::append_code_point(blob_, static_cast<char32_t>(v));
+            base::utf8::append_code_point(blob_, static_cast<char32_t>(v));
           }
           break;
         }
@@ -160,7 +160,7 @@ class VocabParser {
                escape + " in " + show(lit));
       }
     }
-    if (!bytes_mode && !utf8::is_valid(std::string_view(blob_).substr(start))) {
+    if (!bytes_mode && !base::utf8::is_valid(std::string_view(blob_).substr(start))) {
       fail("valid UTF-8 inside a '...' literal", show(lit));
     }
   }

@@ -15,7 +15,7 @@
 
 #include "test_util.h"
 #include "kernels/cpu_features.h"
-#include "kernels/fp16.h"
+#include "base/fp16.h"
 #include "kernels/int8_matmul.h"
 #include "kernels/int8_matmul_impl.h"
 #include "kernels/matmul.h"
@@ -26,6 +26,8 @@ namespace {
 
 using test::set_test_threads;
 using test::test_pool;
+using base::f16_to_f32;
+using base::f32_to_f16;
 
 // The kernel tables this CPU can run (the VNNI one only where the CPU reports VNNI).
 std::vector<const int8::Kernels*> runnable_kernels() {

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "base/fp16.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
-#include "kernels/dot.h"
 #include "test_util.h"
 #include "wick/errors.h"
 #include "wick/model.h"
@@ -325,9 +325,9 @@ TEST(LoaderErrors, HalfConvertersRoundToNearestEven) {
   // Agrees with the engine's widening on a sweep of values.
   for (int i = -4000; i <= 4000; ++i) {
     const float v = std::ldexp(static_cast<float>(i) * 1.2345f, i / 250);  // 2^-16 .. 2^16 scale
-    const float back = kernels::f16_to_f32(f32_to_f16_rne(v));
+    const float back = base::f16_to_f32(f32_to_f16_rne(v));
     if (std::abs(v) < 65504.0f) EXPECT_LE(std::abs(back - v), std::abs(v) * 0x1p-11f + 0x1p-25f) << v;
-    const float bback = kernels::bf16_to_f32(f32_to_bf16_rne(v));
+    const float bback = base::bf16_to_f32(f32_to_bf16_rne(v));
     EXPECT_LE(std::abs(bback - v), std::abs(v) * 0x1p-8f) << v;
   }
 }

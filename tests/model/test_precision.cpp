@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/fp16.h"
+#include "base/fp16.h"
 #include "test_util.h"
 #include "wick/model.h"
 
@@ -24,7 +24,7 @@ float bits_to_float(uint32_t u) {
 }
 
 TEST(Precision, Bf16RoundingIsNearestEven) {
-  using kernels::f32_to_bf16;
+  using base::f32_to_bf16;
   EXPECT_EQ(f32_to_bf16(1.0f), 0x3f80);
   EXPECT_EQ(f32_to_bf16(-2.0f), 0xc000);
   EXPECT_EQ(f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);                // tie, even stays
@@ -36,12 +36,12 @@ TEST(Precision, Bf16RoundingIsNearestEven) {
   EXPECT_EQ(f32_to_bf16(bits_to_float(0x7f800001u)), 0x7fc0);    // a NaN that would round to inf
   EXPECT_EQ(f32_to_bf16(bits_to_float(0x00018000u)), 0x0002);    // subnormals kept, tie to even
   std::vector<float> x = {1.0f + 0x1p-7f + 0x1p-8f, -3.14159f, 0.0f, -0.0f}, y(4);
-  kernels::round_to_bf16(x.data(), y.data(), x.size());
+  base::round_to_bf16(x.data(), y.data(), x.size());
   EXPECT_EQ(y[0], 1.0f + 0x1p-6f);
   EXPECT_EQ(y[1], -3.140625f);
   EXPECT_TRUE(y[2] == 0.0f && !std::signbit(y[2]));
   EXPECT_TRUE(y[3] == 0.0f && std::signbit(y[3]));
-  kernels::round_to_bf16(x.data(), x.data(), x.size());  // in place
+  base::round_to_bf16(x.data(), x.data(), x.size());  // in place
   EXPECT_EQ(x, y);
 }
 

@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "base/fp16.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
-#include "kernels/dot.h"
 #include "test_util.h"
 #include "wick/errors.h"
 #include "wick/model.h"
@@ -34,7 +34,7 @@ std::vector<float> decode(const io::TensorView& t) {
     } else {
       uint16_t h;
       std::memcpy(&h, t.data + 2 * i, 2);
-      out[i] = t.dtype == DType::BF16 ? kernels::bf16_to_f32(h) : kernels::f16_to_f32(h);
+      out[i] = t.dtype == DType::BF16 ? base::bf16_to_f32(h) : base::f16_to_f32(h);
     }
   }
   return out;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "io/tensor_set.h"
-#include "kernels/fp16.h"
+#include "base/fp16.h"
 #include "quant/dequant.h"
 #include "quant/encode.h"
 #include "quant/rwkvq.h"
@@ -27,7 +27,7 @@ inline std::vector<float> source_floats(const io::TensorView& t) {
     if (t.dtype == DType::F32) {
       std::memcpy(&out[i], t.data + 4 * i, 4);
     } else if (t.dtype == DType::F16) {
-      out[i] = kernels::f16_at(t.data, static_cast<int64_t>(i));
+      out[i] = base::f16_at(t.data, static_cast<int64_t>(i));
     } else {
       const uint32_t u = (static_cast<uint32_t>(t.data[2 * i]) |
                           (static_cast<uint32_t>(t.data[2 * i + 1]) << 8)) << 16;
@@ -47,7 +47,7 @@ inline std::vector<float> gaussian(size_t n, uint32_t seed, float sigma = 0.05f)
 }
 
 // half(x) of the spec, for the reference computations.
-inline float half_ref(float x) { return kernels::f16_to_f32(kernels::f32_to_f16(x)); }
+inline float half_ref(float x) { return base::f16_to_f32(base::f32_to_f16(x)); }
 inline float rne_ref(float x) { return std::nearbyint(x); }
 inline float clamp_ref(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
 

@@ -14,7 +14,7 @@
 #include <limits>
 
 #include "io/mapped_file.h"
-#include "kernels/fp16.h"
+#include "base/fp16.h"
 #include "kernels/thread_pool.h"
 #include "quant/dequant.h"
 #include "quant/encode.h"
@@ -81,7 +81,7 @@ std::vector<float> check_sb6(const std::vector<float>& w, int64_t rows, int64_t 
     const float* wr = w.data() + r * cols;
     for (int64_t j = 0; j < nsb; ++j) {
       const uint16_t dbits = u16_at(dbuf, r * nsb + j), dmbits = u16_at(dmbuf, r * nsb + j);
-      const float d = kernels::f16_to_f32(dbits), dm = kernels::f16_to_f32(dmbits);
+      const float d = base::f16_to_f32(dbits), dm = base::f16_to_f32(dmbits);
       if (subnormal_d && (dbits & 0x7c00) == 0 && (dbits & 0x3ff) != 0) ++*subnormal_d;
       const uint8_t* sq = qsqm + (r * nsb + j) * 12;
       float mn[8], mx[8], scale[8];
@@ -97,8 +97,8 @@ std::vector<float> check_sb6(const std::vector<float>& w, int64_t rows, int64_t 
       if (plain) {
         const float d_ref = half_ref(std::max(smax / 63.0f, 1e-12f));
         const float dm_ref = half_ref(std::max(mmax / 31.0f, 1e-12f));
-        scales.check(kernels::f32_to_f16(d_ref) == dbits, "d of superblock " + at(r, j));
-        scales.check(kernels::f32_to_f16(dm_ref) == dmbits, "dm of superblock " + at(r, j));
+        scales.check(base::f32_to_f16(d_ref) == dbits, "d of superblock " + at(r, j));
+        scales.check(base::f32_to_f16(dm_ref) == dmbits, "dm of superblock " + at(r, j));
       }
       for (int i = 0; i < 8; ++i) {
         const int qs = six_bit(sq, i);
@@ -155,7 +155,7 @@ std::vector<float> check_sym(const std::vector<float>& w, int64_t rows, int64_t 
     const float* wr = w.data() + r * cols;
     for (int64_t j = 0; j < nsb; ++j) {
       const uint16_t dbits = u16_at(dbuf, r * nsb + j);
-      const float d = kernels::f16_to_f32(dbits);
+      const float d = base::f16_to_f32(dbits);
       if (subnormal_d && (dbits & 0x7c00) == 0 && (dbits & 0x3ff) != 0) ++*subnormal_d;
       float amax[16], base[16], bmax = 0;
       for (int i = 0; i < 16; ++i) {
@@ -168,7 +168,7 @@ std::vector<float> check_sym(const std::vector<float>& w, int64_t rows, int64_t 
       }
       if (plain) {
         const float d_ref = half_ref(std::max(bmax / 127.0f, 1e-12f));
-        scales.check(kernels::f32_to_f16(d_ref) == dbits, "d of superblock " + at(r, j));
+        scales.check(base::f32_to_f16(d_ref) == dbits, "d of superblock " + at(r, j));
       }
       for (int i = 0; i < 16; ++i) {
         const int64_t b = j * 16 + i;
@@ -429,8 +429,8 @@ TEST(EncodeRtn, PerRowCodesUseTheFloat32ScaleAndStoreFp16) {
       amax = std::max(amax, 1e-8f);
       const float s32 = amax / static_cast<float>(qmax);
       const uint16_t sbits = u16_at(e.find("scale")->bytes.data(), r);
-      scales.check(sbits == kernels::f32_to_f16(s32), "scale of row " + std::to_string(r));
-      const float s16 = kernels::f16_to_f32(sbits);
+      scales.check(sbits == base::f32_to_f16(s32), "scale of row " + std::to_string(r));
+      const float s16 = base::f16_to_f32(sbits);
       for (int64_t c = 0; c < cols; ++c) {
         int code;
         if (bits >= 5) {
@@ -478,7 +478,7 @@ TEST(EncodeDense, Bf16RoundsToNearestEven) {
   EXPECT_EQ(u16_at(p, 3), 0x3f81);
   EXPECT_EQ(u16_at(p, 4), 0x8000);
   EXPECT_EQ(u16_at(p, 5), 0x7f80);
-  EXPECT_EQ(quant::f32_to_bf16(-std::numeric_limits<float>::quiet_NaN()), 0x7fc0);
+  EXPECT_EQ(base::f32_to_bf16(-std::numeric_limits<float>::quiet_NaN()), 0x7fc0);
 }
 
 TEST(EncodeErrors, ShapesAndBitsOutsideTheLayoutsAreRefused) {

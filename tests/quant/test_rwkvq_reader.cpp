@@ -11,8 +11,8 @@
 
 #include "io/mapped_file.h"
 #include "io/safetensors.h"
-#include "io/sha256.h"
-#include "kernels/fp16.h"
+#include "base/sha256.h"
+#include "base/fp16.h"
 #include "quant/dequant.h"
 #include "quant/rwkvq.h"
 #include "test_util.h"
@@ -29,7 +29,7 @@ RwkvqFile open_fixture(const std::string& name) {
 }
 
 std::string sha_of(const std::vector<float>& v) {
-  io::Sha256 h;
+  base::Sha256 h;
   h.update(v.data(), v.size() * sizeof(float));  // little-endian host
   return h.hex_digest();
 }
@@ -119,7 +119,7 @@ TEST(RwkvqReader, WorkedExamplesOfTheSpecDecodeExactly) {
   quant::dequantize_rows(k, 5, 1, row.data());
   EXPECT_EQ(row[0], -0.040740967f);
   EXPECT_FLOAT_EQ(row[17], 0.6980896f);
-  EXPECT_EQ(kernels::f16_at(k.gw_d->data, 5 * 1), kernels::f16_to_f32(0x0e68));
+  EXPECT_EQ(base::f16_at(k.gw_d->data, 5 * 1), base::f16_to_f32(0x0e68));
 
   RwkvqFile r = open_fixture("tiny_reduction.rwkvq");
   quant::dequantize_rows(*r.find("blocks.1.att.key.weight"), 5, 1, row.data());
@@ -144,19 +144,19 @@ TEST(RwkvqReader, HalfConversionKeepsSubnormalsAndRoundsToNearestEven) {
   for (uint32_t h = 0; h < 0x10000; ++h) {
     const uint16_t b = static_cast<uint16_t>(h);
     if ((b & 0x7c00) == 0x7c00 && (b & 0x3ff)) continue;
-    ASSERT_EQ(kernels::f32_to_f16(kernels::f16_to_f32(b)), b) << std::hex << h;
+    ASSERT_EQ(base::f32_to_f16(base::f16_to_f32(b)), b) << std::hex << h;
   }
-  EXPECT_EQ(kernels::f16_to_f32(0x0001), std::ldexp(1.f, -24));  // smallest subnormal
-  EXPECT_EQ(kernels::f16_to_f32(0x02df), 735 * std::ldexp(1.f, -24));
+  EXPECT_EQ(base::f16_to_f32(0x0001), std::ldexp(1.f, -24));  // smallest subnormal
+  EXPECT_EQ(base::f16_to_f32(0x02df), 735 * std::ldexp(1.f, -24));
   // Halfway cases go to even; just above halfway rounds up.
-  EXPECT_EQ(kernels::f32_to_f16(std::ldexp(1.f, -25)), 0x0000);
-  EXPECT_EQ(kernels::f32_to_f16(std::ldexp(3.f, -25)), 0x0002);
-  EXPECT_EQ(kernels::f32_to_f16(std::nextafter(std::ldexp(1.f, -25), 1.f)), 0x0001);
-  EXPECT_EQ(kernels::f32_to_f16(1.f + std::ldexp(1.f, -11)), 0x3c00);       // tie to even (down)
-  EXPECT_EQ(kernels::f32_to_f16(1.f + 3 * std::ldexp(1.f, -11)), 0x3c02);   // tie to even (up)
-  EXPECT_EQ(kernels::f32_to_f16(65520.f), 0x7c00);                          // rounds to infinity
-  EXPECT_EQ(kernels::f32_to_f16(65504.f), 0x7bff);
-  EXPECT_EQ(kernels::f32_to_f16(-0.f), 0x8000);
+  EXPECT_EQ(base::f32_to_f16(std::ldexp(1.f, -25)), 0x0000);
+  EXPECT_EQ(base::f32_to_f16(std::ldexp(3.f, -25)), 0x0002);
+  EXPECT_EQ(base::f32_to_f16(std::nextafter(std::ldexp(1.f, -25), 1.f)), 0x0001);
+  EXPECT_EQ(base::f32_to_f16(1.f + std::ldexp(1.f, -11)), 0x3c00);       // tie to even (down)
+  EXPECT_EQ(base::f32_to_f16(1.f + 3 * std::ldexp(1.f, -11)), 0x3c02);   // tie to even (up)
+  EXPECT_EQ(base::f32_to_f16(65520.f), 0x7c00);                          // rounds to infinity
+  EXPECT_EQ(base::f32_to_f16(65504.f), 0x7bff);
+  EXPECT_EQ(base::f32_to_f16(-0.f), 0x8000);
 }
 
 // ---- damaged and foreign files ----

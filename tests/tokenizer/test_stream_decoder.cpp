@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "test_util.h"
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 #include "tokenizer/world_tokenizer.h"
 #include "wick/errors.h"
 #include "wick/tokenizer.h"
@@ -40,12 +40,12 @@ std::string stream(const wick::Tokenizer& tok, const std::vector<int32_t>& ids) 
   std::string out;
   for (int32_t id : ids) {
     std::string piece = dec.push(id);
-    EXPECT_TRUE(wick::utf8::is_valid(piece));
+    EXPECT_TRUE(wick::base::utf8::is_valid(piece));
     EXPECT_LE(dec.pending_bytes(), 3u);
     out += piece;
   }
   std::string tail = dec.flush();
-  EXPECT_TRUE(wick::utf8::is_valid(tail));
+  EXPECT_TRUE(wick::base::utf8::is_valid(tail));
   EXPECT_EQ(dec.pending_bytes(), 0u);
   return out + tail;
 }
@@ -98,7 +98,7 @@ TEST(Utf8, ReplaceInvalidMatchesPython) {
   };
   for (const auto& [in, want] : cases) {
     EXPECT_EQ(wick::utf8_replace_invalid(in), want) << "input bytes: " << testing::PrintToString(in);
-    EXPECT_EQ(wick::utf8::is_valid(in), in == want);
+    EXPECT_EQ(wick::base::utf8::is_valid(in), in == want);
     // The streaming decoder gives the same, fed byte by byte.
     EXPECT_EQ(stream(wick::ByteTokenizer(), byte_ids(in)), want);
   }
@@ -109,7 +109,7 @@ TEST(Utf8, ValidCorpusUnchanged) {
   ASSERT_GT(rows.size(), 1000u);
   for (const json& r : rows) {
     const std::string text = r.at("text").get<std::string>();
-    ASSERT_TRUE(wick::utf8::is_valid(text)) << r.at("id");
+    ASSERT_TRUE(wick::base::utf8::is_valid(text)) << r.at("id");
     ASSERT_EQ(wick::utf8_replace_invalid(text), text) << r.at("id");
   }
 }
@@ -286,7 +286,7 @@ TEST(StreamDecoder, RandomBytesMatchWholeDecode) {
       c = static_cast<char>(rng() % 2 ? interesting[rng() % sizeof interesting] : rng() % 256);
     }
     const std::string want = wick::utf8_replace_invalid(s);
-    ASSERT_TRUE(wick::utf8::is_valid(want));
+    ASSERT_TRUE(wick::base::utf8::is_valid(want));
     ASSERT_EQ(stream(bt, byte_ids(s)), want) << testing::PrintToString(s);
   }
 }

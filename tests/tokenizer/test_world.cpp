@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "test_util.h"
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 #include "tokenizer/world_tokenizer.h"
 #include "wick/errors.h"
 #include "wick/tokenizer.h"
@@ -172,7 +172,7 @@ TEST(WorldTokenizer, DecodeFixture) {
     }
     const std::string bytes = t.decode(ids);
     EXPECT_EQ(to_hex(bytes), r.at("hex").get<std::string>());
-    EXPECT_EQ(wick::utf8::is_valid(bytes), r.at("valid_utf8").get<bool>());
+    EXPECT_EQ(wick::base::utf8::is_valid(bytes), r.at("valid_utf8").get<bool>());
     EXPECT_EQ(wick::utf8_replace_invalid(bytes), r.at("text_replace").get<std::string>());
   }
 }

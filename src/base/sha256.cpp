@@ -1,6 +1,7 @@
-#include "io/sha256.h"
+// SHA-256 digests as hex (base/sha256.h).
+#include "base/sha256.h"
 
-namespace wick::io {
+namespace wick::base {
 
 std::string Sha256::hex_digest() {
   uint8_t digest[SHA256_DIGEST_SIZE];
@@ -14,6 +15,8 @@ std::string Sha256::hex_digest() {
   return out;
 }
 
-std::string sha256_hex(std::string_view bytes) { return Sha256().update(bytes).hex_digest(); }
+std::string sha256_hex(std::string_view bytes) {
+  return Sha256().update(bytes).hex_digest();
+}
 
-}  // namespace wick::io
+}  // namespace wick::base

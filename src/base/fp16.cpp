@@ -1,6 +1,7 @@
-#include "kernels/fp16.h"
+// The scalar fp16 / bf16 conversions (base/fp16.h).
+#include "base/fp16.h"
 
-namespace wick::kernels {
+namespace wick::base {
 
 float f16_to_f32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
@@ -34,11 +35,12 @@ uint16_t f32_to_f16(float x) {
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t a = u & 0x7fffffffu;
   if (a >= 0x7f800000u) {  // infinity or NaN (keep a quiet NaN's top payload bits)
-    return a == 0x7f800000u ? (sign | 0x7c00u) : static_cast<uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x1ffu));
+    return a == 0x7f800000u ? (sign | 0x7c00u)
+                            : static_cast<uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x1ffu));
   }
   const int exp = static_cast<int>(a >> 23) - 127;
   if (exp > 15) return sign | 0x7c00u;  // overflow to infinity
-  if (exp >= -14) {                      // a normal half (the rounding carry may reach infinity)
+  if (exp >= -14) {                     // a normal half (the rounding carry may reach infinity)
     const uint32_t mant = a & 0x7fffffu;
     uint32_t h = (static_cast<uint32_t>(exp + 15) << 10) | (mant >> 13);
     const uint32_t rem = mant & 0x1fffu;
@@ -70,4 +72,4 @@ void round_to_bf16(const float* x, float* y, size_t n) {
   }
 }
 
-}  // namespace wick::kernels
+}  // namespace wick::base

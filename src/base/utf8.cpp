@@ -1,15 +1,16 @@
-#include "tokenizer/utf8.h"
+// The UTF-8 decoder (base/utf8.h).
+#include "base/utf8.h"
 
 #include <cstdint>
 #include <cstring>
 
-#include "wick/tokenizer.h"
-
-namespace wick::utf8 {
+namespace wick::base::utf8 {
 
 namespace {
 
-inline bool is_cont(unsigned char c) { return (c & 0xC0) == 0x80; }
+inline bool is_cont(unsigned char c) {
+  return (c & 0xC0) == 0x80;
+}
 
 // Number of leading bytes of s[pos..] (at most 8 at a time) that are ASCII, skipping whole words.
 inline size_t ascii_run(const unsigned char* p, size_t n, size_t pos) {
@@ -26,11 +27,11 @@ inline size_t ascii_run(const unsigned char* p, size_t n, size_t pos) {
 
 }  // namespace
 
-Seq next_sequence(std::string_view s, size_t pos) {
+Seq next_sequence(std::string_view s, size_t pos, Surrogates surrogates) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const size_t n = s.size();
   const unsigned char b = p[pos];
-  if (b < 0x80) return {SeqKind::kValid, 1};
+  if (b < 0x80) return {SeqKind::kValid, 1, b};
   // Table 3-7 of the Unicode standard: the allowed range of the second byte depends on the lead.
   size_t need;
   unsigned char lo = 0x80, hi = 0xBF;
@@ -38,8 +39,8 @@ Seq next_sequence(std::string_view s, size_t pos) {
     need = 2;
   } else if (b >= 0xE0 && b <= 0xEF) {
     need = 3;
-    if (b == 0xE0) lo = 0xA0;  // no overlongs
-    if (b == 0xED) hi = 0x9F;  // no surrogates
+    if (b == 0xE0) lo = 0xA0;                                       // no overlongs
+    if (b == 0xED && surrogates == Surrogates::kRefuse) hi = 0x9F;  // no surrogates
   } else if (b >= 0xF0 && b <= 0xF4) {
     need = 4;
     if (b == 0xF0) lo = 0x90;  // no overlongs
@@ -53,20 +54,34 @@ Seq next_sequence(std::string_view s, size_t pos) {
     if (pos + k >= n) return {SeqKind::kTruncated, k};
     if (!is_cont(p[pos + k])) return {SeqKind::kInvalid, k};
   }
-  return {SeqKind::kValid, need};
+  size_t length;
+  const char32_t cp = decode_valid(p + pos, length);
+  return {SeqKind::kValid, need, cp};
 }
 
-size_t valid_prefix_length(std::string_view s) {
+size_t valid_prefix_length(std::string_view s, Surrogates surrogates) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   size_t i = 0;
   while (i < s.size()) {
     i += ascii_run(p, s.size(), i);
     if (i >= s.size()) break;
-    Seq q = next_sequence(s, i);
+    Seq q = next_sequence(s, i, surrogates);
     if (q.kind != SeqKind::kValid) break;
     i += q.length;
   }
   return i;
+}
+
+size_t truncated_tail_start(std::string_view s) {
+  const size_t n = s.size();
+  // A truncated sequence is at most 3 bytes: its lead is among the last 3, and it is the last byte
+  // there that is not a continuation byte.
+  for (size_t back = 1; back <= 3 && back <= n; ++back) {
+    const size_t i = n - back;
+    if (is_cont(static_cast<unsigned char>(s[i]))) continue;
+    return next_sequence(s, i).kind == SeqKind::kTruncated ? i : n;
+  }
+  return n;
 }
 
 size_t append_replacing_invalid(std::string_view s, std::string& out, bool final) {
@@ -110,15 +125,4 @@ void append_code_point(std::string& out, char32_t cp) {
   }
 }
 
-}  // namespace wick::utf8
-
-namespace wick {
-
-std::string utf8_replace_invalid(std::string_view bytes) {
-  std::string out;
-  out.reserve(bytes.size() + (bytes.size() >> 3));
-  utf8::append_replacing_invalid(bytes, out, /*final=*/true);
-  return out;
-}
-
-}  // namespace wick
+}  // namespace wick::base::utf8
