@@ -4,6 +4,7 @@
 #include <charconv>
 #include <set>
 
+#include "base/strings.h"
 #include "wick/errors.h"
 
 namespace wick::io {
@@ -11,12 +12,6 @@ namespace {
 
 // No released model has more than a few dozen blocks; an index beyond this is a damaged file.
 constexpr int64_t kMaxLayers = 1 << 16;
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
 
 }  // namespace
 
@@ -39,7 +34,7 @@ Geometry derive_geometry(const OfficialNames& official, const std::string& path)
   };
   const auto& emb = shape_of("emb.weight");
   if (emb.size() != 2 || emb[0] <= 0 || emb[1] <= 0) {
-    throw CheckpointError(path, "tensor 'emb.weight': expected shape [V, C], found " + shape_str(emb));
+    throw CheckpointError(path, "tensor 'emb.weight': expected shape [V, C], found " + base::shape_string(emb));
   }
   g.vocab = static_cast<int>(emb[0]);
   g.n_embd = static_cast<int>(emb[1]);
@@ -77,13 +72,13 @@ Geometry derive_geometry(const OfficialNames& official, const std::string& path)
   const auto& rk = shape_of("blocks.0.att.r_k");
   if (rk.size() != 2 || rk[0] <= 0 || rk[1] <= 0 || rk[0] * rk[1] != g.n_embd) {
     throw CheckpointError(path, "tensor 'blocks.0.att.r_k': expected shape [H, N] with H*N = C = " +
-                                    std::to_string(g.n_embd) + ", found " + shape_str(rk));
+                                    std::to_string(g.n_embd) + ", found " + base::shape_string(rk));
   }
   g.n_head = static_cast<int>(rk[0]);
   g.head_size = static_cast<int>(rk[1]);
   const auto& fk = shape_of("blocks.0.ffn.key.weight");
   if (fk.size() != 2 || fk[0] <= 0) {
-    throw CheckpointError(path, "tensor 'blocks.0.ffn.key.weight': expected shape [F, C], found " + shape_str(fk));
+    throw CheckpointError(path, "tensor 'blocks.0.ffn.key.weight': expected shape [F, C], found " + base::shape_string(fk));
   }
   g.ffn_dim = static_cast<int>(fk[0]);
   auto rank = [&](const std::string& n) {
@@ -92,7 +87,7 @@ Geometry derive_geometry(const OfficialNames& official, const std::string& path)
     const auto& s = it->second.view.shape;
     if (s.size() != 2) {
       throw CheckpointError(path, "tensor '" + it->second.stored_name + "': expected a 2-D LoRA factor, found " +
-                                      shape_str(s));
+                                      base::shape_string(s));
     }
     return static_cast<int>(it->second.linear_layout ? s[0] : s[1]);
   };

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "io/sha256.h"
+#include "base/sha256.h"
 #include "model/model_impl.h"
 #include "model/tensor_table.h"
 #include "wick/errors.h"
@@ -96,7 +96,7 @@ void quantize_model_int8(Model::Impl& impl, kernels::ThreadPool& pool) {
   info.packed_parameters.emplace_back(std::string(kInt8LayoutName), c.parameters);
   info.quantization = WeightQuantization::kInt8;
   const char zero = 0;
-  io::Sha256 h;
+  base::Sha256 h;
   h.update("wick-int8-per-row-v2").update(&zero, 1).update(info.fingerprint);
   info.fingerprint = "sha256:" + h.hex_digest();
 }

@@ -135,7 +135,7 @@ std::shared_ptr<Model::Impl> build_rwkvx(io::TensorSet set, const quant::RwkvqFi
   // attention blocks' tensors in block order.
   ModelInfo& info = impl->info;
   info.architecture = "rwkv-x";
-  io::Sha256 h;
+  base::Sha256 h;
   h.update("rwkv-x\n" + info.fingerprint + "\n");
 
   ModelWeights& w = impl->weights;

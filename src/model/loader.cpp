@@ -11,7 +11,7 @@
 #include "io/naming.h"
 #include "io/pth.h"
 #include "io/safetensors.h"
-#include "io/sha256.h"
+#include "base/sha256.h"
 #include "model/block_reader.h"
 #include "model/int8_linear.h"
 #include "model/model_impl.h"
@@ -134,7 +134,7 @@ io::TensorSet logical_tensors(const quant::RwkvqFile& f) {
 // A packed .rwkvq tensor is tagged "rwkvq:<layout>@<bits>" instead of a dtype, and its small
 // tensors contribute their dequantised fp32 bytes.
 std::string weights_fingerprint(const TensorReader& r) {
-  io::Sha256 h;
+  base::Sha256 h;
   r.hash_records(h);
   return "sha256:" + h.hex_digest();
 }

@@ -58,7 +58,7 @@
 
 #include "io/safetensors_writer.h"
 #include "model/tensor_table.h"
-#include "kernels/fp16.h"
+#include "base/fp16.h"
 #include "wick/errors.h"
 #include "wick/rng.h"
 
@@ -97,30 +97,7 @@ inline float noise(uint64_t start, uint64_t e) {
   return static_cast<float>(static_cast<double>(s) * kScale);
 }
 
-// Round-to-nearest-even conversions (bf16: kernels/fp16.h); little-endian stores.
-
-inline uint16_t to_f16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t ax = x & 0x7fffffffu;
-  if (ax > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
-  if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520: infinity
-  if (ax < 0x33000000u) return static_cast<uint16_t>(sign);             // <= 2^-25: zero
-  if (ax < 0x38800000u) {  // below 2^-14: a half subnormal, in units of 2^-24
-    const uint32_t m = (ax & 0x7fffffu) | 0x800000u;
-    const int shift = 126 - static_cast<int>(ax >> 23);  // 14 .. 24
-    uint32_t q = m >> shift;
-    const uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (q & 1u))) ++q;
-    return static_cast<uint16_t>(sign | q);
-  }
-  uint32_t h = (((ax >> 23) - 112) << 10) | ((ax & 0x7fffffu) >> 13);
-  const uint32_t rem = ax & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry moves into the exponent
-  return static_cast<uint16_t>(sign | h);
-}
-
+// Round-to-nearest-even conversions (base/fp16.h); little-endian stores.
 template <DType D>
 inline void store(char* p, float v) {
   if constexpr (D == DType::F32) {
@@ -128,7 +105,7 @@ inline void store(char* p, float v) {
     std::memcpy(&u, &v, 4);
     for (int b = 0; b < 4; ++b) p[b] = static_cast<char>((u >> (8 * b)) & 0xff);
   } else {
-    const uint16_t h = D == DType::BF16 ? kernels::f32_to_bf16(v) : to_f16(v);
+    const uint16_t h = D == DType::BF16 ? base::f32_to_bf16(v) : base::f32_to_f16(v);
     p[0] = static_cast<char>(h & 0xff);
     p[1] = static_cast<char>(h >> 8);
   }

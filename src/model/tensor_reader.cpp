@@ -42,7 +42,7 @@ void check_finite_weights(const std::string& path, const std::string& what, cons
   }
 }
 
-void hash_tensor_record(io::Sha256& h, const std::string& name, const io::TensorView& t) {
+void hash_tensor_record(base::Sha256& h, const std::string& name, const io::TensorView& t) {
   const char zero = 0;
   h.update(name).update(&zero, 1);
   h.update(dtype_name(t.dtype)).update(&zero, 1);
@@ -224,7 +224,7 @@ void TensorReader::tally(ModelInfo& info) const {
   info.packed_parameters.assign(per_layout.begin(), per_layout.end());
 }
 
-void TensorReader::hash_records(io::Sha256& h) const {
+void TensorReader::hash_records(base::Sha256& h) const {
   const char zero = 0;
   for (const auto& [name, t] : names_.tensors) {
     const quant::QuantTensor* q = packed(t);

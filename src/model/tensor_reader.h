@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "io/naming.h"
-#include "io/sha256.h"
+#include "base/sha256.h"
 #include "model/embedding.h"
 #include "model/linear.h"
 #include "quant/rwkvq.h"
@@ -80,7 +80,7 @@ class TensorReader {
   // Adds every tensor, in the order of its name, to a weights fingerprint (docs/tasks.md §3.5):
   // dense ones as hash_tensor_record() does; packed ones tagged "rwkvq:<layout>@<bits>" instead
   // of a dtype, with the dequantised fp32 bytes of the small ones.
-  void hash_records(io::Sha256& h) const;
+  void hash_records(base::Sha256& h) const;
 
   // "'stored'" or "'stored' (official name 'official')", for messages.
   std::string describe(const io::MappedTensor& t, const std::string& official) const;

@@ -15,7 +15,8 @@
 #include "io/mapped_file.h"
 #include "io/pth.h"
 #include "io/safetensors.h"
-#include "kernels/fp16.h"
+#include "base/fp16.h"
+#include "base/strings.h"
 #include "quant/dequant.h"
 #include "wick/act_stats.h"
 #include "quant/rwkvq_writer.h"
@@ -64,12 +65,6 @@ int64_t numel_of(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
-}
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
 }
 
 // Block layouts need a matrix whose row length is a whole number of 256-wide superblocks.
@@ -130,7 +125,7 @@ EncodedTensor encode_unchecked(const TensorPlan& plan, const float* w,
       return encode_rtn(w, shape, plan.bits, a);
   }
   throw InputError(std::string(layout_name(plan.layout)) + " needs a 2-D tensor, found shape " +
-                   shape_text(shape));
+                   base::shape_string(shape));
 }
 
 // Input tensor -> float32 (exact widening of bf16 / fp16).
@@ -143,7 +138,7 @@ std::vector<float> to_float(const io::TensorView& t) {
       if (n) std::memcpy(out.data(), p, n * 4);
       break;
     case DType::F16:
-      for (size_t i = 0; i < n; ++i) out[i] = kernels::f16_at(p, static_cast<int64_t>(i));
+      for (size_t i = 0; i < n; ++i) out[i] = base::f16_at(p, static_cast<int64_t>(i));
       break;
     case DType::BF16:
       for (size_t i = 0; i < n; ++i) {
@@ -277,7 +272,7 @@ TensorPlan plan_tensor(std::string_view key, const std::vector<int64_t>& shape,
   const std::string k(key);
   const bool have_stats = act != nullptr && shape.size() == 2 && act_len == shape[1];
   auto fallback = [&](const std::string& wanted) {
-    return rtn8_plan(group, k + ": shape " + shape_text(shape) + " does not fit " + wanted +
+    return rtn8_plan(group, k + ": shape " + base::shape_string(shape) + " does not fit " + wanted +
                                 " (needs a 2-D tensor with a multiple of 256 columns); stored "
                                 "as rtn@8");
   };
@@ -308,7 +303,7 @@ TensorPlan plan_tensor(std::string_view key, const std::vector<int64_t>& shape,
       return p;
     }
     if (shape.size() != 2) {
-      return rtn8_plan(group, k + ": shape " + shape_text(shape) + " is not 2-D as asym@" +
+      return rtn8_plan(group, k + ": shape " + base::shape_string(shape) + " is not 2-D as asym@" +
                                   std::to_string(bits) + " needs; stored as rtn@8");
     }
     p.layout = Layout::kAsym;
