@@ -21,7 +21,8 @@
 //   engine.h        the serving engine (continuous batching)
 //   progress.h      progress callbacks of long calls
 //   perplexity.h    perplexity and KL divergence
-//   act_stats.h     activation statistics
+//   act_stats.h     activation statistics: collecting them from a model
+//   act_stats_file.h activation statistics: the data and its file
 //   quantize.h      writing .rwkvq files
 //   calibrate.h     choosing a quantisation config by measurement
 //   synth.h         synthetic checkpoints of the released geometries
@@ -34,6 +35,7 @@
 #pragma once
 
 #include "wick/act_stats.h"
+#include "wick/act_stats_file.h"
 #include "wick/calibrate.h"
 #include "wick/chat.h"
 #include "wick/continuation.h"

@@ -18,7 +18,7 @@
 #include "base/fp16.h"
 #include "base/strings.h"
 #include "quant/dequant.h"
-#include "wick/act_stats.h"
+#include "wick/act_stats_file.h"
 #include "quant/rwkvq_writer.h"
 #include "wick/errors.h"
 

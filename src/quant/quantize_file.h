@@ -36,7 +36,7 @@
 
 #include "quant/encode.h"
 #include "quant/quant_config.h"
-#include "wick/act_stats.h"
+#include "wick/act_stats_file.h"
 #include "quant/rwkvq.h"
 #include "wick/quantize.h"
 
@@ -104,7 +104,7 @@ QuantizeSummary quantize_plain(const std::string& in, const std::string& out,
                                const PlainQuantizeOptions& options);
 
 // Activation statistics: weight key -> E[x^2] per input channel (docs/rwkvq-format.md §3.6),
-// read by wick::load_act_stats (include/wick/act_stats.h).
+// read by wick::load_act_stats (include/wick/act_stats_file.h).
 using ActStats = wick::ActStats;
 
 struct FileQuantizeOptions {

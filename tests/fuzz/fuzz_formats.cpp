@@ -9,7 +9,7 @@
 #include "quant/dequant.h"
 #include "quant/quant_config.h"
 #include "quant/rwkvq.h"
-#include "wick/act_stats.h"
+#include "wick/act_stats_file.h"
 #include "wick/errors.h"
 #include "wick/state_file.h"
 #include "wick/tokenizer.h"
