@@ -1,6 +1,7 @@
 // Kernel benchmarks (performance only; correctness lives in tests/kernels). GEMV at the shapes of
 // the 0.1B geometry (C = 768, F = 3072, V = 65536) in each weight dtype, reported as weight bytes
-// read per second so they can be judged against measured memory bandwidth; the GEMM of the
+// read per second so they can be judged against the read bandwidth measured in the same run
+// (BM_ReadBandwidth: both threads, 8 vector accumulators each, 1 GiB); the GEMM of the
 // parallel pass next to the machine's fp32 FMA peak (BM_FmaPeak); the WKV-7 recurrence. The
 // INT8 GEMV of `--quantize int8` (kernels/int8_matmul.h) at the same shapes, per kernel (scalar
 // reference, AVX2, AVX-512 VNNI - skipped where the CPU lacks it), bytes = codes + scales read.
@@ -9,9 +10,12 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
+
+#include <unistd.h>
 
 #include "kernels/cpu_features.h"
 #include "kernels/int8_matmul.h"
@@ -79,15 +83,21 @@ void BM_Gemm(benchmark::State& state, DType dt) {
 }
 
 // The GEMV as decode sees it: the weights come from DRAM, not cache. Cycles through enough
-// distinct matrices of one shape (>= 256 MiB in all, 8x the L3 of the machines we measure on)
-// that every call streams its matrix from memory; bytes/s is to be judged against the measured
-// read bandwidth (`wick bench` prints it).
+// distinct matrices of one shape (>= 256 MiB in all, and at least twice the L3 the C library
+// reports: 480 MiB on the Xeon this was last measured on) that every call streams its matrix from
+// memory; bytes/s is to be judged against BM_ReadBandwidth.
 void BM_GemvFromMemory(benchmark::State& state, DType dt) {
   const int64_t rows = state.range(0), cols = state.range(1);
   const int64_t bytes = rows * cols * static_cast<int64_t>(wick::dtype_size(dt));
-  const int64_t count = std::max<int64_t>(2, (int64_t{256} << 20) / bytes);
-  std::vector<Matrix> ms;
-  for (int64_t i = 0; i < count; ++i) ms.push_back(make_matrix(dt, rows, cols));
+  const int64_t l3 = std::max<int64_t>(0, sysconf(_SC_LEVEL3_CACHE_SIZE));
+  const int64_t total = std::max<int64_t>(int64_t{256} << 20, 2 * l3);
+  const int64_t count = std::max<int64_t>(2, total / bytes);
+  std::vector<Matrix> ms(count);
+  ms[0] = make_matrix(dt, rows, cols);
+  for (int64_t i = 1; i < count; ++i) {  // copies: distinct memory, the same values
+    ms[i].bytes = ms[0].bytes;
+    ms[i].ref = MatrixRef{ms[i].bytes.data(), dt, rows, cols};
+  }
   std::vector<float> x(cols, 0.5f), y(rows);
   size_t next = 0;
   for (auto _ : state) {
@@ -96,6 +106,56 @@ void BM_GemvFromMemory(benchmark::State& state, DType dt) {
     next = (next + 1) % ms.size();
   }
   state.SetBytesProcessed(state.iterations() * bytes);
+}
+
+// The machine's read bandwidth, against which the GEMVs' bytes/s are judged: one pass over a
+// 1 GiB buffer (far beyond the caches) per iteration, split into one contiguous slice per thread
+// of the kernel pool, each summed with 8 independent vector accumulators of the best ISA the CPU
+// has (as ../shared/tools/membw.c's "read" does). Bytes/s over wall time.
+constexpr size_t kReadBytes = size_t{1} << 30;
+// GCC vector extensions: one loop for both widths, compiled inside each ISA's wrapper.
+typedef float V8 __attribute__((vector_size(32)));
+typedef float V16 __attribute__((vector_size(64)));
+template <class V>
+__attribute__((always_inline)) inline float read_sum(const float* p, size_t n) {
+  constexpr size_t kLanes = sizeof(V) / sizeof(float);
+  V s[8] = {};
+  for (size_t i = 0; i + 8 * kLanes <= n; i += 8 * kLanes)
+    for (size_t j = 0; j < 8; ++j) s[j] += *reinterpret_cast<const V*>(p + i + kLanes * j);
+  for (int j = 1; j < 8; ++j) s[0] += s[j];
+  return s[0][0];
+}
+__attribute__((target("avx512f"), noinline)) float read_sum_avx512(const float* p, size_t n) {
+  return read_sum<V16>(p, n);
+}
+__attribute__((target("avx2"), noinline)) float read_sum_avx2(const float* p, size_t n) {
+  return read_sum<V8>(p, n);
+}
+void BM_ReadBandwidth(benchmark::State& state) {
+  using wick::kernels::Isa;
+  const Isa isa = wick::kernels::best_supported_isa();
+  if (isa == Isa::kScalar) {
+    state.SkipWithError("this CPU lacks AVX2");
+    return;
+  }
+  auto& pool = bench_pool();
+  const int64_t slices = pool.threads();
+  const size_t n = kReadBytes / sizeof(float), slice = n / slices / 128 * 128;
+  float* buf = static_cast<float*>(std::aligned_alloc(64, kReadBytes));
+  // Each slice first touched by the thread that reads it.
+  wick::kernels::parallel_for(pool, slices, [&](int64_t s) {
+    std::memset(buf + s * slice, 0, slice * sizeof(float));
+  });
+  std::vector<float> sums(slices);
+  for (auto _ : state) {
+    wick::kernels::parallel_for(pool, slices, [&](int64_t s) {
+      sums[s] = isa == Isa::kAvx512 ? read_sum_avx512(buf + s * slice, slice)
+                                    : read_sum_avx2(buf + s * slice, slice);
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(slices * slice * sizeof(float)));
+  std::free(buf);
 }
 
 // The INT8 product with one instruction set: `isa` kAvx512 runs the VNNI kernel. With
@@ -193,11 +253,13 @@ void BM_Wkv7Sequence(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK_CAPTURE(BM_Gemv, f32, DType::F32)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
-BENCHMARK_CAPTURE(BM_Gemv, bf16, DType::BF16)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
-BENCHMARK_CAPTURE(BM_GemvFromMemory, f32, DType::F32)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
-BENCHMARK_CAPTURE(BM_GemvFromMemory, bf16, DType::BF16)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
-BENCHMARK_CAPTURE(BM_Gemv, f16, DType::F16)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
+BENCHMARK(BM_ReadBandwidth)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Gemv, f32, DType::F32)->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({65536, 768})->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, bf16, DType::BF16)->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({65536, 768})->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, f16, DType::F16)->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({65536, 768})->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvFromMemory, f32, DType::F32)->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({65536, 768})->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvFromMemory, bf16, DType::BF16)->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({65536, 768})->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvFromMemory, f16, DType::F16)->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({65536, 768})->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvInt8, int8_scalar, wick::kernels::Isa::kScalar)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
 BENCHMARK_CAPTURE(BM_GemvInt8, int8_avx2, wick::kernels::Isa::kAvx2)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
 BENCHMARK_CAPTURE(BM_GemvInt8, int8_avx512_vnni, wick::kernels::Isa::kAvx512)->Args({768, 768})->Args({3072, 768})->Args({65536, 768})->Args({768, 3072});

@@ -1,7 +1,9 @@
 // Dot products of one stored weight row (fp32, fp16 or bf16) with an fp32 vector, accumulated in
-// fp32. One implementation per instruction set (dot_scalar.cpp, dot_avx2.cpp, dot_avx512.cpp);
-// `dot_kernels()` returns the set chosen by cpu_features.h. The GEMV and the GEMM both call these,
-// so a row computed by either pass is bit-identical.
+// fp32, and the GEMV / GEMM-tile / widening kernels built on them. Their loops are written once
+// (kernels/dot_impl.h) and instantiated per instruction set with that ISA's vector trait
+// (dot_scalar.cpp, dot_avx2.cpp, dot_avx512.cpp); `dot_kernels()` returns the set chosen by
+// cpu_features.h. The GEMV and the GEMM both follow the dot's summation order, so a row computed
+// by either pass is bit-identical.
 #pragma once
 
 #include <cstddef>
@@ -48,25 +50,6 @@ struct DotKernels {
   int tile_rows;    // the GEMM tile's register blocking
   int tile_inputs;
 };
-
-// Row-group kernels built from a dot product, for instruction sets without dedicated ones.
-template <DotF32 Dot>
-void gemv_rows_by_dot(const float* w, size_t stride, const float* x, size_t n, int nr, float* y) {
-  for (int r = 0; r < nr; ++r) y[r] = Dot(w + r * stride, x, n);
-}
-template <DotU16 Dot>
-void gemv_rows_by_dot_u16(const uint16_t* w, size_t stride, const float* x, size_t n, int nr,
-                          float* y) {
-  for (int r = 0; r < nr; ++r) y[r] = Dot(w + r * stride, x, n);
-}
-template <DotF32 Dot>
-void gemm_tile_by_dot(const float* w, size_t ws, const float* x, size_t xs, size_t n, int nr,
-                      int nt, float* y, size_t ys) {
-  for (int t = 0; t < nt; ++t)
-    for (int r = 0; r < nr; ++r) y[t * ys + r] = Dot(w + r * ws, x + t * xs, n);
-}
-void widen_f16_scalar(const uint16_t* src, float* dst, size_t n);
-void widen_bf16_scalar(const uint16_t* src, float* dst, size_t n);
 
 const DotKernels& dot_kernels();
 const DotKernels& dot_kernels_for(Isa isa);
