@@ -167,5 +167,37 @@ TEST(DotFrozen, GemvRowsDoNotDependOnTheirGroupOrPosition) {
   }
 }
 
+// The GEMM tile accepts any nr x nt (dot.h), beyond its register blocking, and each output is
+// the dot of its row and input.
+TEST(DotFrozen, GemmTileOfAnySizeEqualsTheDot) {
+  const Isa best = best_supported_isa();
+  std::mt19937 rng(22);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (static_cast<int>(isa) > static_cast<int>(best)) continue;
+    const DotKernels& k = dot_kernels_for(isa);
+    for (size_t n : {5u, 16u, 37u}) {
+      constexpr int kRows = 11, kInputs = 13;
+      std::vector<float> w(kRows * n), x(kInputs * n);
+      for (auto& v : w) v = random_float(rng);
+      for (auto& v : x) v = random_float(rng);
+      for (int nr : {1, k.tile_rows, k.tile_rows + 1, kRows}) {
+        for (int nt : {1, k.tile_inputs, k.tile_inputs + 1, kInputs}) {
+          std::vector<float> y(kInputs * kRows, -1.0f);
+          k.gemm_tile(w.data(), n, x.data(), n, n, nr, nt, y.data(), kRows);
+          for (int t = 0; t < kInputs; ++t) {
+            for (int r = 0; r < kRows; ++r) {
+              const float want = r < nr && t < nt ? k.f32(w.data() + r * n, x.data() + t * n, n)
+                                                  : -1.0f;  // untouched
+              ASSERT_EQ(std::memcmp(&y[t * kRows + r], &want, 4), 0)
+                  << isa_name(isa) << " n=" << n << " tile " << nr << "x" << nt << " (" << r
+                  << ", " << t << ")";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace wick::kernels
