@@ -1,6 +1,7 @@
 // Kernel benchmarks (performance only; correctness lives in tests/kernels). GEMV at the shapes of
 // the 0.1B geometry (C = 768, F = 3072, V = 65536) in each weight dtype, reported as weight bytes
-// read per second so they can be judged against measured memory bandwidth; the GEMM of the
+// read per second so they can be judged against the read bandwidth measured in the same run
+// (BM_ReadBandwidth: both threads, 8 vector accumulators each, 1 GiB); the GEMM of the
 // parallel pass next to the machine's fp32 FMA peak (BM_FmaPeak); the WKV-7 recurrence. The
 // INT8 GEMV of `--quantize int8` (kernels/int8_matmul.h) at the same shapes, per kernel (scalar
 // reference, AVX2, AVX-512 VNNI - skipped where the CPU lacks it), bytes = codes + scales read.
@@ -8,6 +9,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -80,15 +82,21 @@ void BM_Gemm(benchmark::State& state, DType dt) {
 }
 
 // The GEMV as decode sees it: the weights come from DRAM, not cache. Cycles through enough
-// distinct matrices of one shape (>= 256 MiB in all, 8x the L3 of the machines we measure on)
-// that every call streams its matrix from memory; bytes/s is to be judged against the measured
-// read bandwidth (`wick bench` prints it).
+// distinct matrices of one shape (>= 256 MiB in all, and at least twice the L3 the C library
+// reports: 480 MiB on the Xeon this was last measured on) that every call streams its matrix from
+// memory; bytes/s is to be judged against BM_ReadBandwidth.
 void BM_GemvFromMemory(benchmark::State& state, DType dt) {
   const int64_t rows = state.range(0), cols = state.range(1);
   const int64_t bytes = rows * cols * static_cast<int64_t>(wick::dtype_size(dt));
-  const int64_t count = std::max<int64_t>(2, (int64_t{256} << 20) / bytes);
-  std::vector<Matrix> ms;
-  for (int64_t i = 0; i < count; ++i) ms.push_back(make_matrix(dt, rows, cols));
+  const int64_t l3 = std::max<int64_t>(0, sysconf(_SC_LEVEL3_CACHE_SIZE));
+  const int64_t total = std::max<int64_t>(int64_t{256} << 20, 2 * l3);
+  const int64_t count = std::max<int64_t>(2, total / bytes);
+  std::vector<Matrix> ms(count);
+  ms[0] = make_matrix(dt, rows, cols);
+  for (int64_t i = 1; i < count; ++i) {  // copies: distinct memory, the same values
+    ms[i].bytes = ms[0].bytes;
+    ms[i].ref = MatrixRef{ms[i].bytes.data(), dt, rows, cols};
+  }
   std::vector<float> x(cols, 0.5f), y(rows);
   size_t next = 0;
   for (auto _ : state) {
@@ -97,6 +105,21 @@ void BM_GemvFromMemory(benchmark::State& state, DType dt) {
     next = (next + 1) % ms.size();
   }
   state.SetBytesProcessed(state.iterations() * bytes);
+}
+
+// The machine's read bandwidth, against which the GEMVs' bytes/s are judged: the bench library's
+// probe (bench/probes.h: 1 GiB, one share per thread of the kernel pool, 8 vector accumulators of
+// the best ISA), one pass per iteration. Bytes/s over wall time.
+void BM_ReadBandwidth(benchmark::State& state) {
+  const int threads = bench_pool().threads();
+  double bytes = 0;
+  for (auto _ : state) {
+    const wick::bench::BandwidthResult r =
+        wick::bench::measure_read_bandwidth({.threads = threads, .bytes = 1ull << 30, .passes = 1});
+    state.SetIterationTime(r.pass_seconds[0]);
+    bytes += static_cast<double>(r.bytes_read);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
 }
 
 // The INT8 product with one instruction set: `isa` kAvx512 runs the VNNI kernel. With
@@ -185,11 +208,13 @@ void BM_Wkv7Sequence(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK_CAPTURE(BM_Gemv, f32, DType::F32)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
-BENCHMARK_CAPTURE(BM_Gemv, bf16, DType::BF16)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
-BENCHMARK_CAPTURE(BM_GemvFromMemory, f32, DType::F32)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
-BENCHMARK_CAPTURE(BM_GemvFromMemory, bf16, DType::BF16)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
-BENCHMARK_CAPTURE(BM_Gemv, f16, DType::F16)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
+BENCHMARK(BM_ReadBandwidth)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Gemv, f32, DType::F32)->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({65536, 768})->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, bf16, DType::BF16)->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({65536, 768})->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, f16, DType::F16)->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({65536, 768})->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvFromMemory, f32, DType::F32)->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({65536, 768})->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvFromMemory, bf16, DType::BF16)->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({65536, 768})->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvFromMemory, f16, DType::F16)->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({65536, 768})->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvInt8, int8_scalar, wick::kernels::Isa::kScalar)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
 BENCHMARK_CAPTURE(BM_GemvInt8, int8_avx2, wick::kernels::Isa::kAvx2)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
 BENCHMARK_CAPTURE(BM_GemvInt8, int8_avx512_vnni, wick::kernels::Isa::kAvx512)->Args({768, 768})->Args({3072, 768})->Args({65536, 768})->Args({768, 3072});

@@ -1,24 +1,22 @@
 // Dot products of one stored weight row (fp32, fp16 or bf16) with an fp32 vector, accumulated in
-// fp32. One implementation per instruction set (dot_scalar.cpp, dot_avx2.cpp, dot_avx512.cpp);
-// `dot_kernels()` returns the set chosen by cpu_features.h. The GEMV and the GEMM both call these,
-// so a row computed by either pass is bit-identical.
+// fp32, and the GEMV / GEMM-tile / widening kernels built on them. Their loops are written once
+// (kernels/dot_impl.h) and instantiated per instruction set with that ISA's vector trait
+// (dot_scalar.cpp, dot_avx2.cpp, dot_avx512.cpp); `dot_kernels()` returns the set chosen by
+// cpu_features.h. The GEMV and the GEMM both follow the dot's summation order, so a row computed
+// by either pass is bit-identical.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu_features.h"
-#include "kernels/fp16.h"
+#include "base/fp16.h"
 
 namespace wick::kernels {
 
-// fp16 / bf16 bit patterns -> float (exact widening; fp16 subnormals preserved).
-inline float bf16_to_f32(uint16_t b) {
-  uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  __builtin_memcpy(&f, &u, 4);
-  return f;
-}
+// fp16 / bf16 bit patterns -> float: the base layer's exact widenings (base/fp16.h).
+using base::bf16_to_f32;
+using base::f16_to_f32;
 
 using DotF32 = float (*)(const float* w, const float* x, size_t n);
 using DotU16 = float (*)(const uint16_t* w, const float* x, size_t n);
@@ -48,25 +46,6 @@ struct DotKernels {
   int tile_rows;    // the GEMM tile's register blocking
   int tile_inputs;
 };
-
-// Row-group kernels built from a dot product, for instruction sets without dedicated ones.
-template <DotF32 Dot>
-void gemv_rows_by_dot(const float* w, size_t stride, const float* x, size_t n, int nr, float* y) {
-  for (int r = 0; r < nr; ++r) y[r] = Dot(w + r * stride, x, n);
-}
-template <DotU16 Dot>
-void gemv_rows_by_dot_u16(const uint16_t* w, size_t stride, const float* x, size_t n, int nr,
-                          float* y) {
-  for (int r = 0; r < nr; ++r) y[r] = Dot(w + r * stride, x, n);
-}
-template <DotF32 Dot>
-void gemm_tile_by_dot(const float* w, size_t ws, const float* x, size_t xs, size_t n, int nr,
-                      int nt, float* y, size_t ys) {
-  for (int t = 0; t < nt; ++t)
-    for (int r = 0; r < nr; ++r) y[t * ys + r] = Dot(w + r * ws, x + t * xs, n);
-}
-void widen_f16_scalar(const uint16_t* src, float* dst, size_t n);
-void widen_bf16_scalar(const uint16_t* src, float* dst, size_t n);
 
 const DotKernels& dot_kernels();
 const DotKernels& dot_kernels_for(Isa isa);

@@ -1,56 +1,65 @@
-#include <cstring>
-
+// Portable dense kernels (no SIMD instructions assumed), and the dispatch of kernels/dot.h. The
+// vector trait of the skeleton in kernels/dot_impl.h over eight plain floats: eight partial sums
+// (element i of a row goes to sum i % 8), each a rounded multiply then a rounded add, combined
+// pairwise at the end, which keeps the rounding error of long rows low and lets the compiler
+// vectorise the loop. GEMV: 2 rows interleaved (16 partial sums fill the 16 SSE registers); GEMM
+// tile: 1 x 1.
 #include "kernels/dot.h"
+#include "kernels/dot_impl.h"
 
 namespace wick::kernels {
-
 namespace {
 
-// Eight partial sums, combined pairwise: keeps the rounding error of long rows low and lets the
-// compiler vectorise the loop.
-template <typename Load>
-float dot_generic(size_t n, Load load, const float* x) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += load(i + j) * x[i + j];
-  for (; i < n; ++i) acc[i & 7] += load(i) * x[i];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
+using dot_impl::BF16;
+using dot_impl::F16;
+using dot_impl::F32;
 
-float dot_f32(const float* w, const float* x, size_t n) {
-  return dot_generic(n, [w](size_t i) { return w[i]; }, x);
-}
-float dot_f16(const uint16_t* w, const float* x, size_t n) {
-  return dot_generic(n, [w](size_t i) { return f16_to_f32(w[i]); }, x);
-}
-float dot_bf16(const uint16_t* w, const float* x, size_t n) {
-  return dot_generic(n, [w](size_t i) { return bf16_to_f32(w[i]); }, x);
-}
+struct Scalar {
+  static constexpr size_t kLanes = 8;
+  struct Vec {
+    float v[kLanes];
+  };
+  using Tail = size_t;  // elements left
+  static constexpr int kGemvRows = 2;
+  static constexpr int kTileRows = 1;
+  static constexpr int kTileInputs = 1;
+
+  static Vec zero() { return Vec{}; }
+  static Tail tail(size_t left) { return left; }
+  static float scalar(F32, float v) { return v; }
+  static float scalar(F16, uint16_t v) { return f16_to_f32(v); }
+  static float scalar(BF16, uint16_t v) { return bf16_to_f32(v); }
+  template <class E>
+  static Vec load(E e, const typename E::W* p) {
+    Vec r;
+    for (size_t j = 0; j < kLanes; ++j) r.v[j] = scalar(e, p[j]);
+    return r;
+  }
+  template <class E>
+  static Vec load_tail(E e, const typename E::W* p, Tail left) {
+    Vec r{};
+    for (size_t j = 0; j < left; ++j) r.v[j] = scalar(e, p[j]);
+    return r;
+  }
+  static Vec fma(const Vec& w, const Vec& x, Vec acc) {
+    for (size_t j = 0; j < kLanes; ++j) acc.v[j] += w.v[j] * x.v[j];
+    return acc;
+  }
+  static float reduce(const Vec& a) {
+    const float* s = a.v;
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+  }
+  static void store(float* p, const Vec& v) {
+    for (size_t j = 0; j < kLanes; ++j) p[j] = v.v[j];
+  }
+  static void store_tail(float* p, const Vec& v, Tail left) {
+    for (size_t j = 0; j < left; ++j) p[j] = v.v[j];
+  }
+};
 
 }  // namespace
 
-const DotKernels& dot_kernels_scalar() {
-  static const DotKernels k{dot_f32,
-                            dot_f16,
-                            dot_bf16,
-                            gemv_rows_by_dot<dot_f32>,
-                            gemv_rows_by_dot_u16<dot_f16>,
-                            gemv_rows_by_dot_u16<dot_bf16>,
-                            gemm_tile_by_dot<dot_f32>,
-                            widen_f16_scalar,
-                            widen_bf16_scalar,
-                            1,
-                            1};
-  return k;
-}
-
-void widen_f16_scalar(const uint16_t* src, float* dst, size_t n) {
-  for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(src[i]);
-}
-void widen_bf16_scalar(const uint16_t* src, float* dst, size_t n) {
-  for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
-}
+const DotKernels& dot_kernels_scalar() { return dot_impl::kernels<Scalar>(); }
 
 const DotKernels& dot_kernels_for(Isa isa) {
   switch (isa) {
