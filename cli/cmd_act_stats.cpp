@@ -32,20 +32,21 @@ void run_act_stats(const ActStatsOptions& o) {
   ActStatsResult r;
   {
     ProgressBar bar("act-stats", static_cast<int64_t>(text.windows.size()), "window");
-    r = collect_act_stats(model, text.windows,
-                          [&bar](int64_t done, int64_t) { bar.update(done); });
+    r = collect_act_stats(model, text.windows, [&bar](int64_t done, int64_t) { bar.update(done); });
     bar.finish();
   }
   save_act_stats(o.out, r);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << fmt::format("wrote {}: E[x^2] per input channel of {} weight matrices over {} "
-                           "tokens ({} windows of {})\n",
-                           o.out, r.stats.size(), r.tokens, r.windows, o.ctx);
-  std::cerr << fmt::format("[wick] {} of {} text tokens fed (not fed: the last token of each "
-                           "window, the partial tail{}), {:.2f} s\n",
-                           r.tokens, text.text_tokens,
-                           o.max_windows > 0 ? " and windows past --max-windows" : "", seconds);
+  std::cout << fmt::format(
+      "wrote {}: E[x^2] per input channel of {} weight matrices over {} "
+      "tokens ({} windows of {})\n",
+      o.out, r.stats.size(), r.tokens, r.windows, o.ctx);
+  std::cerr << fmt::format(
+      "[wick] {} of {} text tokens fed (not fed: the last token of each "
+      "window, the partial tail{}), {:.2f} s\n",
+      r.tokens, text.text_tokens, o.max_windows > 0 ? " and windows past --max-windows" : "",
+      seconds);
 }
 
 }  // namespace
@@ -58,8 +59,7 @@ void register_act_stats(CLI::App& app) {
       "every projection, FFN matrix and the head over windows of a text (each from a zero "
       "state), written as safetensors (F32 [IN] per weight key). The stats come from the model "
       "given; rwkv-quant collects them on the dense model, so pass the dense checkpoint");
-  cmd->add_option("-m,--model", o->model,
-                  "Checkpoint (.safetensors, .pth, HF folder, or .rwkvq)")
+  cmd->add_option("-m,--model", o->model, "Checkpoint (.safetensors, .pth, HF folder, or .rwkvq)")
       ->required();
   cmd->add_option("--text", o->text, "UTF-8 calibration text file, tokenised whole")->required();
   cmd->add_option("-o,--out", o->out, "Output .safetensors file (written atomically)")->required();

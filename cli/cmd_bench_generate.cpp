@@ -21,7 +21,7 @@ namespace {
 
 struct BenchGenerateOptions {
   AttentionFlags attention;  // RWKV-X only
-  LoadOptions load;  // --quantize
+  LoadOptions load;          // --quantize
   std::string model, tokenizer;
   int prompt_tokens = 64;
   int gen = 64;
@@ -37,7 +37,8 @@ using bench::seconds_of;
 std::vector<int32_t> make_prompt(const Tokenizer& tok, int n, int salt) {
   const std::vector<int32_t> base = tok.encode(
       "The history of the printing press begins with movable type, paper and ink, and the "
-      "workshops where they met. " + std::to_string(salt));
+      "workshops where they met. " +
+      std::to_string(salt));
   std::vector<int32_t> p;
   while (static_cast<int>(p.size()) < n) p.push_back(base[(p.size() + salt) % base.size()]);
   return p;
@@ -92,21 +93,28 @@ void run_bench_generate(const BenchGenerateOptions& o) {
   if (o.json) {
     auto line = [](const nlohmann::json& j) { std::cout << j.dump() << "\n"; };
     line({{"test", "decode_greedy"}, {"ms_per_token", gm}, {"n_gen", o.gen}});
-    line({{"test", "decode_sampled"}, {"ms_per_token", sm}, {"sampler_ms_per_token", median(s_sample_ms)},
-          {"overhead_pct", 100.0 * (sm - gm) / gm}, {"n_gen", o.gen}});
+    line({{"test", "decode_sampled"},
+          {"ms_per_token", sm},
+          {"sampler_ms_per_token", median(s_sample_ms)},
+          {"overhead_pct", 100.0 * (sm - gm) / gm},
+          {"n_gen", o.gen}});
     for (int B : o.batch)
-      line({{"test", "batch"}, {"rows", B}, {"batch_tokens_per_s", median(batch_tps[B])},
+      line({{"test", "batch"},
+            {"rows", B},
+            {"batch_tokens_per_s", median(batch_tps[B])},
             {"one_by_one_tokens_per_s", median(single_tps[B])},
             {"speedup", median(batch_tps[B]) / median(single_tps[B])}});
     return;
   }
-  fmt::print("model      {} (L {}, C {}, vocab {}), prompt {} tokens, {} generated, {} reps "
-             "(medians)\n",
-             model.info().source, g.n_layer, g.n_embd, g.vocab, o.prompt_tokens, o.gen, o.reps);
+  fmt::print(
+      "model      {} (L {}, C {}, vocab {}), prompt {} tokens, {} generated, {} reps "
+      "(medians)\n",
+      model.info().source, g.n_layer, g.n_embd, g.vocab, o.prompt_tokens, o.gen, o.reps);
   fmt::print("greedy     {:.3f} ms/token\n", gm);
-  fmt::print("sampled    {:.3f} ms/token (T 1, top-p 0.9, presence/frequency 0.2, decay 0.996): "
-             "{:+.1f} %, of which the sampler {:.3f} ms/token\n",
-             sm, 100.0 * (sm - gm) / gm, median(s_sample_ms));
+  fmt::print(
+      "sampled    {:.3f} ms/token (T 1, top-p 0.9, presence/frequency 0.2, decay 0.996): "
+      "{:+.1f} %, of which the sampler {:.3f} ms/token\n",
+      sm, 100.0 * (sm - gm) / gm, median(s_sample_ms));
   fmt::print("{:>6} {:>16} {:>16} {:>8}\n", "rows", "batch tok/s", "one-by-one tok/s", "speedup");
   for (int B : o.batch)
     fmt::print("{:>6} {:>16.1f} {:>16.1f} {:>7.2f}x\n", B, median(batch_tps[B]),
@@ -119,8 +127,9 @@ void register_bench_generate(CLI::App* bench) {
   auto o = std::make_shared<BenchGenerateOptions>();
   CLI::App* cmd = bench->add_subcommand(
       "generate", "Decode ms/token greedy vs sampled, and batch generation speed-up");
-  cmd->add_option("-m,--model", o->model,
-                  "Checkpoint; default: the embedded tiny model (try `wick synth --geometry 0.1b`)");
+  cmd->add_option(
+      "-m,--model", o->model,
+      "Checkpoint; default: the embedded tiny model (try `wick synth --geometry 0.1b`)");
   add_attention_flags(cmd, &o->attention);
   add_load_options(cmd, o->load);
   cmd->add_option("--tokenizer", o->tokenizer, "Tokenizer file; default as for generate");

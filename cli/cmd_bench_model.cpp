@@ -31,7 +31,7 @@ namespace {
 
 struct BenchModelOptions {
   AttentionFlags attention;  // RWKV-X only
-  LoadOptions load;  // --quantize
+  LoadOptions load;          // --quantize
   std::string model;
   int threads = 0;
   std::vector<int> prompt = {512};
@@ -82,8 +82,9 @@ State state_at_depth(const Model& model, int depth) {
   if (depth <= 0) return st;
   const int64_t kv_max = model.attention().kv_max;
   if (model.geometry().n_attn > 0 && kv_max > 0 && depth >= kv_max) {
-    throw InputError("--depth " + std::to_string(depth) + " leaves no room in a KV cache of --kv-max " +
-                     std::to_string(kv_max) + "; raise --kv-max or lower --depth");
+    throw InputError("--depth " + std::to_string(depth) +
+                     " leaves no room in a KV cache of --kv-max " + std::to_string(kv_max) +
+                     "; raise --kv-max or lower --depth");
   }
   const int real = std::min(depth, 512);
   model.forward(bench_tokens(real, model.geometry().vocab, 3), st);
@@ -105,7 +106,9 @@ State state_at_depth(const Model& model, int depth) {
 void check_depth_fits(const BenchModelOptions& o, const Geometry& g) {
   if (g.n_attn == 0) return;  // a recurrent state does not grow with the context
   const uint64_t gen =
-      o.gen.empty() ? 0 : static_cast<uint64_t>(std::max(0, *std::max_element(o.gen.begin(), o.gen.end())));
+      o.gen.empty()
+          ? 0
+          : static_cast<uint64_t>(std::max(0, *std::max_element(o.gen.begin(), o.gen.end())));
   const uint64_t limit = bench::memory_limit_bytes();
   for (int d : o.depth) {
     const uint64_t rows = static_cast<uint64_t>(std::max(d, 0)) + gen;
@@ -150,23 +153,24 @@ void run_bench_model(const BenchModelOptions& o) {
                   nlohmann::json extra) {
     const double ms = 1000.0 / tps.median;
     if (o.json) {
-      nlohmann::json j = {{"test", test},
-                          {"model", info.source},
-                          {"n_prompt", n_prompt},
-                          {"n_gen", n_gen},
-                          {"threads", nthreads},
-                          {"isa", kernel_isa()},
-                          {"weight_format", format},
-                          {"precision", precision_name(model.precision())},
-                          {"size_bytes", info.weight_bytes},
-                          {"tokens_per_s", tps.median},
-                          {"stddev", tps.stddev},
-                          {"ms_per_token", ms},
-                          {"reps", o.reps},
-                          {"load_ms", load_s * 1000},
-                          {"first_step_ms", first_step_ms},
-                          {"rss_after_load_bytes", rss_loaded - std::min(rss_loaded, rss_before)},
-                          {"peak_rss_during_load_bytes", peak_load - std::min(peak_load, rss_before)}};
+      nlohmann::json j = {
+          {"test", test},
+          {"model", info.source},
+          {"n_prompt", n_prompt},
+          {"n_gen", n_gen},
+          {"threads", nthreads},
+          {"isa", kernel_isa()},
+          {"weight_format", format},
+          {"precision", precision_name(model.precision())},
+          {"size_bytes", info.weight_bytes},
+          {"tokens_per_s", tps.median},
+          {"stddev", tps.stddev},
+          {"ms_per_token", ms},
+          {"reps", o.reps},
+          {"load_ms", load_s * 1000},
+          {"first_step_ms", first_step_ms},
+          {"rss_after_load_bytes", rss_loaded - std::min(rss_loaded, rss_before)},
+          {"peak_rss_during_load_bytes", peak_load - std::min(peak_load, rss_before)}};
       j.update(extra);
       std::cout << j.dump() << "\n" << std::flush;
     } else {
@@ -184,11 +188,12 @@ void run_bench_model(const BenchModelOptions& o) {
     }
   };
   if (!o.json) {
-    fmt::print("load {:.0f} ms (first step {:.0f} ms), resident after load {:.1f} MiB (peak during "
-               "load {:.1f} MiB), {} threads, {} kernels, {} matmul inputs\n",
-               load_s * 1000, first_step_ms, (rss_loaded - std::min(rss_loaded, rss_before)) / 1048576.0,
-               (peak_load - std::min(peak_load, rss_before)) / 1048576.0, nthreads, kernel_isa(),
-               precision_name(model.precision()));
+    fmt::print(
+        "load {:.0f} ms (first step {:.0f} ms), resident after load {:.1f} MiB (peak during "
+        "load {:.1f} MiB), {} threads, {} kernels, {} matmul inputs\n",
+        load_s * 1000, first_step_ms, (rss_loaded - std::min(rss_loaded, rss_before)) / 1048576.0,
+        (peak_load - std::min(peak_load, rss_before)) / 1048576.0, nthreads, kernel_isa(),
+        precision_name(model.precision()));
     fmt::print("{:<28} {:<14} {:>13} {:>7} {:>19} {:>8}\n", "model", "format", "size", "test",
                "tokens/s", "ms/tok");
   }
@@ -289,8 +294,9 @@ void run_bench_model(const BenchModelOptions& o) {
 
 void register_bench_model(CLI::App* bench) {
   auto o = std::make_shared<BenchModelOptions>();
-  bench->add_option("-m,--model", o->model,
-                    "Checkpoint (.safetensors, .pth, .rwkvq, HF folder); default: embedded tiny model");
+  bench->add_option(
+      "-m,--model", o->model,
+      "Checkpoint (.safetensors, .pth, .rwkvq, HF folder); default: embedded tiny model");
   add_attention_flags(bench, &o->attention);
   add_load_options(bench, o->load);
   bench->add_option("-t,--threads", o->threads, "Threads (default: WICK_THREADS or one per core)")
@@ -301,9 +307,10 @@ void register_bench_model(CLI::App* bench) {
   bench->add_option("-n,--gen", o->gen, "Decode lengths in tokens, comma-separated; 0 skips")
       ->delimiter(',')
       ->check(CLI::Range(0, 1 << 20));
-  bench->add_option("--depth", o->depth,
-                    "Decode after this many tokens of context, comma-separated (RWKV-X: KV-cache "
-                    "rows; default 0)")
+  bench
+      ->add_option("--depth", o->depth,
+                   "Decode after this many tokens of context, comma-separated (RWKV-X: KV-cache "
+                   "rows; default 0)")
       ->delimiter(',')
       ->check(CLI::Range(0, 1 << 24));
   bench->add_option("-r,--reps", o->reps, "Repetitions per test (median reported)")

@@ -39,7 +39,7 @@ struct BenchServeOptions {
   int gen = 128;
   int long_prompt = 4096;
   int streams = 8;
-  int max_rows = 0;  // 0: the largest client count (and at least streams + 1)
+  int max_rows = 0;       // 0: the largest client count (and at least streams + 1)
   int prefill_chunk = 0;  // 0: the engine's default
   int reps = 3;
   int threads = 0;
@@ -57,7 +57,8 @@ std::vector<int32_t> make_prompt(int vocab, int n, int c) {
   uint64_t x = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(c + 1);
   for (auto& t : p) {
     x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
-    t = static_cast<int32_t>(1 + (x * 0x2545F4914F6CDD1Dull >> 33) % static_cast<uint64_t>(vocab - 1));
+    t = static_cast<int32_t>(1 +
+                             (x * 0x2545F4914F6CDD1Dull >> 33) % static_cast<uint64_t>(vocab - 1));
   }
   return p;
 }
@@ -86,8 +87,8 @@ RunStats run_clients(const Model& model, const Tokenizer& tok, const EngineOptio
   std::vector<RequestHandle> hs;
   const bench::Clock::time_point t0 = bench::Clock::now();
   for (int c = 0; c < C; ++c)
-    hs.push_back(engine.submit(greedy_request(
-        make_prompt(model.geometry().vocab, prompt_tokens, salt * 1000 + c), gen)));
+    hs.push_back(engine.submit(
+        greedy_request(make_prompt(model.geometry().vocab, prompt_tokens, salt * 1000 + c), gen)));
   std::vector<double> ttft, gaps;
   int64_t generated = 0;
   for (auto& h : hs) {
@@ -111,14 +112,15 @@ RunStats run_clients(const Model& model, const Tokenizer& tok, const EngineOptio
 
 // `streams` streams decode `gen` tokens; with `long_prompt` > 0 one prompt of that length arrives
 // once every stream has produced 8 tokens. Returns the streams' inter-token p99 (ms) and p50.
-std::pair<double, double> run_mixed(const Model& model, const Tokenizer& tok, const EngineOptions& eo,
-                                    int streams, int prompt_tokens, int gen, int long_prompt,
-                                    int salt, double* long_ttft) {
+std::pair<double, double> run_mixed(const Model& model, const Tokenizer& tok,
+                                    const EngineOptions& eo, int streams, int prompt_tokens,
+                                    int gen, int long_prompt, int salt, double* long_ttft) {
   Engine engine(model, tok, eo);
   std::atomic<int> ready{0};
   std::vector<RequestHandle> hs;
   for (int c = 0; c < streams; ++c) {
-    Request q = greedy_request(make_prompt(model.geometry().vocab, prompt_tokens, salt * 1000 + c), gen);
+    Request q =
+        greedy_request(make_prompt(model.geometry().vocab, prompt_tokens, salt * 1000 + c), gen);
     auto count = std::make_shared<int>(0);
     q.on_chunk = [&ready, count](std::string_view, int32_t) {
       if (++*count == 8) ready.fetch_add(1);
@@ -129,7 +131,8 @@ std::pair<double, double> run_mixed(const Model& model, const Tokenizer& tok, co
   RequestHandle lp;
   if (long_prompt > 0) {
     while (ready.load() < streams) std::this_thread::sleep_for(std::chrono::microseconds(200));
-    lp = engine.submit(greedy_request(make_prompt(model.geometry().vocab, long_prompt, salt * 1000 + 999), 1));
+    lp = engine.submit(
+        greedy_request(make_prompt(model.geometry().vocab, long_prompt, salt * 1000 + 999), 1));
   }
   std::vector<double> gaps;
   for (auto& h : hs) add_gaps(h.wait(), gaps);
@@ -142,16 +145,21 @@ struct ChatStats {
   std::vector<int> cached_per_turn, prompt_per_turn;
 };
 
-// The scripted chat: each turn sends "System: ...\n\n" + every earlier "User: q\n\nAssistant: a\n\n"
+// The scripted chat: each turn sends "System: ...\n\n" + every earlier "User: q\n\nAssistant:
+// a\n\n"
 // + "User: q\n\nAssistant:" as text; the reply is cleaned as a client shows it (stripped) and
 // re-sent in the next turn's history.
 ChatStats run_chat(const Model& model, const Tokenizer& tok, int turns, int gen) {
-  static const char* const kQuestions[] = {
-      "Hello! Who are you?", "What is the capital of France?", "Tell me about its history.",
-      "Which museums should I visit there?", "How do I get from the airport to the centre?",
-      "What food is the city known for?", "Write a short poem about it.",
-      "Translate the poem into German.", "Summarise our conversation in one sentence.",
-      "Thank you, goodbye!"};
+  static const char* const kQuestions[] = {"Hello! Who are you?",
+                                           "What is the capital of France?",
+                                           "Tell me about its history.",
+                                           "Which museums should I visit there?",
+                                           "How do I get from the airport to the centre?",
+                                           "What food is the city known for?",
+                                           "Write a short poem about it.",
+                                           "Translate the poem into German.",
+                                           "Summarise our conversation in one sentence.",
+                                           "Thank you, goodbye!"};
   EngineOptions eo;
   eo.cache_bytes = size_t{512} << 20;
   Engine engine(model, tok, eo);
@@ -193,11 +201,13 @@ void run_bench_serve(const BenchServeOptions& o) {
   std::map<int, std::vector<RunStats>> runs;
   std::vector<double> alone_p99, mixed_p99, alone_p50, mixed_p50, long_ttft;
   for (int rep = 0; rep < o.reps; ++rep) {
-    for (int C : o.clients) runs[C].push_back(run_clients(model, *tok, eo, C, o.prompt_tokens, o.gen, rep * 100 + C));
+    for (int C : o.clients)
+      runs[C].push_back(run_clients(model, *tok, eo, C, o.prompt_tokens, o.gen, rep * 100 + C));
     if (o.streams > 0) {
       double lt = 0;
       auto [a99, a50] = run_mixed(model, *tok, eo, o.streams, o.prompt_tokens, o.gen, 0, rep, &lt);
-      auto [m99, m50] = run_mixed(model, *tok, eo, o.streams, o.prompt_tokens, o.gen, o.long_prompt, rep, &lt);
+      auto [m99, m50] =
+          run_mixed(model, *tok, eo, o.streams, o.prompt_tokens, o.gen, o.long_prompt, rep, &lt);
       alone_p99.push_back(a99);
       alone_p50.push_back(a50);
       mixed_p99.push_back(m99);
@@ -217,28 +227,33 @@ void run_bench_serve(const BenchServeOptions& o) {
       chat.prompt_tokens ? static_cast<double>(chat.cached_tokens) / chat.prompt_tokens : 0.0;
   if (o.json) {
     if (o.chat_turns > 0)
-      std::cout << nlohmann::json{{"test", "chat"}, {"turns", o.chat_turns},
+      std::cout << nlohmann::json{{"test", "chat"},
+                                  {"turns", o.chat_turns},
                                   {"prompt_tokens", chat.prompt_tokens},
-                                  {"cached_tokens", chat.cached_tokens}, {"hit_rate", hit_rate},
+                                  {"cached_tokens", chat.cached_tokens},
+                                  {"hit_rate", hit_rate},
                                   {"prompt_tokens_per_turn", chat.prompt_per_turn},
                                   {"cached_tokens_per_turn", chat.cached_per_turn}}
                        .dump()
                 << "\n";
     for (int C : o.clients) {
       const auto& v = runs[C];
-      std::cout << nlohmann::json{{"test", "clients"}, {"clients", C},
+      std::cout << nlohmann::json{{"test", "clients"},
+                                  {"clients", C},
                                   {"tokens_per_s", med(v, &RunStats::tokens_per_s)},
                                   {"ttft_ms_p50", med(v, &RunStats::ttft_p50)},
                                   {"ttft_ms_p99", med(v, &RunStats::ttft_p99)},
                                   {"itl_ms_p50", med(v, &RunStats::itl_p50)},
                                   {"itl_ms_p99", med(v, &RunStats::itl_p99)},
                                   {"engine_overhead_pct", med(v, &RunStats::overhead_pct)},
-                                  {"prompt_tokens", o.prompt_tokens}, {"gen", o.gen}}
+                                  {"prompt_tokens", o.prompt_tokens},
+                                  {"gen", o.gen}}
                        .dump()
                 << "\n";
     }
     if (o.streams > 0)
-      std::cout << nlohmann::json{{"test", "mixed"}, {"streams", o.streams},
+      std::cout << nlohmann::json{{"test", "mixed"},
+                                  {"streams", o.streams},
                                   {"long_prompt", o.long_prompt},
                                   {"itl_ms_p99_alone", median(alone_p99)},
                                   {"itl_ms_p99_with_long_prompt", median(mixed_p99)},
@@ -251,11 +266,11 @@ void run_bench_serve(const BenchServeOptions& o) {
                 << "\n";
     return;
   }
-  fmt::print("model {} (L {}, C {}, vocab {}), {} threads, {} kernels; prompt {} tokens, {} generated "
-             "per client, max rows {}, prefill chunk {} (idle {}); medians of {}\n",
-             model.info().source, g.n_layer, g.n_embd, g.vocab, model.runtime()->threads(),
-             kernel_isa(), o.prompt_tokens, o.gen, eo.max_rows, eo.prefill_chunk,
-             eo.prefill_chunk_idle, o.reps);
+  fmt::print(
+      "model {} (L {}, C {}, vocab {}), {} threads, {} kernels; prompt {} tokens, {} generated "
+      "per client, max rows {}, prefill chunk {} (idle {}); medians of {}\n",
+      model.info().source, g.n_layer, g.n_embd, g.vocab, model.runtime()->threads(), kernel_isa(),
+      o.prompt_tokens, o.gen, eo.max_rows, eo.prefill_chunk, eo.prefill_chunk_idle, o.reps);
   fmt::print("{:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "clients", "tok/s", "TTFT p50",
              "TTFT p99", "ITL p50", "ITL p99", "overhead");
   for (int C : o.clients) {
@@ -266,15 +281,17 @@ void run_bench_serve(const BenchServeOptions& o) {
                med(v, &RunStats::overhead_pct));
   }
   if (o.streams > 0)
-    fmt::print("mixed: {} streams, inter-token p99 {:.2f} ms alone, {:.2f} ms while a {}-token prompt "
-               "prefills ({:.2f}x; p50 {:.2f} -> {:.2f} ms); that prompt's TTFT {:.0f} ms\n",
-               o.streams, median(alone_p99), median(mixed_p99), o.long_prompt,
-               median(mixed_p99) / median(alone_p99), median(alone_p50), median(mixed_p50),
-               median(long_ttft));
+    fmt::print(
+        "mixed: {} streams, inter-token p99 {:.2f} ms alone, {:.2f} ms while a {}-token prompt "
+        "prefills ({:.2f}x; p50 {:.2f} -> {:.2f} ms); that prompt's TTFT {:.0f} ms\n",
+        o.streams, median(alone_p99), median(mixed_p99), o.long_prompt,
+        median(mixed_p99) / median(alone_p99), median(alone_p50), median(mixed_p50),
+        median(long_ttft));
   if (o.chat_turns > 0)
-    fmt::print("chat: {} turns re-sending the history as text: {} of {} prompt tokens from the "
-               "prefix cache ({:.1f} %)\n",
-               o.chat_turns, chat.cached_tokens, chat.prompt_tokens, 100.0 * hit_rate);
+    fmt::print(
+        "chat: {} turns re-sending the history as text: {} of {} prompt tokens from the "
+        "prefix cache ({:.1f} %)\n",
+        o.chat_turns, chat.cached_tokens, chat.prompt_tokens, 100.0 * hit_rate);
 }
 
 }  // namespace
@@ -282,8 +299,9 @@ void run_bench_serve(const BenchServeOptions& o) {
 void register_bench_serve(CLI::App* bench) {
   auto o = std::make_shared<BenchServeOptions>();
   CLI::App* cmd = bench->add_subcommand(
-      "serve", "The serving engine in process: tokens/s, TTFT and inter-token latency per client "
-               "count, and streams' latency while a long prompt prefills");
+      "serve",
+      "The serving engine in process: tokens/s, TTFT and inter-token latency per client "
+      "count, and streams' latency while a long prompt prefills");
   cmd->add_option("-m,--model", o->model, "Checkpoint; default: the embedded tiny model");
   add_attention_flags(cmd, &o->attention);
   add_load_options(cmd, o->load);

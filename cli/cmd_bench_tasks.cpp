@@ -29,13 +29,14 @@ namespace {
 
 // A text of about `tokens` World tokens (common English words; mostly one token each).
 std::string make_text(const Tokenizer& tok, int tokens, uint64_t seed) {
-  static const char* kWords[] = {"the",   "honey", "river", "engine", "city",  "market", "light",
-                                 "stone", "quiet", "north", "paper",  "garden", "music", "winter",
+  static const char* kWords[] = {"the",   "honey", "river", "engine", "city",   "market", "light",
+                                 "stone", "quiet", "north", "paper",  "garden", "music",  "winter",
                                  "green", "table", "early", "signal", "travel", "window"};
   SplitMix64 rng(seed);
   std::string text;
   while (static_cast<int>(tok.encode(text).size()) < tokens)
-    for (int i = 0; i < 8; ++i) text += std::string(text.empty() ? "" : " ") + kWords[rng.next() % 20];
+    for (int i = 0; i < 8; ++i)
+      text += std::string(text.empty() ? "" : " ") + kWords[rng.next() % 20];
   return text;
 }
 
@@ -160,8 +161,10 @@ void run_bench_embed(const BenchEmbedOptions& o) {
 
 void register_bench_tasks(CLI::App* bench) {
   auto r = std::make_shared<BenchRerankOptions>();
-  CLI::App* rc = bench->add_subcommand("rerank", "Reranker: fold, indexed and direct cost per document");
-  rc->add_option("-m,--model", r->model, "Base checkpoint (e.g. wick synth --geometry 0.1b)")->required();
+  CLI::App* rc =
+      bench->add_subcommand("rerank", "Reranker: fold, indexed and direct cost per document");
+  rc->add_option("-m,--model", r->model, "Base checkpoint (e.g. wick synth --geometry 0.1b)")
+      ->required();
   rc->add_option("--head", r->head, "Reranker head; default: a random head for the model");
   rc->add_option("--docs", r->docs, "Documents (default 16)")->check(CLI::Range(1, 100000));
   rc->add_option("--doc-tokens", r->doc_tokens, "Tokens per document (default 256)")
@@ -175,10 +178,13 @@ void register_bench_tasks(CLI::App* bench) {
 
   auto e = std::make_shared<BenchEmbedOptions>();
   CLI::App* ec = bench->add_subcommand("embed", "Embedder: texts/s with packed batches");
-  ec->add_option("-m,--model", e->model, "Base checkpoint (e.g. wick synth --geometry 0.1b)")->required();
+  ec->add_option("-m,--model", e->model, "Base checkpoint (e.g. wick synth --geometry 0.1b)")
+      ->required();
   ec->add_option("--texts", e->texts, "Texts (default 16)")->check(CLI::Range(1, 100000));
-  ec->add_option("--tokens", e->tokens, "Tokens per text (default 128)")->check(CLI::Range(1, 1 << 20));
-  ec->add_option("--batch", e->batch, "Texts per packed pass (default 8)")->check(CLI::Range(1, 4096));
+  ec->add_option("--tokens", e->tokens, "Tokens per text (default 128)")
+      ->check(CLI::Range(1, 1 << 20));
+  ec->add_option("--batch", e->batch, "Texts per packed pass (default 8)")
+      ->check(CLI::Range(1, 4096));
   ec->add_option("--reps", e->reps, "Repetitions (medians; default 5)")->check(CLI::Range(1, 1000));
   ec->add_option("--tokenizer", e->tokenizer, "Vocabulary file; default: World for 65536 rows");
   ec->add_flag("--json", e->json, "One JSON object");

@@ -45,15 +45,16 @@ std::string table(const CalibrationResult& r) {
       std::string mark = c.within_budget ? "ok" : "over";
       if (c.from_composite) mark += " (measured after a composite upgrade)";
       if (static_cast<int>(i) == g.final_choice) {
-        mark += g.final_choice == g.isolated_choice ? "  <- chosen" : "  <- chosen by the composite pass";
+        mark += g.final_choice == g.isolated_choice ? "  <- chosen"
+                                                    : "  <- chosen by the composite pass";
       }
-      out += fmt::format("{:<8} {:<24} {:>6.3f}  {:>12.6g}  {}\n", first ? g.group : "",
-                         c.label(), c.cost_bits, c.metric, mark);
+      out += fmt::format("{:<8} {:<24} {:>6.3f}  {:>12.6g}  {}\n", first ? g.group : "", c.label(),
+                         c.cost_bits, c.metric, mark);
       first = false;
     }
     if (g.final_choice < 0) {
-      out += fmt::format("{:<8} {:<24} {:>6}  {:>12}  {}\n", first ? g.group : "", "bf16",
-                         "16", "0", "<- chosen (no candidate within the budget)");
+      out += fmt::format("{:<8} {:<24} {:>6}  {:>12}  {}\n", first ? g.group : "", "bf16", "16",
+                         "0", "<- chosen (no candidate within the budget)");
     } else if (g.final_choice != g.isolated_choice &&
                !g.candidates[static_cast<size_t>(g.final_choice)].measured) {
       out += fmt::format("{:<8} {:<24} {:>6.3f}  {:>12}  {}\n", "", g.choice_label(),
@@ -68,8 +69,9 @@ void run_calibrate(const CalibrateCliOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   CalibrateOptions co;
   if (o.max_kl >= 0 && o.ppl_threshold_pct >= 0) {
-    throw InputError("wick calibrate: give one budget: --max-kl (KL, nats/token) or "
-                     "--ppl-threshold-pct (delta perplexity, %)");
+    throw InputError(
+        "wick calibrate: give one budget: --max-kl (KL, nats/token) or "
+        "--ppl-threshold-pct (delta perplexity, %)");
   }
   if (o.ppl_threshold_pct >= 0) {
     co.metric = CalibrationMetric::kPpl;
@@ -92,9 +94,8 @@ void run_calibrate(const CalibrateCliOptions& o) {
   }
   std::unique_ptr<ProgressBar> bar;
   std::string stage;
-  const CalibrationResult r = calibrate(
-      o.model, text->windows, co,
-      [&](const std::string& s, int64_t done, int64_t total) {
+  const CalibrationResult r =
+      calibrate(o.model, text->windows, co, [&](const std::string& s, int64_t done, int64_t total) {
         if (s != stage) {
           if (bar) bar->finish();
           stage = s;
@@ -112,8 +113,7 @@ void run_calibrate(const CalibrateCliOptions& o) {
     for (const CalibrationStep& s : r.steps) kept += s.kept ? 1 : 0;
     out += fmt::format("composite: {:.6g} -> {:.6g} {} ({} of {} upgrades kept){}\n",
                        r.composite_initial, r.composite_final, kl ? "nats/token" : "%", kept,
-                       r.steps.size(),
-                       r.composite_within_budget ? "" : "  OVER THE BUDGET");
+                       r.steps.size(), r.composite_within_budget ? "" : "  OVER THE BUDGET");
   }
   out += fmt::format("wrote {}: budget {} {} over {} windows ({} positions), {} models measured\n",
                      o.out, r.budget, kl ? "nats/token (KL)" : "% (delta ppl)", r.windows,

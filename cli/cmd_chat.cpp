@@ -10,16 +10,16 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <optional>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "commands.h"
 #include "common.h"
 #include "generation_options.h"
-#include "wick/engine.h"
 #include "wick/chat.h"
+#include "wick/engine.h"
 #include "wick/errors.h"
 #include "wick/generate.h"
 #include "wick/state_file.h"
@@ -28,7 +28,9 @@ namespace wick::cli {
 namespace {
 
 std::atomic<bool> g_interrupted{false};
-extern "C" void on_sigint(int) { g_interrupted.store(true); }
+extern "C" void on_sigint(int) {
+  g_interrupted.store(true);
+}
 
 // Installs the Ctrl-C handler for the duration of a reply; the default action is restored after.
 class InterruptScope {
@@ -48,7 +50,7 @@ class InterruptScope {
 
 struct ChatOptions {
   AttentionFlags attention;  // RWKV-X only
-  LoadOptions load;  // --quantize
+  LoadOptions load;          // --quantize
   std::string model;
   std::string tokenizer;
   int max_tokens = 1000;
@@ -92,8 +94,9 @@ class ChatSession {
     std::optional<InterruptScope> at_prompt;
     if (interactive_) {
       at_prompt.emplace();
-      info("[type a message; a line ending in \\ continues on the next; /help lists the commands; "
-           "/quit or Ctrl-D leaves]");
+      info(
+          "[type a message; a line ending in \\ continues on the next; /help lists the commands; "
+          "/quit or Ctrl-D leaves]");
     }
     std::string line;
     int interrupts_in_a_row = 0;
@@ -189,7 +192,8 @@ class ChatSession {
       if (r.stop_reason == StopReason::kCancelled) {
         feed("\n\n");  // close the interrupted turn so the next one starts cleanly
         info("[reply cancelled]");
-      } else if (r.stop_reason == StopReason::kMaxTokens || r.stop_reason == StopReason::kStopToken) {
+      } else if (r.stop_reason == StopReason::kMaxTokens ||
+                 r.stop_reason == StopReason::kStopToken) {
         feed("\n\n");
         info("[reply cut at --max-tokens " + std::to_string(cfg.max_tokens) + "]");
       }
@@ -206,9 +210,10 @@ class ChatSession {
     try {
       if (cmd == "/quit" || cmd == "/exit") return false;
       if (cmd == "/help") {
-        info("/save FILE  save the conversation state\n/load FILE  continue a saved state\n"
-             "/reset      start over (initial state)\n/regenerate answer the last message again\n"
-             "/quit       leave (also Ctrl-D); Ctrl-C cancels a reply");
+        info(
+            "/save FILE  save the conversation state\n/load FILE  continue a saved state\n"
+            "/reset      start over (initial state)\n/regenerate answer the last message again\n"
+            "/quit       leave (also Ctrl-D); Ctrl-C cancels a reply");
       } else if (cmd == "/save" && !arg.empty()) {
         StateFileInfo fi;
         fi.tokenizer = std::string(tokenizer_->name());
@@ -257,8 +262,9 @@ class ChatSession {
 void register_chat(CLI::App& app) {
   auto o = std::make_shared<ChatOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "chat", "Interactive chat in the RWKV World format (User: ... / Assistant: ...), history "
-              "kept as state. Commands: /save F, /load F, /reset, /regenerate, /help, /quit");
+      "chat",
+      "Interactive chat in the RWKV World format (User: ... / Assistant: ...), history "
+      "kept as state. Commands: /save F, /load F, /reset, /regenerate, /help, /quit");
   cmd->add_option("-m,--model", o->model,
                   "Checkpoint (.safetensors, .pth or HF folder); default: the embedded tiny model");
   add_attention_flags(cmd, &o->attention);

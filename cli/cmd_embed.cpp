@@ -40,7 +40,8 @@ Embedder make_embedder(const EmbedOptions& o, const Model& model,
                        std::shared_ptr<const Tokenizer> tok) {
   if (model.info().embedding_rwkv) {
     if (!o.head.empty()) {
-      throw InputError("--head: " + o.model + " is an EmbeddingRWKV checkpoint with its own task "
+      throw InputError("--head: " + o.model +
+                       " is an EmbeddingRWKV checkpoint with its own task "
                        "heads; choose one with --task retr|sts|cls instead");
     }
     if (!o.pooling.empty()) throw InputError("--pooling: EmbeddingRWKV always pools at EOS");
@@ -116,8 +117,8 @@ void register_embed(CLI::App& app) {
       ->required();
   add_load_options(cmd, o->load);
   cmd->add_option("--head", o->head, "Embedding head file (SwiftRWKV / rwkv-metal safetensors)");
-  CLI::Option* task =
-      cmd->add_option("--task", o->task, "EmbeddingRWKV task head: retr, sts or cls (default retr)");
+  CLI::Option* task = cmd->add_option("--task", o->task,
+                                      "EmbeddingRWKV task head: retr, sts or cls (default retr)");
   cmd->add_option("-f,--file", o->file, "Texts: JSON lines, one {\"text\": ...} per line")
       ->required();
   cmd->add_option("-o,--out", o->out, "Write the vectors as safetensors (embeddings F32 [N, C])");
@@ -129,7 +130,8 @@ void register_embed(CLI::App& app) {
   cmd->add_option("--max-tokens", o->max_tokens,
                   "Token limit per text (0 = none). Head/no-head: truncate (default 512); "
                   "EmbeddingRWKV: refuse longer texts (default none)");
-  cmd->add_option("--batch", o->batch, "Texts per packed pass (default 8)")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", o->batch, "Texts per packed pass (default 8)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--non-strict", o->non_strict,
                 "Accept a head without format marker; rwkv-metal heads (no metadata) also need "
                 "--pooling");

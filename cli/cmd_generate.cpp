@@ -4,14 +4,15 @@
 // timing line on stderr. --json prints one JSON object: {"tokens", "text", "stop_reason",
 // ["stop_token" | "stop_string"], "prompt_tokens", "generated_tokens", "timings"}; with --stream,
 // one {"chunk", "token"} line per callback comes first (token: the id generated at that step;
-// chunk: the text it made safe to show, see wick/generate.h ChunkCallback). --batch-file reads JSON lines
+// chunk: the text it made safe to show, see wick/generate.h ChunkCallback). --batch-file reads JSON
+// lines
 // {"prompt": TEXT} and prints one JSON result per line, in input order (always JSON).
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -20,8 +21,8 @@
 #include "commands.h"
 #include "common.h"
 #include "generation_options.h"
-#include "wick/errors.h"
 #include "wick/engine.h"
+#include "wick/errors.h"
 #include "wick/generate.h"
 
 namespace wick::cli {
@@ -34,11 +35,14 @@ volatile std::sig_atomic_t g_interrupts = 0;
 extern "C" void on_interrupt(int) {
   if (g_interrupts > 0) _exit(130);
   g_interrupts = 1;
-  static const char kMsg[] = "\nwick: interrupted: stopping after this token (Ctrl-C again quits)\n";
+  static const char kMsg[] =
+      "\nwick: interrupted: stopping after this token (Ctrl-C again quits)\n";
   [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
 }
 
-bool interrupted() { return g_interrupts > 0; }
+bool interrupted() {
+  return g_interrupts > 0;
+}
 
 // Installs on_interrupt for its lifetime, then restores the previous handler.
 class InterruptGuard {
@@ -59,7 +63,7 @@ class InterruptGuard {
 
 struct GenerateOptions {
   AttentionFlags attention;  // RWKV-X only
-  LoadOptions load;  // --quantize
+  LoadOptions load;          // --quantize
   std::string model;
   std::string prompt;
   bool prompt_given = false;
@@ -224,20 +228,21 @@ void run_generate(const GenerateOptions& o) {
                    n_tokens < 0 ? -1 : n_tokens + r.prompt_tokens + r.generated_tokens,
                    r.continuation);
   if (o.json || o.quiet) return;
-  std::fprintf(stderr,
-               "[wick] %d prompt tokens in %.2f ms, %d tokens in %.2f ms (%.1f tok/s), stop: %s\n",
-               r.prompt_tokens, r.timings.prefill_ms, r.generated_tokens, r.timings.decode_ms,
-               r.timings.decode_ms > 0 ? 1000.0 * r.timings.decode_steps / r.timings.decode_ms : 0.0,
-               std::string(stop_reason_name(r.stop_reason)).c_str());
+  std::fprintf(
+      stderr, "[wick] %d prompt tokens in %.2f ms, %d tokens in %.2f ms (%.1f tok/s), stop: %s\n",
+      r.prompt_tokens, r.timings.prefill_ms, r.generated_tokens, r.timings.decode_ms,
+      r.timings.decode_ms > 0 ? 1000.0 * r.timings.decode_steps / r.timings.decode_ms : 0.0,
+      std::string(stop_reason_name(r.stop_reason)).c_str());
 }
 
 }  // namespace
 
 void register_generate(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "generate", "Generate text from a prompt (greedy by default; sampling, stop strings, "
-                  "streaming, state files, batches)");
+  CLI::App* cmd =
+      app.add_subcommand("generate",
+                         "Generate text from a prompt (greedy by default; sampling, stop strings, "
+                         "streaming, state files, batches)");
   cmd->add_option("-m,--model", o->model,
                   "Checkpoint (.safetensors, .pth or HF folder); default: the embedded tiny model");
   add_attention_flags(cmd, &o->attention);
@@ -246,9 +251,10 @@ void register_generate(CLI::App& app) {
       "-p,--prompt", o->prompt,
       "Prompt text; may be empty with --load-state of a state saved by a generation (it goes on "
       "from the stored logits, resuming the stored sampler unless --seed is given)");
-  cmd->add_option("--tokenizer", o->tokenizer,
-                  "World vocabulary (.txt) or HuggingFace tokenizer.json (BPE); default: byte-level "
-                  "for 256-token models, the embedded World vocabulary for 65536");
+  cmd->add_option(
+      "--tokenizer", o->tokenizer,
+      "World vocabulary (.txt) or HuggingFace tokenizer.json (BPE); default: byte-level "
+      "for 256-token models, the embedded World vocabulary for 65536");
   cmd->add_option("-n,--max-tokens", o->max_tokens,
                   "Tokens to generate (default 128; 0 only folds the prompt into the state)")
       ->check(CLI::Range(0, 1 << 30));

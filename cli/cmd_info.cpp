@@ -35,9 +35,9 @@ void run_info(const std::string& path, const LoadOptions& load, bool json,
       for (auto& [l, n] : i.packed_parameters) lay[l] = n;
       j["layouts"] = lay;
     }
-    j["geometry"] = {{"n_layer", g.n_layer}, {"n_embd", g.n_embd},   {"n_head", g.n_head},
+    j["geometry"] = {{"n_layer", g.n_layer},     {"n_embd", g.n_embd},   {"n_head", g.n_head},
                      {"head_size", g.head_size}, {"ffn_dim", g.ffn_dim}, {"vocab", g.vocab},
-                     {"lora_w", g.lora_w},   {"lora_a", g.lora_a},   {"lora_v", g.lora_v},
+                     {"lora_w", g.lora_w},       {"lora_a", g.lora_a},   {"lora_v", g.lora_v},
                      {"lora_g", g.lora_g}};
     j["architecture"] = i.architecture;
     if (g.n_attn > 0) {
@@ -56,7 +56,8 @@ void run_info(const std::string& path, const LoadOptions& load, bool json,
     return;
   }
   std::string dts;
-  for (auto& [d, n] : i.dtype_parameters) dts += fmt::format("{}{} ({} params)", dts.empty() ? "" : ", ", dtype_name(d), n);
+  for (auto& [d, n] : i.dtype_parameters)
+    dts += fmt::format("{}{} ({} params)", dts.empty() ? "" : ", ", dtype_name(d), n);
   std::string layouts;
   for (auto& [l, n] : i.packed_parameters)
     layouts += fmt::format("{}{} ({} params)", layouts.empty() ? "" : ", ", l, n);

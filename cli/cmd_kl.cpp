@@ -92,8 +92,9 @@ void run_kl(const KlCliOptions& o) {
 void register_kl(CLI::App& app) {
   auto o = std::make_shared<KlCliOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "kl", "KL divergence of a model to a reference on a UTF-8 text (per position, bootstrap "
-            "CI, position buckets, top-1 agreement)");
+      "kl",
+      "KL divergence of a model to a reference on a UTF-8 text (per position, bootstrap "
+      "CI, position buckets, top-1 agreement)");
   cmd->add_option("--reference", o->reference, "Reference checkpoint (P), e.g. the dense model")
       ->required();
   cmd->add_option("-m,--model", o->model, "Checkpoint compared with it (Q), e.g. a .rwkvq")

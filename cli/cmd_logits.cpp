@@ -15,7 +15,7 @@ namespace {
 
 struct LogitsOptions {
   AttentionFlags attention;  // RWKV-X only
-  LoadOptions load;  // --quantize
+  LoadOptions load;          // --quantize
   std::string model;
   std::string tokens_text;
   std::vector<int32_t> tokens;
@@ -43,7 +43,8 @@ std::vector<int32_t> parse_token_list(const std::string& text) {
   size_t pos = 0;
   while (true) {
     const size_t comma = text.find(',', pos);
-    const std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const std::string item =
+        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     size_t used = 0;
     long long v = 0;
     bool ok = !item.empty() && item.find_first_not_of("-0123456789") == std::string::npos;
@@ -55,8 +56,8 @@ std::vector<int32_t> parse_token_list(const std::string& text) {
       }
     }
     if (!ok || used != item.size() || v < INT32_MIN || v > INT32_MAX) {
-      throw InputError("--tokens: expected comma-separated integer token ids, found item '" +
-                       item + "' in '" + text + "'");
+      throw InputError("--tokens: expected comma-separated integer token ids, found item '" + item +
+                       "' in '" + text + "'");
     }
     ids.push_back(static_cast<int32_t>(v));
     if (comma == std::string::npos) break;

@@ -23,7 +23,7 @@ namespace {
 
 struct PplOptions {
   AttentionFlags attention;  // RWKV-X only
-  LoadOptions load;  // --quantize
+  LoadOptions load;          // --quantize
   std::string model, text, tokenizer;
   int ctx = 512;
   int64_t max_windows = 0;
@@ -63,9 +63,10 @@ void run_ppl(const PplOptions& o) {
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return;
   }
-  std::cout << fmt::format("ppl {:.4f}  (mean NLL {:.6f} nats/token over {} tokens in {} "
-                           "windows of {})\n",
-                           r.ppl, r.mean_nll, r.tokens_scored, r.windows, o.ctx);
+  std::cout << fmt::format(
+      "ppl {:.4f}  (mean NLL {:.6f} nats/token over {} tokens in {} "
+      "windows of {})\n",
+      r.ppl, r.mean_nll, r.tokens_scored, r.windows, o.ctx);
   std::cerr << fmt::format("[wick] {} of {} text tokens unused (partial tail{}), {:.2f} s\n",
                            text.unused_tokens, text.text_tokens,
                            o.max_windows > 0 ? " and windows past --max-windows" : "", seconds);

@@ -68,8 +68,9 @@ void run_quantize(const QuantizeOptions& o) {
   };
   if (o.plain) {
     if (!o.preset.empty() || !o.config.empty() || !o.act_stats.empty()) {
-      throw InputError("wick quantize: --plain writes one plain layout; it cannot be combined "
-                       "with --preset, --config or --act-stats");
+      throw InputError(
+          "wick quantize: --plain writes one plain layout; it cannot be combined "
+          "with --preset, --config or --act-stats");
     }
     if (o.layout.empty()) {
       throw InputError("wick quantize --plain needs --layout sb6:4|sb6:5|sb6:6|sym:8|sym:6");
@@ -77,12 +78,14 @@ void run_quantize(const QuantizeOptions& o) {
     s = quantize_plain(o.in, o.out, o.layout, tokenizer, progress);
   } else {
     if (!o.layout.empty()) {
-      throw InputError("wick quantize: --layout belongs to --plain; with a preset or --config "
-                       "the layouts come from the preset / config");
+      throw InputError(
+          "wick quantize: --layout belongs to --plain; with a preset or --config "
+          "the layouts come from the preset / config");
     }
     if (o.preset.empty() && o.config.empty()) {
-      throw InputError("wick quantize: choose --preset reduction|compression, --config FILE, or "
-                       "--plain --layout L");
+      throw InputError(
+          "wick quantize: choose --preset reduction|compression, --config FILE, or "
+          "--plain --layout L");
     }
     wick::QuantizeOptions q;
     q.preset = o.preset;
@@ -113,8 +116,9 @@ void register_quantize(CLI::App& app) {
       "quantize",
       "Write a .rwkvq file from a dense checkpoint: rwkv-quant's presets (--preset), a config "
       "file (--config), or one plain layout for the projections/FFN/head (--plain --layout)");
-  cmd->add_option("input", o->in, "Dense checkpoint: .safetensors, official .pth, or a folder "
-                                  "with model.safetensors")
+  cmd->add_option("input", o->in,
+                  "Dense checkpoint: .safetensors, official .pth, or a folder "
+                  "with model.safetensors")
       ->required();
   cmd->add_option("output", o->out, "Output .rwkvq file (written atomically)")->required();
   cmd->add_option("--preset", o->preset,

@@ -54,14 +54,13 @@ void run_rerank(const RerankOptions& o) {
       const int64_t n_docs = static_cast<int64_t>(texts.size());
       ProgressBar fold("fold", n_docs, "document");
       // Documents found in the index are not folded again: they count as done from the start.
-      index = DocumentIndex::build(reranker, std::move(texts), o.index, nullptr,
-                                   [&](int64_t done, int64_t pending) {
-                                     fold.update(n_docs - pending + done);
-                                   });
+      index = DocumentIndex::build(
+          reranker, std::move(texts), o.index, nullptr,
+          [&](int64_t done, int64_t pending) { fold.update(n_docs - pending + done); });
       fold.finish();
       if (!o.json) {
-        std::cerr << "wick: index " << o.index << ": " << index->folded() << " of "
-                  << index->size() << " documents folded, the rest reused\n";
+        std::cerr << "wick: index " << o.index << ": " << index->folded() << " of " << index->size()
+                  << " documents folded, the rest reused\n";
       }
     }
     ProgressBar bar("score", static_cast<int64_t>(index->size()), "document");
@@ -71,7 +70,8 @@ void run_rerank(const RerankOptions& o) {
   } else {
     docs = read_jsonl_texts(o.docs);
     ProgressBar bar("score", static_cast<int64_t>(docs.size()), "document");
-    logits = reranker.score(o.query, docs, o.batch, [&](int64_t done, int64_t) { bar.update(done); });
+    logits =
+        reranker.score(o.query, docs, o.batch, [&](int64_t done, int64_t) { bar.update(done); });
     bar.finish();
   }
   std::vector<RerankResult> ranked = reranker.rank(logits);
@@ -103,8 +103,10 @@ void run_rerank(const RerankOptions& o) {
 
 void register_rerank(CLI::App& app) {
   auto o = std::make_shared<RerankOptions>();
-  CLI::App* cmd = app.add_subcommand("rerank", "Score documents against a query with a reranker head");
-  cmd->add_option("-m,--model", o->model, "Base checkpoint (for EmbeddingRWKV: its embedding model)")
+  CLI::App* cmd =
+      app.add_subcommand("rerank", "Score documents against a query with a reranker head");
+  cmd->add_option("-m,--model", o->model,
+                  "Base checkpoint (for EmbeddingRWKV: its embedding model)")
       ->required();
   add_load_options(cmd, o->load);
   cmd->add_option("--head", o->head,

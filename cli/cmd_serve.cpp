@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -20,11 +21,9 @@
 #include <iostream>
 #include <thread>
 
-#include <unistd.h>
-
 #include "commands.h"
-#include "replicas/redis_tier.h"
 #include "common.h"
+#include "replicas/redis_tier.h"
 #include "server/api.h"
 #include "server/http_server.h"
 #include "server/serve_context.h"
@@ -88,8 +87,8 @@ void load_head(server::ServeContext& ctx, const Model& model, const ServeOptions
     rerank_error = e.what();
   }
   if (model.info().embedding_rwkv)
-    throw InputError("--head " + o.head + ": not a reranker head for this model (" +
-                     rerank_error + ")");
+    throw InputError("--head " + o.head + ": not a reranker head for this model (" + rerank_error +
+                     ")");
   try {
     ctx.embedder.emplace(Embedder::with_head(model, ctx.tokenizer, o.head));
   } catch (const Error& e) {
@@ -197,11 +196,12 @@ void run_serve(const ServeOptions& o) {
   const auto grace = seconds(o.shutdown_grace_s, "--shutdown-grace-s");
 
   std::atomic<server::Api*> live{nullptr};
-  server::HttpServer http(ho, [&live](server::HttpRequest&& req,
-                                      std::shared_ptr<server::Exchange> ex) {
-    if (server::Api* api = live.load()) return api->handle(std::move(req), ex);
-    server::answer_loading(req, ex);
-  });
+  server::HttpServer http(ho,
+                          [&live](server::HttpRequest&& req, std::shared_ptr<server::Exchange> ex) {
+                            if (server::Api* api = live.load())
+                              return api->handle(std::move(req), ex);
+                            server::answer_loading(req, ex);
+                          });
   http.add_response_header("X-Wick-Replica", o.replica_name.empty()
                                                  ? default_replica_name(http.port())
                                                  : o.replica_name);
@@ -214,8 +214,7 @@ void run_serve(const ServeOptions& o) {
                           std::to_string(server::kDescriptorMargin) + ")"
                     : std::string())
             << "\n";
-  std::cerr << "wick serve: loading " << (o.model.empty() ? "the embedded model" : o.model)
-            << "\n";
+  std::cerr << "wick serve: loading " << (o.model.empty() ? "the embedded model" : o.model) << "\n";
 
   server::ServeContext ctx;
   Model model = with_attention_flags(load_model_or_default(o.model, o.load), o.attention);
@@ -253,8 +252,7 @@ void run_serve(const ServeOptions& o) {
       eo.second_tier = redis_tier;
       std::cerr << "wick serve: prefix states shared through Redis at " << redis_address.display()
                 << " (keys " << o.redis_prefix << ":" << model.info().fingerprint << ":pfx:*"
-                << (o.redis_ttl_s ? ", TTL " + std::to_string(o.redis_ttl_s) + " s" : "")
-                << ")\n";
+                << (o.redis_ttl_s ? ", TTL " + std::to_string(o.redis_ttl_s) + " s" : "") << ")\n";
     }
     engine = std::make_unique<Engine>(model, *ctx.tokenizer, eo);
     for (const std::string& spec : o.states) {
@@ -263,7 +261,8 @@ void run_serve(const ServeOptions& o) {
         throw InputError("--state: expected NAME=FILE, found '" + spec + "'");
       const std::string name = spec.substr(0, eq), path = spec.substr(eq + 1);
       LoadedState loaded = load_state(path, model);
-      for (const auto& w : loaded.warnings) std::cerr << "wick serve: " << path << ": " << w << "\n";
+      for (const auto& w : loaded.warnings)
+        std::cerr << "wick serve: " << path << ": " << w << "\n";
       engine->register_state(name, std::move(loaded.state));
       ctx.state_sources[name] = std::filesystem::path(path).filename().string();
     }
@@ -271,22 +270,23 @@ void run_serve(const ServeOptions& o) {
   } else {
     if (!o.states.empty()) throw InputError("--state: the model has no LM head to generate with");
     if (!ctx.embedder)
-      throw InputError("the model has no LM head and no embedding head: nothing to serve (give "
-                       "--head FILE, or serve a language model)");
+      throw InputError(
+          "the model has no LM head and no embedding head: nothing to serve (give "
+          "--head FILE, or serve a language model)");
   }
 
   server::Api api(ctx);
   live.store(&api);
   stop_signals.serving();
-  std::cerr << "wick serve: " << ctx.served_id << " (" << model.geometry().n_layer << " layers, C="
-            << model.geometry().n_embd << ", V=" << model.geometry().vocab << ")"
+  std::cerr << "wick serve: " << ctx.served_id << " (" << model.geometry().n_layer
+            << " layers, C=" << model.geometry().n_embd << ", V=" << model.geometry().vocab << ")"
             << (ctx.api_key.empty() ? "" : ", API key required")
             << (engine ? "" : ", embeddings only") << "\n";
   std::cout << "wick serve: listening on http://" << o.host << ":" << http.port() << std::endl;
 
   const int sig = stop_signals.wait();
-  std::cerr << "wick serve: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT")
-            << ": draining (up to " << o.shutdown_grace_s << " s)\n";
+  std::cerr << "wick serve: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ": draining (up to "
+            << o.shutdown_grace_s << " s)\n";
   ctx.draining.store(true);
   if (engine) engine->shutdown(grace);
   // The last turns' states reach Redis before the process ends (another replica continues them).
@@ -305,16 +305,20 @@ void run_serve(const ServeOptions& o) {
 void register_serve(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "serve", "OpenAI-compatible HTTP server (chat, completions, embeddings, rerank) with "
-               "continuous batching");
-  cmd->add_option("-m,--model", o->model,
-                  "Checkpoint (.pth, .safetensors, HF folder, .rwkvq); default: the embedded model");
+      "serve",
+      "OpenAI-compatible HTTP server (chat, completions, embeddings, rerank) with "
+      "continuous batching");
+  cmd->add_option(
+      "-m,--model", o->model,
+      "Checkpoint (.pth, .safetensors, HF folder, .rwkvq); default: the embedded model");
   cmd->add_option("--tokenizer", o->tokenizer, "Tokenizer file (default: the model's vocabulary)");
   cmd->add_option("--host", o->host, "Address to listen on (default 127.0.0.1: this machine only)");
   cmd->add_option("--port", o->port, "Port (default 8080; 0: any free port, printed at start)");
-  cmd->add_option("--api-key", o->api_key,
-                  "Require 'Authorization: Bearer KEY' (also from WICK_API_KEY); /health needs none");
-  cmd->add_option("--threads", o->threads, "Kernel threads (default: WICK_THREADS or one per core)");
+  cmd->add_option(
+      "--api-key", o->api_key,
+      "Require 'Authorization: Bearer KEY' (also from WICK_API_KEY); /health needs none");
+  cmd->add_option("--threads", o->threads,
+                  "Kernel threads (default: WICK_THREADS or one per core)");
   add_load_options(cmd, o->load);
   add_attention_flags(cmd, &o->attention);
   cmd->add_option("--max-rows", o->max_rows, "Requests decoding at once (default 16)");
@@ -324,7 +328,8 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--cache-mib", o->cache_mib, "Prefix state cache in MiB (default 1024; 0: off)");
   cmd->add_option("--state", o->states,
                   "NAME=FILE: a wick state file offered as initial state NAME (repeatable)");
-  cmd->add_option("--head", o->head, "Reranker or embedding head file (/v1/rerank, /v1/embeddings)");
+  cmd->add_option("--head", o->head,
+                  "Reranker or embedding head file (/v1/rerank, /v1/embeddings)");
   cmd->add_option("--max-body-bytes", o->max_body_bytes, "Largest request body (default 8388608)");
   cmd->add_option("--max-prompt-tokens", o->max_prompt_tokens,
                   "Longest prompt in tokens (default 65536)");
@@ -334,8 +339,9 @@ void register_serve(CLI::App& app) {
                   "Model id in responses (default: the checkpoint's file stem)");
   cmd->add_option("--read-timeout-s", o->read_timeout_s,
                   "Seconds to receive a whole request from its first byte (default 30)");
-  cmd->add_option("--idle-timeout-s", o->idle_timeout_s,
-                  "Seconds a kept-alive connection may stay silent, or a response unread (default 60)");
+  cmd->add_option(
+      "--idle-timeout-s", o->idle_timeout_s,
+      "Seconds a kept-alive connection may stay silent, or a response unread (default 60)");
   cmd->add_option("--shutdown-grace-s", o->shutdown_grace_s,
                   "Seconds running requests get to finish on SIGTERM (default 10)");
   cmd->add_option("--max-connections", o->max_connections,

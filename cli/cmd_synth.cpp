@@ -62,8 +62,8 @@ void run_synth(const SynthOptions& o) {
       o.out, sg.label, g.n_layer, g.n_embd, g.n_head, g.head_size, g.ffn_dim, g.vocab, g.lora_w,
       g.lora_a, g.lora_v, g.lora_g,
       g.n_attn ? fmt::format("; RWKV-X: {} attention blocks", g.n_attn) : std::string(),
-      synth_dtype_name(dtype), o.seed, s.parameters,
-      s.parameters / 1e6, s.tensors, s.file_bytes, s.file_bytes / 1048576.0, ms / 1000.0);
+      synth_dtype_name(dtype), o.seed, s.parameters, s.parameters / 1e6, s.tensors, s.file_bytes,
+      s.file_bytes / 1048576.0, ms / 1000.0);
 }
 
 }  // namespace

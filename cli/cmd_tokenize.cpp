@@ -52,7 +52,8 @@ void run_detokenize(const TokenizeOptions& o) {
 void register_tokenize(CLI::App& app) {
   auto o = std::make_shared<TokenizeOptions>();
   CLI::App* cmd = app.add_subcommand("tokenize", "Print the token ids of a text (JSON array)");
-  cmd->add_option("--tokenizer", o->tokenizer, "World vocabulary (.txt) or tokenizer.json (BPE); default: embedded World");
+  cmd->add_option("--tokenizer", o->tokenizer,
+                  "World vocabulary (.txt) or tokenizer.json (BPE); default: embedded World");
   auto* text = cmd->add_option("--text", o->text, "The text");
   auto* file = cmd->add_option("--file", o->file, "A file whose bytes are the text, verbatim");
   text->excludes(file);
@@ -62,7 +63,8 @@ void register_tokenize(CLI::App& app) {
 void register_detokenize(CLI::App& app) {
   auto o = std::make_shared<TokenizeOptions>();
   CLI::App* cmd = app.add_subcommand("detokenize", "Print the text of token ids");
-  cmd->add_option("--tokenizer", o->tokenizer, "World vocabulary (.txt) or tokenizer.json (BPE); default: embedded World");
+  cmd->add_option("--tokenizer", o->tokenizer,
+                  "World vocabulary (.txt) or tokenizer.json (BPE); default: embedded World");
   cmd->add_option("ids", o->ids, "Token ids")->required()->delimiter(',');
   cmd->callback([o] { run_detokenize(*o); });
 }

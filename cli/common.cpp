@@ -15,10 +15,13 @@ namespace wick::cli {
 namespace {
 int g_threads = 0;                   // set_cli_threads(); 0: WICK_THREADS or one per core
 std::shared_ptr<Runtime> g_runtime;  // created on first use
-bool g_allow_tokenizer_mismatch = false;  // --allow-tokenizer-mismatch (add_tokenizer_mismatch_flag)
+bool g_allow_tokenizer_mismatch =
+    false;  // --allow-tokenizer-mismatch (add_tokenizer_mismatch_flag)
 }  // namespace
 
-void set_cli_threads(int threads) { g_threads = threads; }
+void set_cli_threads(int threads) {
+  g_threads = threads;
+}
 
 const std::shared_ptr<Runtime>& cli_runtime() {
   if (!g_runtime) {
@@ -69,10 +72,12 @@ void add_attention_flags(CLI::App* cmd, AttentionFlags* f) {
                   "blocks (docs/rwkvx.md 6.5)")
       ->check(CLI::IsMember({"full", "moba"}))
       ->group(group);
-  cmd->add_option("--moba-block", f->moba_block, "moba block size B (default: the model's, else 2048)")
+  cmd->add_option("--moba-block", f->moba_block,
+                  "moba block size B (default: the model's, else 2048)")
       ->check(CLI::PositiveNumber)
       ->group(group);
-  cmd->add_option("--moba-topk", f->moba_topk, "moba past blocks chosen K (default: the model's, else 3)")
+  cmd->add_option("--moba-topk", f->moba_topk,
+                  "moba past blocks chosen K (default: the model's, else 3)")
       ->check(CLI::PositiveNumber)
       ->group(group);
   cmd->add_option("--moba-scope", f->scope,
@@ -103,18 +108,19 @@ Model with_attention_flags(const Model& model, const AttentionFlags& f) {
   if (!f.mode.empty()) o.mode = f.mode == "moba" ? AttentionMode::kMoba : AttentionMode::kFull;
   if (f.moba_block) o.moba_block = f.moba_block;
   if (f.moba_topk) o.moba_topk = f.moba_topk;
-  if (!f.scope.empty()) o.moba_scope = f.scope == "per_head" ? MobaScope::kPerHead : MobaScope::kShared;
+  if (!f.scope.empty())
+    o.moba_scope = f.scope == "per_head" ? MobaScope::kPerHead : MobaScope::kShared;
   if (!f.past.empty()) o.moba_past_k_minus_1 = f.past == "K-1";
   if (f.kv_max >= 0) o.kv_max = f.kv_max;
   return model.with_attention(o);
 }
 
 std::string describe_attention(const AttentionOptions& o) {
-  std::string s = o.mode == AttentionMode::kFull
-                      ? std::string("full")
-                      : fmt::format("moba (B={}, K={}, {}, {} past blocks)", o.moba_block,
-                                    o.moba_topk, moba_scope_name(o.moba_scope),
-                                    o.moba_past_k_minus_1 ? "K-1" : "K");
+  std::string s =
+      o.mode == AttentionMode::kFull
+          ? std::string("full")
+          : fmt::format("moba (B={}, K={}, {}, {} past blocks)", o.moba_block, o.moba_topk,
+                        moba_scope_name(o.moba_scope), o.moba_past_k_minus_1 ? "K-1" : "K");
   if (o.kv_max > 0) s += fmt::format(", kv-max {}", o.kv_max);
   return s;
 }
@@ -149,7 +155,9 @@ std::unique_ptr<Tokenizer> tokenizer_or_default(const std::string& path) {
 
 std::vector<std::string> read_jsonl_texts(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw FileError(path, "cannot open (expected a JSON-lines file with a \"text\" field per line)");
+  if (!in)
+    throw FileError(path,
+                    "cannot open (expected a JSON-lines file with a \"text\" field per line)");
   std::vector<std::string> texts;
   std::string line;
   int64_t number = 0, blank = 0;

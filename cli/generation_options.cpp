@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 
 #include "wick/errors.h"
 
@@ -49,7 +49,8 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f, bool chat) {
       ->allow_extra_args(false)
       ->group(g);
   cmd->add_option("--ban", f.ban, "Token id never to generate (repeatable)")
-      ->allow_extra_args(false)->group(g);
+      ->allow_extra_args(false)
+      ->group(g);
   if (!chat) {
     cmd->add_flag("--penalize-prompt", f.penalize_prompt,
                   "Prompt tokens count for the penalties (standard sampler)")
@@ -91,10 +92,18 @@ std::string unescape(const std::string& s) {
       throw InputError("'" + s + "' ends with a lone backslash; write \\\\ for a backslash");
     const char c = s[++i];
     switch (c) {
-      case 'n': out += '\n'; break;
-      case 't': out += '\t'; break;
-      case 'r': out += '\r'; break;
-      case '\\': out += '\\'; break;
+      case 'n':
+        out += '\n';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case '\\':
+        out += '\\';
+        break;
       case 'x': {
         auto hex = [&](size_t k) -> int {
           if (k >= s.size() || !std::isxdigit(static_cast<unsigned char>(s[k]))) return -1;
@@ -108,7 +117,9 @@ std::string unescape(const std::string& s) {
         i += 2;
         break;
       }
-      default: out += '\\'; out += c;  // unknown escapes stay as typed
+      default:
+        out += '\\';
+        out += c;  // unknown escapes stay as typed
     }
   }
   return out;
@@ -159,8 +170,7 @@ GenerationConfig make_generation_config(const GenerationFlags& f, GenerationConf
         base.stop_tokens.push_back(t);
   if (f.penalize_prompt) base.penalize_prompt = true;
   base.validate(vocab);
-  if (sc.mode == SamplerMode::kStandard && sc.temperature == 0.f &&
-      (f.top_k || f.top_p || f.seed))
+  if (sc.mode == SamplerMode::kStandard && sc.temperature == 0.f && (f.top_k || f.top_p || f.seed))
     std::fprintf(stderr,
                  "wick: warning: temperature is 0 (greedy), so --top-k/--top-p/--seed have no "
                  "effect; add --temperature (e.g. 1) to sample\n");
@@ -190,7 +200,8 @@ State initial_state(const GenerationFlags& f, const Model& model, int64_t& n_tok
     return model.new_state();
   }
   LoadedState loaded = load_state(f.load_state, model, f.allow_other_base);
-  for (const std::string& w : loaded.warnings) std::fprintf(stderr, "wick: warning: %s\n", w.c_str());
+  for (const std::string& w : loaded.warnings)
+    std::fprintf(stderr, "wick: warning: %s\n", w.c_str());
   n_tokens = loaded.info.n_tokens;
   if (continuation) *continuation = std::move(loaded.info.continuation);
   return std::move(loaded.state);

@@ -37,12 +37,14 @@ std::string format_duration(double seconds) {
 std::string progress_line(std::string_view label, int64_t done, int64_t total,
                           std::string_view unit, double elapsed_s, bool final, int columns) {
   const double fraction =
-      total > 0 ? std::clamp(static_cast<double>(done) / static_cast<double>(total), 0.0, 1.0) : 1.0;
+      total > 0 ? std::clamp(static_cast<double>(done) / static_cast<double>(total), 0.0, 1.0)
+                : 1.0;
   std::string time;
   if (final) {
     time = "in " + format_duration(elapsed_s);
   } else {
-    const double eta = done > 0 ? elapsed_s * static_cast<double>(total - done) / static_cast<double>(done) : -1;
+    const double eta =
+        done > 0 ? elapsed_s * static_cast<double>(total - done) / static_cast<double>(done) : -1;
     time = "ETA " + format_duration(eta);
   }
   const std::string tail = fmt::format("{}/{}  {:3.0f}%  {}  {}", done, total, 100 * fraction,

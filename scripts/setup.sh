@@ -5,6 +5,7 @@
 #        Redis tier).
 #   Python package (python/, tests/python): pybind11 2.10, the Python 3.11 headers, numpy,
 #        pytest, setuptools and venv (the offline `pip install ./python`).
+#   Format check (tools/check_format.sh): clang-format 14.
 #   Sanitizer and fuzz build (CI, tests/fuzz): clang 14 with its runtimes (ASan, UBSan,
 #        libFuzzer) and llvm-14's symbolizer.
 #   Replicas: redis-server 7.0 and nginx 1.22 (deploy/, tests/replicas, tests/server/replicas).
@@ -22,7 +23,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   nettle-dev pkg-config libboost1.81-dev prometheus-cpp-dev chromium \
   libhiredis-dev redis-server nginx \
   pybind11-dev python3-dev python3-numpy python3-pytest python3-setuptools python3-venv \
-  clang-14 libclang-rt-14-dev llvm-14 \
+  clang-14 libclang-rt-14-dev llvm-14 clang-format-14 \
   >/dev/null
 # The replica tests start their own Redis and nginx on free loopback ports: the packages' own
 # services are not needed (a container without an init system never starts them; elsewhere they

@@ -47,8 +47,6 @@
 
 namespace wick {
 
-
-
 // The keys collect_act_stats() records for `model`, in the model's order: for each block i,
 // blocks.i.att.{receptance,key,value,output}.weight, blocks.i.ffn.{key,value}.weight; then
 // head.weight. 6 L + 1 keys.
@@ -69,7 +67,5 @@ ActStatsResult collect_act_stats(const Model& model, std::span<const std::vector
 ActStatsResult collect_act_stats(const Model& model, const Tokenizer& tokenizer,
                                  std::string_view text, const WindowOptions& options,
                                  const WindowProgress& progress = {});
-
-
 
 }  // namespace wick

@@ -42,8 +42,9 @@
 //   * kPpl: delta ppl = 100 (ppl_candidate - ppl_reference) / ppl_reference, in %; within budget
 //     when <= ppl_threshold_pct (a negative delta is within any budget >= 0).
 // Cost: one file write, one model load and one pass over the windows (two for KL: the reference
-// is run again) per measured configuration (at most two per composite step); the temporary files go to `work_dir` and are removed
-// after each measurement, so the disk must hold about twice the dense bf16 model.
+// is run again) per measured configuration (at most two per composite step); the temporary files go
+// to `work_dir` and are removed after each measurement, so the disk must hold about twice the dense
+// bf16 model.
 //
 // The config. Every group searched gets its chosen scheme (bits, group_scale, group_scale_mode:
 // sb6 -> group_scale 32 and its mode; asym -> 64, "asym"; rtn -> no group_scale) or bits 16;
@@ -79,19 +80,19 @@ struct CalibrateOptions {
 
 // One candidate scheme of a group.
 struct CalibrationCandidate {
-  std::string layout;      // "sb6", "asym", "rtn"
+  std::string layout;  // "sb6", "asym", "rtn"
   int bits = 0;
-  std::string mode;        // group_scale_mode: asym_sb6, asym_sb6_search, asym_sb6_aw, asym;
-                           // "rtn" for rtn (no group_scale)
-  int group_scale = 0;     // sb6 32, asym 64, rtn 0
-  double cost_bits = 0;    // bits per weight of the cost model
-  bool measured = false;   // measured alone (all other groups dense bf16)
+  std::string mode;             // group_scale_mode: asym_sb6, asym_sb6_search, asym_sb6_aw, asym;
+                                // "rtn" for rtn (no group_scale)
+  int group_scale = 0;          // sb6 32, asym 64, rtn 0
+  double cost_bits = 0;         // bits per weight of the cost model
+  bool measured = false;        // measured alone (all other groups dense bf16)
   bool from_composite = false;  // measured alone after the composite pass upgraded to it (not
                                 // by the isolation pass, which stopped before it)
-  double metric = 0;       // when measured: KL (nats/token) or delta ppl (%), per the options
-  double kl = 0;           // kKl only: mean KL (nats/token) and its 95 % bootstrap interval
+  double metric = 0;            // when measured: KL (nats/token) or delta ppl (%), per the options
+  double kl = 0;                // kKl only: mean KL (nats/token) and its 95 % bootstrap interval
   double kl_ci_low = 0, kl_ci_high = 0;
-  double ppl = 0;          // kPpl only: perplexity of the candidate
+  double ppl = 0;  // kPpl only: perplexity of the candidate
   bool within_budget = false;
 
   std::string label() const;  // "sb6@5 asym_sb6_search", "asym@8 gs64", "rtn@8"
@@ -113,27 +114,27 @@ struct CalibrationGroup {
 // One upgrade tried by the composite pass.
 struct CalibrationStep {
   std::string group;
-  std::string from, to;   // labels ("bf16" for dense)
-  double before = 0;      // composite metric before and with the upgrade
+  std::string from, to;  // labels ("bf16" for dense)
+  double before = 0;     // composite metric before and with the upgrade
   double after = 0;
-  bool kept = false;      // false: rolled back and the group frozen
+  bool kept = false;  // false: rolled back and the group frozen
 };
 
 struct CalibrationResult {
   std::string config_json;  // the §1.3.2 config object (QuantConfig::from_json accepts it)
   std::vector<CalibrationGroup> groups;  // groups with quantisable tensors, in §1.5 order
   CalibrationMetric metric = CalibrationMetric::kKl;
-  double budget = 0;                 // max_kl or ppl_threshold_pct
-  double reference_ppl = 0;          // ppl of the all-dense reference (kPpl only)
-  bool composite_run = false;        // the composite pass measured something
-  double composite_initial = 0;      // composite metric of the isolated choices
-  double composite_final = 0;        // and after the upgrades
+  double budget = 0;             // max_kl or ppl_threshold_pct
+  double reference_ppl = 0;      // ppl of the all-dense reference (kPpl only)
+  bool composite_run = false;    // the composite pass measured something
+  double composite_initial = 0;  // composite metric of the isolated choices
+  double composite_final = 0;    // and after the upgrades
   bool composite_within_budget = true;
   std::vector<CalibrationStep> steps;
   int64_t windows = 0;
-  int64_t positions = 0;             // scored positions per measurement
-  int64_t evaluations = 0;           // configurations measured (the reference included)
-  std::vector<std::string> warnings; // from the writer (unique), e.g. fallbacks
+  int64_t positions = 0;              // scored positions per measurement
+  int64_t evaluations = 0;            // configurations measured (the reference included)
+  std::vector<std::string> warnings;  // from the writer (unique), e.g. fallbacks
 
   // {"config": <config>, "calibration_report": {...}}: what `wick calibrate` writes; `wick
   // quantize --config` reads the "config" key of such an object.

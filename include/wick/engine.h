@@ -90,12 +90,12 @@ struct EngineResult : GenerationResult {
                           // absorbed so far. StopReason::kError: what the row had absorbed
   int cached_tokens = 0;  // prompt tokens taken from the prefix cache instead of prefilled
   CacheTier cache_tier = CacheTier::kNone;
-  std::string error;      // with StopReason::kError: what went wrong
+  std::string error;             // with StopReason::kError: what went wrong
   std::exception_ptr exception;  // with StopReason::kError: the exception itself (the sampler's
                                  // InputError, a callback's exception, a ContextFullError)
-  double queue_ms = 0;    // submit() to admission
-  double ttft_ms = 0;     // submit() to the first generated token (0 when none)
-  double total_ms = 0;    // submit() to completion
+  double queue_ms = 0;           // submit() to admission
+  double ttft_ms = 0;            // submit() to the first generated token (0 when none)
+  double total_ms = 0;           // submit() to completion
   std::vector<double> token_times_ms;  // per generated token: submit() to its sampling
 };
 
@@ -167,15 +167,15 @@ class RequestHandle {
 struct EngineStats {
   uint64_t submitted = 0, completed = 0, refused = 0;
   int queued = 0, running = 0;
-  uint64_t iterations = 0;      // batched passes run
-  uint64_t pass_rows = 0;       // rows over all passes
-  uint64_t pass_tokens = 0;     // tokens over all passes
-  double pass_ms = 0;           // time inside Model::forward_batch
-  double busy_ms = 0;           // time inside iterations (passes + sampling + streaming + cache)
-  uint64_t prompt_tokens = 0;   // prompt tokens of admitted requests
-  uint64_t cached_tokens = 0;   // of which served from the cache
+  uint64_t iterations = 0;     // batched passes run
+  uint64_t pass_rows = 0;      // rows over all passes
+  uint64_t pass_tokens = 0;    // tokens over all passes
+  double pass_ms = 0;          // time inside Model::forward_batch
+  double busy_ms = 0;          // time inside iterations (passes + sampling + streaming + cache)
+  uint64_t prompt_tokens = 0;  // prompt tokens of admitted requests
+  uint64_t cached_tokens = 0;  // of which served from the cache
   PrefixCacheStats cache;
-  bool has_second_tier = false;       // EngineOptions::second_tier is set
+  bool has_second_tier = false;      // EngineOptions::second_tier is set
   PrefixCacheTierStats second_tier;  // its own counters
 };
 
@@ -195,10 +195,10 @@ class Engine {
 
   // Queues a request. Throws (nothing queued) InputError for an invalid config
   // (GenerationConfig::validate), an empty prompt without continuation logits, logits that are not
-  // [V], a sampler snapshot that does not fit (Sampler::restore), both prompt forms given, a token id outside the
-  // vocabulary, an initial state of another geometry, an unknown state_id or both initial states
-  // given; QueueFullError when queue_length requests are already waiting; EngineStoppedError
-  // after shutdown() began.
+  // [V], a sampler snapshot that does not fit (Sampler::restore), both prompt forms given, a token
+  // id outside the vocabulary, an initial state of another geometry, an unknown state_id or both
+  // initial states given; QueueFullError when queue_length requests are already waiting;
+  // EngineStoppedError after shutdown() began.
   RequestHandle submit(Request request);
   // Queues several requests at once, all or none: each is checked as submit() checks it (an
   // InputError names the request's index), and a queue without room for all of them throws
@@ -255,16 +255,17 @@ class Engine {
   std::condition_variable wake_;
   std::condition_variable idle_;
   std::vector<std::shared_ptr<detail::RequestControl>> queue_;
-  std::map<std::string, std::pair<std::shared_ptr<const State>, std::string>> states_;  // id ->
-                                                                       // state, content digest
-  bool stopping_ = false;   // no new requests
+  std::map<std::string, std::pair<std::shared_ptr<const State>, std::string>>
+      states_;             // id ->
+                           // state, content digest
+  bool stopping_ = false;  // no new requests
   bool cancel_all_ = false;
-  bool quit_ = false;       // engine thread leaves
-  int running_ = 0;         // rows held by the engine thread
-  int unfinished_ = 0;      // taken from the queue, completion (on_done, waiters) not yet done
+  bool quit_ = false;          // engine thread leaves
+  int running_ = 0;            // rows held by the engine thread
+  int unfinished_ = 0;         // taken from the queue, completion (on_done, waiters) not yet done
   std::vector<float> logits_;  // engine thread: the pass's logits, reused
-  double decode_ms_ = 0;    // engine thread: moving average of decode-only passes
-  double token_ms_ = 0;     // engine thread: moving average cost of one prefill token
+  double decode_ms_ = 0;       // engine thread: moving average of decode-only passes
+  double token_ms_ = 0;        // engine thread: moving average cost of one prefill token
   uint64_t next_id_ = 1;
   EngineStats stats_;
   std::thread thread_;

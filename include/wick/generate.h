@@ -93,10 +93,10 @@ struct GenerationResult {
   std::vector<int32_t> tokens;  // every generated id, including a stop token and the tokens that
                                 // formed a stop string
   StopReason stop_reason = StopReason::kMaxTokens;
-  int32_t stop_token = -1;      // the stop token, with StopReason::kStopToken
-  std::string stop_string;      // the stop string found, with StopReason::kStopString
+  int32_t stop_token = -1;  // the stop token, with StopReason::kStopToken
+  std::string stop_string;  // the stop string found, with StopReason::kStopString
   int prompt_tokens = 0;
-  int generated_tokens = 0;     // == tokens.size()
+  int generated_tokens = 0;            // == tokens.size()
   std::vector<TokenLogprob> logprobs;  // one per generated token when GenerationConfig::logprobs
                                        // >= 0 (the stop token included), else empty
   GenerationTimings timings;
@@ -126,9 +126,9 @@ size_t utf8_boundary(std::string_view bytes, size_t limit);
 // Generates from `prompt` (encoded with `tokenizer`), continuing from `state` (pass
 // model.new_state() for a fresh context). Throws InputError (state unchanged) for an empty prompt
 // (unless `from` has logits), an invalid config (GenerationConfig::validate), a token id outside
-// the model's vocabulary, or a state of another geometry. Errors after the prefill - InputError from the sampler when the
-// logits leave nothing to sample, or an exception thrown by the callback - leave the state
-// holding the prompt and the tokens stepped so far (keep a copy to roll back).
+// the model's vocabulary, or a state of another geometry. Errors after the prefill - InputError
+// from the sampler when the logits leave nothing to sample, or an exception thrown by the callback
+// - leave the state holding the prompt and the tokens stepped so far (keep a copy to roll back).
 GenerationResult generate(const Model& model, const Tokenizer& tokenizer, std::string_view prompt,
                           const GenerationConfig& config, State& state,
                           const ChunkCallback& on_chunk = nullptr);
@@ -158,8 +158,7 @@ GenerationResult generate_tokens(const Model& model, const Tokenizer& tokenizer,
                                  const ChunkCallback& on_chunk = nullptr);
 
 // Batch streaming callback: like ChunkCallback for row `row`; false cancels that row only.
-using BatchChunkCallback =
-    std::function<bool(size_t row, std::string_view chunk, int32_t token)>;
+using BatchChunkCallback = std::function<bool(size_t row, std::string_view chunk, int32_t token)>;
 
 // Generates for R prompts at once (docs/tasks.md §4): one parallel pass over all prompts, then
 // each decode step is one batched step over the rows still running (one GEMM instead of R GEMVs).

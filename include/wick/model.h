@@ -38,12 +38,12 @@ namespace wick {
 
 // Dimensions read from the weight shapes (docs/x070-math.md §1).
 struct Geometry {
-  int n_layer = 0;    // L: blocks
-  int n_embd = 0;     // C: model width
-  int n_head = 0;     // H: heads (from att.r_k [H, N])
-  int head_size = 0;  // N: head size, H*N == C
-  int ffn_dim = 0;    // F: channel-mix width (ffn.key [F, C])
-  int vocab = 0;      // V: vocabulary (emb [V, C])
+  int n_layer = 0;                                     // L: blocks
+  int n_embd = 0;                                      // C: model width
+  int n_head = 0;                                      // H: heads (from att.r_k [H, N])
+  int head_size = 0;                                   // N: head size, H*N == C
+  int ffn_dim = 0;                                     // F: channel-mix width (ffn.key [F, C])
+  int vocab = 0;                                       // V: vocabulary (emb [V, C])
   int lora_w = 0, lora_a = 0, lora_v = 0, lora_g = 0;  // ranks of the decay / in-context-rate /
                                                        // value-residual / gate LoRA branches
   // RWKV-X (docs/rwkvx.md): attention blocks N_a (0 = plain RWKV-7), each with C/64 heads of 64
@@ -137,9 +137,9 @@ struct ModelInfo {
   std::string container;  // "safetensors", "pth", "hf-folder", "hf-folder (sharded)",
                           // "safetensors (embedded)"
   NamingConvention convention = NamingConvention::kOfficial;
-  uint64_t file_bytes = 0;            // size of the checkpoint file(s) in bytes
-  uint64_t parameters = 0;            // number of weights used by the model
-  uint64_t weight_bytes = 0;          // bytes of those weights as stored
+  uint64_t file_bytes = 0;    // size of the checkpoint file(s) in bytes
+  uint64_t parameters = 0;    // number of weights used by the model
+  uint64_t weight_bytes = 0;  // bytes of those weights as stored
   std::vector<std::pair<DType, uint64_t>> dtype_parameters;  // parameters per stored dtype
   // .rwkvq: parameters per packed layout ("sb6@5", "sym@8", "asym@6", "rtn@8"); tensors
   // stored dense in the file are counted in dtype_parameters.
@@ -195,9 +195,8 @@ struct ModelInfo {
 // Each name is reported once per layer and pass, in the order the pass computes them. Without a
 // trace nothing is copied or computed for it; with one, the model's arithmetic and results are
 // the same (bit for bit).
-using ActivationTrace =
-    std::function<void(std::string_view name, int layer, const float* data, int64_t rows,
-                       int64_t cols)>;
+using ActivationTrace = std::function<void(std::string_view name, int layer, const float* data,
+                                           int64_t rows, int64_t cols)>;
 
 class Model {
  public:
@@ -330,6 +329,8 @@ class Model {
 };
 
 // Same as Model::load.
-inline Model load_model(const std::string& path) { return Model::load(path); }
+inline Model load_model(const std::string& path) {
+  return Model::load(path);
+}
 
 }  // namespace wick

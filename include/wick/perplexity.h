@@ -88,8 +88,7 @@ PerplexityResult perplexity(const Model& model, std::span<const std::vector<int3
 // Throws what those throw, plus what Tokenizer::encode throws (InputError: e.g. invalid UTF-8 for
 // a BPE tokenizer). The tokenizer's ids must fit the model (check_tokenizer_fits).
 PerplexityResult perplexity(const Model& model, const Tokenizer& tokenizer, std::string_view text,
-                            const WindowOptions& options,
-                            ScoringPass pass = ScoringPass::kParallel,
+                            const WindowOptions& options, ScoringPass pass = ScoringPass::kParallel,
                             const WindowProgress& progress = {});
 
 struct KlOptions {
@@ -129,8 +128,8 @@ struct KlResult {
 // Throws InputError for models of different vocabularies, no window, a window of fewer than 2
 // tokens, an id outside [0, V), or KlOptions out of range; EvaluationError for a non-finite KL.
 KlResult kl_divergence(const Model& reference, const Model& model,
-                       std::span<const std::vector<int32_t>> windows,
-                       const KlOptions& options = {}, const WindowProgress& progress = {});
+                       std::span<const std::vector<int32_t>> windows, const KlOptions& options = {},
+                       const WindowProgress& progress = {});
 
 // Reads a text file for evaluation: its bytes verbatim (nothing stripped). Throws FileError when
 // it cannot be read and InputError, naming the file and the byte offset and line of the first bad

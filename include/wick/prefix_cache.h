@@ -1,7 +1,8 @@
 // Prefix state cache (docs: README "Serving engine"): the State after a token prefix, with the
 // logits of its last position, so a request whose tokens start with a cached prefix continues
 // from it and prefills only the rest - and a prompt that is cached whole needs no pass before its
-// first token. An RWKV state is fixed-size, so one entry costs one state whatever the prefix length.
+// first token. An RWKV state is fixed-size, so one entry costs one state whatever the prefix
+// length.
 //
 // Keys. An entry belongs to a *scope*: a string that names everything besides the tokens that
 // changes the numbers (weights fingerprint, precision, weight quantisation, RWKV-X attention

@@ -28,19 +28,19 @@ struct QuantizeSummary {
   int64_t tensors = 0;
   std::map<std::string, int64_t> tensors_per_layout;  // "sb6@5", "asym@6", "dense bf16", ...
   uint64_t file_bytes = 0;
-  std::string layout;          // what was asked: "sb6:5", "preset compression", "config F"
-  std::string naming;          // manifest naming: "world" or "custom"
-  int64_t layout_weights = 0;  // weights of the proj/cmix/head tensors
-  uint64_t layout_bytes = 0;   // their stored bytes (codes and scales)
-  std::vector<std::string> notes;  // one per tensor that fell back to another layout
+  std::string layout;                 // what was asked: "sb6:5", "preset compression", "config F"
+  std::string naming;                 // manifest naming: "world" or "custom"
+  int64_t layout_weights = 0;         // weights of the proj/cmix/head tensors
+  uint64_t layout_bytes = 0;          // their stored bytes (codes and scales)
+  std::vector<std::string> notes;     // one per tensor that fell back to another layout
   std::vector<std::string> warnings;  // AW modes run unweighted (no statistics), ignored stats
   std::string config_repr;            // "QuantConfig(proj=5, ..., emb_head=5)"
   int64_t weighted_tensors = 0;       // tensors encoded with activation statistics
 
   double layout_bits_per_weight() const {
-    return layout_weights ? 8.0 * static_cast<double>(layout_bytes) /
-                                static_cast<double>(layout_weights)
-                          : 0.0;
+    return layout_weights
+               ? 8.0 * static_cast<double>(layout_bytes) / static_cast<double>(layout_weights)
+               : 0.0;
   }
 };
 

@@ -44,10 +44,10 @@ enum class RerankFormat { kHeadV1, kEmbeddingRWKV };
 
 // How a pair becomes tokens (docs/tasks.md §5.5; fixed values for kEmbeddingRWKV, §5.8).
 struct RerankContract {
-  bool doc_first = true;  // template: instruction + document first, query last (else query first)
-  std::string instruct;   // the instruction the head was trained with
-  int max_doc_tokens = 0;     // truncation of the document's tokens (head kept); 0 = none
-  int max_query_tokens = 0;   // truncation of the query's tokens; 0 = none
+  bool doc_first = true;   // template: instruction + document first, query last (else query first)
+  std::string instruct;    // the instruction the head was trained with
+  int max_doc_tokens = 0;  // truncation of the document's tokens (head kept); 0 = none
+  int max_query_tokens = 0;           // truncation of the query's tokens; 0 = none
   std::optional<int32_t> terminator;  // id appended after the tail (0, 65535 for EmbeddingRWKV)
 };
 
@@ -92,8 +92,8 @@ class Reranker {
   // Direct path: head logits in input order (empty docs -> empty). Pairs are run `batch` at a
   // time (packed rows, no padding). Every id is checked against the base vocabulary before any
   // pass; InputError names the document.
-  std::vector<float> score(std::string_view query, std::span<const std::string> docs,
-                           int batch = 8, const ProgressFn& progress = {}) const;
+  std::vector<float> score(std::string_view query, std::span<const std::string> docs, int batch = 8,
+                           const ProgressFn& progress = {}) const;
 
   // Indexed path, step 1: the base state after each document's prefix (full state: every
   // layer's WKV and both token shifts). Throws InputError for a query-first contract (the prefix

@@ -43,13 +43,17 @@ class State {
   // Per-layer pieces (layer in [0, n_layer); not bounds-checked).
   float* att_shift(int layer) { return data_.data() + layer * layer_stride() + 0; }
   float* wkv(int layer) { return data_.data() + layer * layer_stride() + n_embd_; }
-  float* ffn_shift(int layer) { return data_.data() + layer * layer_stride() + n_embd_ + wkv_size(); }
+  float* ffn_shift(int layer) {
+    return data_.data() + layer * layer_stride() + n_embd_ + wkv_size();
+  }
   const float* att_shift(int layer) const { return const_cast<State*>(this)->att_shift(layer); }
   const float* wkv(int layer) const { return const_cast<State*>(this)->wkv(layer); }
   const float* ffn_shift(int layer) const { return const_cast<State*>(this)->ffn_shift(layer); }
 
   // Attention block j in [0, n_attn) (not bounds-checked): its channel-mix token shift [C].
-  float* attn_ffn_shift(int j) { return data_.data() + n_layer_ * layer_stride() + j * static_cast<size_t>(n_embd_); }
+  float* attn_ffn_shift(int j) {
+    return data_.data() + n_layer_ * layer_stride() + j * static_cast<size_t>(n_embd_);
+  }
   const float* attn_ffn_shift(int j) const { return const_cast<State*>(this)->attn_ffn_shift(j); }
 
   // KV caches: rows cached per attention block (the tokens the state has absorbed; 0 without

@@ -17,10 +17,10 @@
 // with the metadata `sampler_mode` ("standard" / "chatrwkv") and `sampler_rng` (the SplitMix64
 // state, 16 hex digits) whenever the history tensors are present.
 // (B = 1 keeps the layout of the batched document-index files.) String metadata: `wick.state` =
-// "2" (format id and version; files of version "1", without the format-2 parts, still read), `kind` = "snapshot", `n_layer`, `n_embd`, `n_head`, `head_size`,
-// `base_fingerprint` (ModelInfo::fingerprint of the model that produced the state), `contract`
-// (JSON object: `tokenizer`, `n_tokens`, optional `prompt_sha256`), `note` (free text),
-// `engine_version`.
+// "2" (format id and version; files of version "1", without the format-2 parts, still read), `kind`
+// = "snapshot", `n_layer`, `n_embd`, `n_head`, `head_size`, `base_fingerprint`
+// (ModelInfo::fingerprint of the model that produced the state), `contract` (JSON object:
+// `tokenizer`, `n_tokens`, optional `prompt_sha256`), `note` (free text), `engine_version`.
 //
 // The round trip is bit-exact: every float is stored as computed and read back unchanged.
 // Thread-safety: free functions without shared state; the usual rules for State apply.
@@ -39,10 +39,10 @@ namespace wick {
 
 // What a state file says about the state besides its numbers.
 struct StateFileInfo {
-  std::string note;            // free user text
-  std::string tokenizer;       // tokenizer the tokens were encoded with (e.g. vocabulary file name)
-  int64_t n_tokens = -1;       // tokens the state has absorbed; -1 = unknown
-  std::string prompt_sha256;   // optional: SHA-256 (hex) of the text folded in
+  std::string note;           // free user text
+  std::string tokenizer;      // tokenizer the tokens were encoded with (e.g. vocabulary file name)
+  int64_t n_tokens = -1;      // tokens the state has absorbed; -1 = unknown
+  std::string prompt_sha256;  // optional: SHA-256 (hex) of the text folded in
   std::string base_fingerprint;  // filled by save_state() from the model; read back by load_state()
   std::string engine_version;    // filled by save_state(); read back by load_state()
   // Format 2: the logits after the last absorbed token and the sampler of the generation that

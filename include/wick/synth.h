@@ -68,9 +68,10 @@ SynthGeometry make_synth_geometry(int n_layer, int n_embd, int vocab = kSynthDef
 
 // Parses a geometry: a released size, "0.1b" (L 12, C 768), "0.4b" (L 24, C 1024), "1.5b"
 // (L 24, C 2048) or "2.9b" (L 32, C 2560), or an RWKV-X size "rwkvx-0.2b" (L 12, C 768, 4
-// attention blocks) or "rwkvx-3.6b" (L 32, C 2560, 8), all with vocabulary 65536 (case-insensitive); or a
-// custom "L:C" / "L:C:V" (decimal integers, V defaults to 65536). Throws InputError naming the
-// expected forms and what was found, or the limit broken (as make_synth_geometry).
+// attention blocks) or "rwkvx-3.6b" (L 32, C 2560, 8), all with vocabulary 65536
+// (case-insensitive); or a custom "L:C" / "L:C:V" (decimal integers, V defaults to 65536). Throws
+// InputError naming the expected forms and what was found, or the limit broken (as
+// make_synth_geometry).
 SynthGeometry parse_synth_geometry(std::string_view spec);
 
 // Parses "bf16", "fp16" or "fp32" (case-insensitive; "f16"/"f32" and "float16"/"float32"
@@ -103,8 +104,8 @@ SynthSummary write_synthetic_checkpoint(const std::string& path, const SynthGeom
 // synthetic base of geometry `base` (head size 64): `n_blocks` x070 blocks initialised as
 // write_synthetic_checkpoint initialises blocks, `probe` [1, C], a score MLP with hidden width C
 // (fc2 not zero, so scores differ), and the metadata of a real head (format marker, layer_idx =
-// `layer` for every block, base geometry). For benchmarks: the scores mean nothing. Deterministic in
-// (base, n_blocks, layer, seed). Throws InputError (n_blocks < 1, layer outside the base, a base
+// `layer` for every block, base geometry). For benchmarks: the scores mean nothing. Deterministic
+// in (base, n_blocks, layer, seed). Throws InputError (n_blocks < 1, layer outside the base, a base
 // whose head size is not 64) and FileError (cannot write).
 void write_synthetic_reranker_head(const std::string& path, const Geometry& base, int n_blocks,
                                    int layer, uint64_t seed = 0);

@@ -39,14 +39,14 @@ class ByteTokenizer final : public Tokenizer {
 };
 
 // The RWKV "World" tokenizer (World models, vocabulary file `rwkv_vocab_v20230424.txt`): greedy
-// longest match over the bytes of the text. Encoding accepts any bytes (valid UTF-8 or not) and never
-// fails; id 0 is the models' end-of-text token: the encoder never produces it and decoding it yields
-// no bytes. vocab_size() is one past the largest id in the file (65530 for the standard file; the
-// models' embedding has 65536 rows, ids 65530..65535 are never produced and do not decode).
-// name() is "world".
-// Throws FileError if the file cannot be read, FormatError (naming the line) if it is malformed: a
-// line that is not `<id> <literal> <byte length>`, a bad escape, a length that disagrees with the
-// literal, a duplicate id or token, ids out of increasing order, or a single byte with no token.
+// longest match over the bytes of the text. Encoding accepts any bytes (valid UTF-8 or not) and
+// never fails; id 0 is the models' end-of-text token: the encoder never produces it and decoding it
+// yields no bytes. vocab_size() is one past the largest id in the file (65530 for the standard
+// file; the models' embedding has 65536 rows, ids 65530..65535 are never produced and do not
+// decode). name() is "world". Throws FileError if the file cannot be read, FormatError (naming the
+// line) if it is malformed: a line that is not `<id> <literal> <byte length>`, a bad escape, a
+// length that disagrees with the literal, a duplicate id or token, ids out of increasing order, or
+// a single byte with no token.
 std::unique_ptr<Tokenizer> load_world_tokenizer(const std::string& path);
 
 // The World vocabulary embedded in the binary (models/rwkv_vocab_v20230424.txt).
@@ -67,13 +67,15 @@ std::unique_ptr<Tokenizer> default_tokenizer_for_vocab(int32_t model_vocab);
 // the World tokenizer, 256: byte-level). Throws InputError naming both sizes and kinds otherwise
 // (the classic mistake: a World model with the 20B tokenizer, or the reverse). The CLI skips this
 // check with --allow-tokenizer-mismatch; decoding an id the tokenizer lacks still fails then.
-void check_tokenizer_fits(const Tokenizer& tokenizer, int32_t model_vocab, const std::string& tokenizer_name);
+void check_tokenizer_fits(const Tokenizer& tokenizer, int32_t model_vocab,
+                          const std::string& tokenizer_name);
 
-// Replaces every invalid part of `bytes` with U+FFFD and returns valid UTF-8: each maximal subpart of
-// an ill-formed sequence becomes one U+FFFD (the Unicode "best practice", identical to Python's
+// Replaces every invalid part of `bytes` with U+FFFD and returns valid UTF-8: each maximal subpart
+// of an ill-formed sequence becomes one U+FFFD (the Unicode "best practice", identical to Python's
 // bytes.decode('utf-8', errors='replace') and to WHATWG / Rust from_utf8_lossy). Encoded surrogates
 // (ED A0..BF ..), overlong forms (C0, C1, E0 80..9F, F0 80..8F) and code points above U+10FFFF
-// (F4 90.., F5..FF) are invalid. Valid input is returned unchanged. Never throws (except bad_alloc).
+// (F4 90.., F5..FF) are invalid. Valid input is returned unchanged. Never throws (except
+// bad_alloc).
 std::string utf8_replace_invalid(std::string_view bytes);
 
 // Turns a stream of token ids into text one id at a time, emitting only complete UTF-8 characters:
@@ -89,8 +91,8 @@ class StreamDecoder {
   explicit StreamDecoder(const Tokenizer& tokenizer);
 
   // Adds the bytes of token `id` and returns the text that became complete (often empty while a
-  // character is incomplete). Throws InputError (from Tokenizer::decode) for an id the tokenizer does
-  // not have; the decoder's state is then unchanged.
+  // character is incomplete). Throws InputError (from Tokenizer::decode) for an id the tokenizer
+  // does not have; the decoder's state is then unchanged.
   std::string push(int32_t id);
 
   // End of the stream: returns the held-back tail (an incomplete character becomes one U+FFFD) and

@@ -17,8 +17,8 @@ namespace wick::base {
 
 }  // namespace wick::base
 
-#define WICK_CHECK(condition, why)                                           \
-  do {                                                                       \
-    if (__builtin_expect(!(condition), 0))                                   \
-      ::wick::base::check_failed(__FILE__, __LINE__, #condition, (why));     \
+#define WICK_CHECK(condition, why)                                       \
+  do {                                                                   \
+    if (__builtin_expect(!(condition), 0))                               \
+      ::wick::base::check_failed(__FILE__, __LINE__, #condition, (why)); \
   } while (0)

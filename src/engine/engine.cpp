@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <atomic>
 
+#include "base/sha256.h"
 #include "base/timing.h"
 #include "engine/request_control.h"
 #include "generate/row_decoder.h"
 #include "model/state_geometry.h"
-#include "base/sha256.h"
 #include "wick/errors.h"
 
 namespace wick {
@@ -35,9 +35,12 @@ std::string state_digest(const State& s) {
 
 std::string_view cache_tier_name(CacheTier t) {
   switch (t) {
-    case CacheTier::kNone: return "none";
-    case CacheTier::kLocal: return "local";
-    case CacheTier::kSecond: return "redis";
+    case CacheTier::kNone:
+      return "none";
+    case CacheTier::kLocal:
+      return "local";
+    case CacheTier::kSecond:
+      return "redis";
   }
   return "none";
 }
@@ -59,7 +62,9 @@ void EngineOptions::validate() const {
 // ---------------------------------------------------------------------------------------------
 // RequestHandle
 
-uint64_t RequestHandle::id() const { return ctl_ ? ctl_->id : 0; }
+uint64_t RequestHandle::id() const {
+  return ctl_ ? ctl_->id : 0;
+}
 
 bool RequestHandle::done() const {
   if (!ctl_) return false;
@@ -203,9 +208,10 @@ std::shared_ptr<detail::RequestControl> Engine::prepare(Request request) const {
     probe.restore(*from.sampler);
   }
   if (ctl->prompt.empty() && !from.has_logits())
-    throw InputError("empty prompt: generation needs at least one token to continue from (there "
-                     "are no logits before the first token; a state saved by a generation, state "
-                     "file format 2, carries them)");
+    throw InputError(
+        "empty prompt: generation needs at least one token to continue from (there "
+        "are no logits before the first token; a state saved by a generation, state "
+        "file format 2, carries them)");
   for (size_t i = 0; i < ctl->prompt.size(); ++i)
     if (ctl->prompt[i] < 0 || ctl->prompt[i] >= vocab)
       throw InputError("token id " + std::to_string(ctl->prompt[i]) + " at position " +
@@ -239,11 +245,11 @@ void Engine::enqueue_locked(std::vector<std::shared_ptr<detail::RequestControl>>
     throw EngineStoppedError("the engine is shutting down and accepts no new requests");
   if (queue_.size() + ctls.size() > static_cast<size_t>(options_.queue_length)) {
     stats_.refused += ctls.size();
-    throw QueueFullError("the request queue is full (" + std::to_string(queue_.size()) +
-                         " waiting, queue_length " + std::to_string(options_.queue_length) +
-                         (ctls.size() > 1 ? ", " + std::to_string(ctls.size()) + " more asked"
-                                          : std::string()) +
-                         "): retry later or raise the queue length");
+    throw QueueFullError(
+        "the request queue is full (" + std::to_string(queue_.size()) + " waiting, queue_length " +
+        std::to_string(options_.queue_length) +
+        (ctls.size() > 1 ? ", " + std::to_string(ctls.size()) + " more asked" : std::string()) +
+        "): retry later or raise the queue length");
   }
   for (auto& ctl : ctls) {
     ctl->id = next_id_++;
@@ -282,7 +288,9 @@ std::vector<RequestHandle> Engine::submit_all(std::vector<Request> requests) {
   return handles;
 }
 
-void Engine::cancel(const RequestHandle& handle) { handle.cancel(); }
+void Engine::cancel(const RequestHandle& handle) {
+  handle.cancel();
+}
 
 void Engine::shutdown(std::chrono::milliseconds grace, bool cancel) {
   std::unique_lock<std::mutex> lock(mutex_);
@@ -524,8 +532,7 @@ void Engine::begin_decode(Row& row, std::span<const float> logits) {
   }
   const size_t before = row.decoder->tokens().size();
   try {
-    row.pending =
-        row.decoder->next(logits, row.ctl->request.on_chunk, row.ctl->request.on_logprob);
+    row.pending = row.decoder->next(logits, row.ctl->request.on_chunk, row.ctl->request.on_logprob);
     row.token_times.push_back(base::ms_between(row.ctl->submitted, EngineClock::now()));
   } catch (...) {
     mark_failed(row, std::current_exception());
@@ -573,8 +580,8 @@ void Engine::finish(Row& row, std::span<const float> logits) {
   EngineResult r;
   if (row.decoder) {
     try {
-      static_cast<GenerationResult&>(r) = row.decoder->finish(
-          row.failed || !row.decoding ? ChunkCallback() : ctl.request.on_chunk);
+      static_cast<GenerationResult&>(r) =
+          row.decoder->finish(row.failed || !row.decoding ? ChunkCallback() : ctl.request.on_chunk);
       r.continuation.sampler = row.decoder->sampler_snapshot();
       if (!row.failed) r.continuation.logits.assign(logits.begin(), logits.end());
     } catch (...) {

@@ -59,7 +59,9 @@ std::vector<std::string> prefix_keys(std::string_view scope, std::span<const int
   return keys;
 }
 
-PrefixCache::PrefixCache(size_t max_bytes) : max_bytes_(max_bytes) { stats_.max_bytes = max_bytes; }
+PrefixCache::PrefixCache(size_t max_bytes) : max_bytes_(max_bytes) {
+  stats_.max_bytes = max_bytes;
+}
 
 std::shared_ptr<const CachedPrefix> PrefixCache::lookup(std::string_view scope,
                                                         std::span<const int32_t> tokens) {

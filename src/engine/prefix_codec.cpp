@@ -90,20 +90,23 @@ CachedPrefix decode_cached_prefix(std::string_view bytes, const Model& model,
                       std::to_string(S));
   e.scope = std::string(r.take(S, "scope"));
   if (e.scope != scope)
-    throw StateFileError(kWhat, "it belongs to another cache scope (other weights, precision, "
-                                "quantisation, attention options, adapters, initial state or "
-                                "kernels): expected '" + std::string(scope) + "', found '" +
-                                    e.scope + "'");
+    throw StateFileError(kWhat,
+                         "it belongs to another cache scope (other weights, precision, "
+                         "quantisation, attention options, adapters, initial state or "
+                         "kernels): expected '" +
+                             std::string(scope) + "', found '" + e.scope + "'");
   const uint32_t n = r.get<uint32_t>("token count");
   if (n == 0 || n != tokens.size())
-    throw FormatError(kWhat, "", std::to_string(tokens.size()) + " token ids (the prefix asked for)",
+    throw FormatError(kWhat, "",
+                      std::to_string(tokens.size()) + " token ids (the prefix asked for)",
                       std::to_string(n));
   const std::string_view ids = r.take(uint64_t{n} * 4, "token ids");
   e.tokens.resize(n);
   std::memcpy(e.tokens.data(), ids.data(), ids.size());
   if (!std::equal(e.tokens.begin(), e.tokens.end(), tokens.begin()))
-    throw StateFileError(kWhat, "its token ids are not the prefix asked for (a key collision or "
-                                "a value written under the wrong key)");
+    throw StateFileError(kWhat,
+                         "its token ids are not the prefix asked for (a key collision or "
+                         "a value written under the wrong key)");
   const uint64_t F = r.get<uint64_t>("state file length");
   if (F != r.left())
     throw FormatError(kWhat, "", "a state file of " + std::to_string(F) + " bytes ending the value",
@@ -114,10 +117,11 @@ CachedPrefix decode_cached_prefix(std::string_view bytes, const Model& model,
                                     " tokens, but the value holds " + std::to_string(n) + " ids");
   // The state file checked the logits' shape (the vocabulary) and that they are finite.
   if (!st.info.continuation.has_logits() || st.info.continuation.sampler)
-    throw StateFileError(kWhat, "its state file should carry the logits of the prefix's last "
-                                "position and no sampler state; found " +
-                                    std::string(st.info.continuation.has_logits() ? "a sampler state"
-                                                                                  : "no logits"));
+    throw StateFileError(
+        kWhat,
+        "its state file should carry the logits of the prefix's last "
+        "position and no sampler state; found " +
+            std::string(st.info.continuation.has_logits() ? "a sampler state" : "no logits"));
   e.state = std::move(st.state);
   e.logits = std::move(st.info.continuation.logits);
   return e;

@@ -15,10 +15,10 @@ namespace wick::detail {
 
 struct RequestControl {
   uint64_t id = 0;
-  Request request;              // prompt ids moved out into `prompt`
-  std::vector<int32_t> prompt;  // the prompt ids (encoded by submit())
+  Request request;                    // prompt ids moved out into `prompt`
+  std::vector<int32_t> prompt;        // the prompt ids (encoded by submit())
   std::shared_ptr<const State> init;  // a registered initial state, or null
-  std::string init_digest;      // cache scope of the initial state; empty: not cacheable
+  std::string init_digest;            // cache scope of the initial state; empty: not cacheable
   EngineClock::time_point submitted;
   std::atomic<bool> cancel{false};
 

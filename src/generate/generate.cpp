@@ -26,18 +26,27 @@ void check_prompt(std::span<const int32_t> prompt, const std::string& where) {
 
 std::string_view stop_reason_name(StopReason r) {
   switch (r) {
-    case StopReason::kMaxTokens: return "max_tokens";
-    case StopReason::kStopToken: return "stop_token";
-    case StopReason::kStopString: return "stop_string";
-    case StopReason::kCancelled: return "cancelled";
-    case StopReason::kKvCacheFull: return "kv_cache_full";
-    case StopReason::kDeadline: return "deadline";
-    case StopReason::kError: return "error";
+    case StopReason::kMaxTokens:
+      return "max_tokens";
+    case StopReason::kStopToken:
+      return "stop_token";
+    case StopReason::kStopString:
+      return "stop_string";
+    case StopReason::kCancelled:
+      return "cancelled";
+    case StopReason::kKvCacheFull:
+      return "kv_cache_full";
+    case StopReason::kDeadline:
+      return "deadline";
+    case StopReason::kError:
+      return "error";
   }
   return "unknown";
 }
 
-std::ostream& operator<<(std::ostream& os, StopReason r) { return os << stop_reason_name(r); }
+std::ostream& operator<<(std::ostream& os, StopReason r) {
+  return os << stop_reason_name(r);
+}
 
 void GenerationConfig::validate(int vocab) const {
   if (max_tokens < 0)
@@ -72,7 +81,6 @@ int32_t argmax(std::span<const float> logits) {
   return best;
 }
 
-
 namespace {
 
 // Runs rows on a private engine (the one generation loop, wick/engine.h) and copies the results
@@ -97,9 +105,10 @@ std::vector<GenerationResult> run_rows(const Model& model, const Tokenizer& toke
   o.itl_ratio = 0;  // the rows start together: nothing decodes while they prefill
   o.cache_bytes = 0;
   if (RuntimeLease::held_by_this_thread(*model.runtime()))
-    throw InputError("generate() was called from inside a pass on the same Runtime (for example "
-                     "from an ActivationTrace callback); use a Model with a Runtime of its own "
-                     "(Model::with_runtime)");
+    throw InputError(
+        "generate() was called from inside a pass on the same Runtime (for example "
+        "from an ActivationTrace callback); use a Model with a Runtime of its own "
+        "(Model::with_runtime)");
   Engine engine(model, tokenizer, o);
   std::vector<Request> requests(R);
   for (size_t r = 0; r < R; ++r) {
@@ -135,8 +144,8 @@ GenerationResult generate_tokens(const Model& model, const Tokenizer& tokenizer,
   config.validate(model.geometry().vocab);
   check_prompt(prompt, "");
   const std::vector<int32_t> ids(prompt.begin(), prompt.end());
-  return run_rows(model, tokenizer, std::span(&ids, 1), std::span(&config, 1),
-                  std::span(&state, 1), std::span(&on_chunk, 1))[0];
+  return run_rows(model, tokenizer, std::span(&ids, 1), std::span(&config, 1), std::span(&state, 1),
+                  std::span(&on_chunk, 1))[0];
 }
 
 GenerationResult generate_tokens(const Model& model, const Tokenizer& tokenizer,
@@ -146,8 +155,8 @@ GenerationResult generate_tokens(const Model& model, const Tokenizer& tokenizer,
   config.validate(model.geometry().vocab);
   if (!from.has_logits()) check_prompt(prompt, "");
   const std::vector<int32_t> ids(prompt.begin(), prompt.end());
-  return run_rows(model, tokenizer, std::span(&ids, 1), std::span(&config, 1),
-                  std::span(&state, 1), std::span(&on_chunk, 1), &from)[0];
+  return run_rows(model, tokenizer, std::span(&ids, 1), std::span(&config, 1), std::span(&state, 1),
+                  std::span(&on_chunk, 1), &from)[0];
 }
 
 GenerationResult generate(const Model& model, const Tokenizer& tokenizer, std::string_view prompt,

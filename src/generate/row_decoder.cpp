@@ -106,8 +106,8 @@ int32_t RowDecoder::next(std::span<const float> logits, const ChunkCallback& on_
   const size_t grew_from = bytes_.size();
   bytes_ += generated_token_bytes(tokenizer_, id);
   // A new match must overlap the bytes just added, so the search starts hold_ bytes before them.
-  const StopHit hit = find_stop(bytes_, grew_from > hold_ ? grew_from - hold_ : 0,
-                                config_.stop_strings);
+  const StopHit hit =
+      find_stop(bytes_, grew_from > hold_ ? grew_from - hold_ : 0, config_.stop_strings);
   if (hit.found()) {
     bytes_.resize(hit.pos);
     result_.stop_reason = StopReason::kStopString;

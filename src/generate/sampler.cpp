@@ -720,9 +720,12 @@ double placed_mass(float target, size_t limit, size_t n) {
 InputError no_candidate(std::span<const float> logits) {
   size_t nan = 0, pos_inf = 0, neg_inf = 0;
   for (float x : logits) {
-    if (x != x) ++nan;
-    else if (x == kInf) ++pos_inf;
-    else if (x == -kInf) ++neg_inf;
+    if (x != x)
+      ++nan;
+    else if (x == kInf)
+      ++pos_inf;
+    else if (x == -kInf)
+      ++neg_inf;
   }
   if (nan + pos_inf + neg_inf == logits.size()) {
     return InputError(fmt::format(

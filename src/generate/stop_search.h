@@ -10,7 +10,7 @@ namespace wick::gen {
 
 struct StopHit {
   size_t pos = std::string_view::npos;  // start of the match in the byte stream; npos = none
-  size_t index = 0;                      // which stop string matched
+  size_t index = 0;                     // which stop string matched
   bool found() const { return pos != std::string_view::npos; }
 };
 

@@ -23,8 +23,8 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   name.push_back('\0');
   fd_ = ::mkstemp(name.data());
   if (fd_ < 0) {
-    throw FileError(path_, std::string("cannot create a temporary file in ") + dir.string() +
-                               ": " + std::strerror(errno));
+    throw FileError(path_, std::string("cannot create a temporary file in ") + dir.string() + ": " +
+                               std::strerror(errno));
   }
   tmp_ = name.data();
 }

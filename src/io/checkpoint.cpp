@@ -36,7 +36,8 @@ TensorSet read_shards(const std::string& index_path) {
     }
     const std::string shard = it.value().get<std::string>();
     if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..") {
-      throw FormatError(index_path, it.key(), "a file name inside the model folder", "'" + shard + "'");
+      throw FormatError(index_path, it.key(), "a file name inside the model folder",
+                        "'" + shard + "'");
     }
     by_shard[shard].insert(it.key());
   }
@@ -52,7 +53,8 @@ TensorSet read_shards(const std::string& index_path) {
     }
     for (const std::string& name : wanted) {
       if (!part.find(name)) {
-        throw FormatError(part.source(), name, "the tensor the index assigns to this shard", "none");
+        throw FormatError(part.source(), name, "the tensor the index assigns to this shard",
+                          "none");
       }
     }
     for (const auto& f : part.files()) merged.keep_alive(f);
@@ -74,21 +76,25 @@ void refuse_foreign_formats(const MappedFile& f) {
   const uint8_t* d = f.data();
   const size_t n = f.size();
   if (n >= 4 && std::memcmp(d, "GGUF", 4) == 0) {
-    throw CheckpointError(f.path(), "this is a GGUF file (llama.cpp); wick reads safetensors, "
-                                    "official .pth and HuggingFace folders - use the original "
-                                    "checkpoint");
+    throw CheckpointError(f.path(),
+                          "this is a GGUF file (llama.cpp); wick reads safetensors, "
+                          "official .pth and HuggingFace folders - use the original "
+                          "checkpoint");
   }
   if (n >= 4 && d[0] == 0x66 && d[1] == 0x6d && d[2] == 0x67 && d[3] == 0x67) {
-    throw CheckpointError(f.path(), "this is an rwkv.cpp ggml file (magic 'ggmf'); wick reads "
-                                    "safetensors, official .pth and HuggingFace folders - use the "
-                                    "original checkpoint");
+    throw CheckpointError(f.path(),
+                          "this is an rwkv.cpp ggml file (magic 'ggmf'); wick reads "
+                          "safetensors, official .pth and HuggingFace folders - use the "
+                          "original checkpoint");
   }
-  // Legacy torch.save: a pickle (protocol 2) starting with the LONG1 magic number 0x1950a86a20f9469cfc6c.
+  // Legacy torch.save: a pickle (protocol 2) starting with the LONG1 magic number
+  // 0x1950a86a20f9469cfc6c.
   static const uint8_t kLegacyTorch[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46};
   if (n >= sizeof(kLegacyTorch) && std::memcmp(d, kLegacyTorch, sizeof(kLegacyTorch)) == 0) {
-    throw CheckpointError(f.path(), "this is a PyTorch file in the legacy (pre-1.6, non-zip) "
-                                    "format; re-save it with a current torch.save, which writes "
-                                    "the zip format wick reads");
+    throw CheckpointError(f.path(),
+                          "this is a PyTorch file in the legacy (pre-1.6, non-zip) "
+                          "format; re-save it with a current torch.save, which writes "
+                          "the zip format wick reads");
   }
 }
 
@@ -101,17 +107,19 @@ TensorSet read_tensor_file(std::shared_ptr<MappedFile> file, std::string* contai
   const std::string ext = fs::path(file->path()).extension().string();
   if (ext == ".pth" || ext == ".pt") {
     // Named like a PyTorch checkpoint but not one: say so, rather than a safetensors error.
-    throw CheckpointError(file->path(), "not a PyTorch zip archive: a checkpoint written by "
-                                        "torch.save (PyTorch 1.6 or later) is a zip file starting "
-                                        "with \"PK\"; this file is something else (a text file, "
-                                        "an unfinished download?)");
+    throw CheckpointError(file->path(),
+                          "not a PyTorch zip archive: a checkpoint written by "
+                          "torch.save (PyTorch 1.6 or later) is a zip file starting "
+                          "with \"PK\"; this file is something else (a text file, "
+                          "an unfinished download?)");
   }
   // Neither a zip nor a safetensors header (whose JSON starts at byte 8, also in a file cut short
   // inside it, which the safetensors reader then describes): something else entirely.
   if (file->size() >= 9 && file->data()[8] != '{') {
-    throw CheckpointError(file->path(), "not a checkpoint: expected a .safetensors file, an "
-                                        "official .pth (a torch.save zip) or a HuggingFace model "
-                                        "folder");
+    throw CheckpointError(file->path(),
+                          "not a checkpoint: expected a .safetensors file, an "
+                          "official .pth (a torch.save zip) or a HuggingFace model "
+                          "folder");
   }
   if (container) *container = "safetensors";
   return read_safetensors(std::move(file));
@@ -126,8 +134,9 @@ Checkpoint open_checkpoint(const std::string& path) {
   }
   Checkpoint c{TensorSet(path), "hf-folder", (fs::path(path) / "config.json").string(), ""};
   if (!fs::exists(c.config_path, ec)) {
-    throw FileError(path, "is a folder without config.json; expected a HuggingFace/fla model "
-                          "folder (config.json + model.safetensors) or a checkpoint file");
+    throw FileError(path,
+                    "is a folder without config.json; expected a HuggingFace/fla model "
+                    "folder (config.json + model.safetensors) or a checkpoint file");
   }
   c.config_text = read_text_file(c.config_path);
   const fs::path file = fs::path(path) / "model.safetensors";
@@ -137,8 +146,9 @@ Checkpoint open_checkpoint(const std::string& path) {
   }
   const fs::path index = fs::path(path) / "model.safetensors.index.json";
   if (!fs::exists(index, ec)) {
-    throw FileError(path, "has config.json but neither model.safetensors nor "
-                          "model.safetensors.index.json (sharded weights)");
+    throw FileError(path,
+                    "has config.json but neither model.safetensors nor "
+                    "model.safetensors.index.json (sharded weights)");
   }
   c.tensors = read_shards(index.string());
   c.container = "hf-folder (sharded)";

@@ -27,14 +27,16 @@ Geometry derive_geometry(const OfficialNames& official, const std::string& path)
   auto shape_of = [&](const std::string& n) -> const std::vector<int64_t>& {
     auto it = names.find(n);
     if (it == names.end()) {
-      throw CheckpointError(path, "missing tensor '" + n + "'" + convention_hint(official.convention) +
+      throw CheckpointError(path, "missing tensor '" + n + "'" +
+                                      convention_hint(official.convention) +
                                       "; the geometry cannot be derived without it");
     }
     return it->second.view.shape;
   };
   const auto& emb = shape_of("emb.weight");
   if (emb.size() != 2 || emb[0] <= 0 || emb[1] <= 0) {
-    throw CheckpointError(path, "tensor 'emb.weight': expected shape [V, C], found " + base::shape_string(emb));
+    throw CheckpointError(
+        path, "tensor 'emb.weight': expected shape [V, C], found " + base::shape_string(emb));
   }
   g.vocab = static_cast<int>(emb[0]);
   g.n_embd = static_cast<int>(emb[1]);
@@ -56,7 +58,8 @@ Geometry derive_geometry(const OfficialNames& official, const std::string& path)
     }
     layers.insert(index);
   }
-  if (layers.empty()) throw CheckpointError(path, "no blocks found: expected blocks.0 .. blocks.{L-1}");
+  if (layers.empty())
+    throw CheckpointError(path, "no blocks found: expected blocks.0 .. blocks.{L-1}");
   const int64_t last = *layers.rbegin();
   if (static_cast<int64_t>(layers.size()) != last + 1) {
     int64_t expect = 0;
@@ -78,7 +81,8 @@ Geometry derive_geometry(const OfficialNames& official, const std::string& path)
   g.head_size = static_cast<int>(rk[1]);
   const auto& fk = shape_of("blocks.0.ffn.key.weight");
   if (fk.size() != 2 || fk[0] <= 0) {
-    throw CheckpointError(path, "tensor 'blocks.0.ffn.key.weight': expected shape [F, C], found " + base::shape_string(fk));
+    throw CheckpointError(path, "tensor 'blocks.0.ffn.key.weight': expected shape [F, C], found " +
+                                    base::shape_string(fk));
   }
   g.ffn_dim = static_cast<int>(fk[0]);
   auto rank = [&](const std::string& n) {
@@ -86,7 +90,8 @@ Geometry derive_geometry(const OfficialNames& official, const std::string& path)
     if (it == names.end()) shape_of(n);  // throws "missing"
     const auto& s = it->second.view.shape;
     if (s.size() != 2) {
-      throw CheckpointError(path, "tensor '" + it->second.stored_name + "': expected a 2-D LoRA factor, found " +
+      throw CheckpointError(path, "tensor '" + it->second.stored_name +
+                                      "': expected a 2-D LoRA factor, found " +
                                       base::shape_string(s));
     }
     return static_cast<int>(it->second.linear_layout ? s[0] : s[1]);
@@ -100,16 +105,16 @@ Geometry derive_geometry(const OfficialNames& official, const std::string& path)
                              {g.lora_g, "gate LoRA rank (att.g1)"},
                              {g.ffn_dim, "FFN width F (ffn.key)"}}) {
     if (value <= 0) {
-      throw CheckpointError(path, std::string("expected a positive ") + what + ", found " +
-                                      std::to_string(value));
+      throw CheckpointError(
+          path, std::string("expected a positive ") + what + ", found " + std::to_string(value));
     }
   }
   if (g.n_layer > 1 && g.lora_v <= 0) {
-    throw CheckpointError(path, "expected a positive value-residual LoRA rank (blocks.1.att.v1), found " +
-                                    std::to_string(g.lora_v));
+    throw CheckpointError(path,
+                          "expected a positive value-residual LoRA rank (blocks.1.att.v1), found " +
+                              std::to_string(g.lora_v));
   }
   return g;
 }
-
 
 }  // namespace wick::io

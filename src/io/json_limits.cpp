@@ -18,8 +18,9 @@ json parse_json_limited(std::string_view text, const std::string& path, const st
   std::vector<Open> open;
   auto element = [&]() {
     if (!open.empty() && open.back().is_array && ++open.back().count > limits.max_array) {
-      throw FormatError(path, "", what + " arrays of at most " + std::to_string(limits.max_array) + " elements",
-                        "a longer array");
+      throw FormatError(
+          path, "", what + " arrays of at most " + std::to_string(limits.max_array) + " elements",
+          "a longer array");
     }
   };
   try {
@@ -31,8 +32,10 @@ json parse_json_limited(std::string_view text, const std::string& path, const st
             case json::parse_event_t::array_start:
               element();
               if (depth >= limits.max_depth) {
-                throw FormatError(path, "", what + " nested at most " + std::to_string(limits.max_depth) + " levels deep",
-                                  "deeper nesting");
+                throw FormatError(
+                    path, "",
+                    what + " nested at most " + std::to_string(limits.max_depth) + " levels deep",
+                    "deeper nesting");
               }
               open.push_back({event == json::parse_event_t::array_start, 0});
               break;

@@ -12,7 +12,7 @@
 namespace wick::io {
 
 struct JsonLimits {
-  int max_depth = 8;          // containers nested deeper than this are refused
+  int max_depth = 8;           // containers nested deeper than this are refused
   size_t max_array = 1 << 20;  // elements of any one array
 };
 

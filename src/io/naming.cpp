@@ -9,11 +9,13 @@
 namespace wick::io {
 namespace {
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool starts_with(std::string_view s, std::string_view p) {
+  return s.substr(0, p.size()) == p;
+}
 
 // Splits "<prefix><int>.<rest>" into (int, rest).
 std::optional<std::pair<int, std::string>> layer_and_rest(std::string_view name,
-                                                         std::string_view prefix) {
+                                                          std::string_view prefix) {
   if (!starts_with(name, prefix)) return std::nullopt;
   std::string_view s = name.substr(prefix.size());
   size_t dot = s.find('.');
@@ -48,7 +50,8 @@ std::optional<Renamed> rename_fla_layer(int layer, const std::string& s) {
       if (std::string(b) != "g")
         t[std::string("attn.") + b + "_lora.lora.2.bias"] = {std::string("att.") + b + "0"};
     }
-    for (const char* v : {"k_k", "k_a", "r_k"}) t[std::string("attn.") + v] = {std::string("att.") + v};
+    for (const char* v : {"k_k", "k_a", "r_k"})
+      t[std::string("attn.") + v] = {std::string("att.") + v};
     t["attn.r_proj.weight"] = {"att.receptance.weight"};
     t["attn.k_proj.weight"] = {"att.key.weight"};
     t["attn.v_proj.weight"] = {"att.value.weight"};
@@ -81,7 +84,8 @@ std::optional<Renamed> rename_tmix_layer(const std::string& s) {
       if (std::string(b) != "g")
         t[std::string("tmix.") + b + "_lora_B.bias"] = {std::string("att.") + b + "0"};
     }
-    for (const char* v : {"k_k", "k_a", "r_k"}) t[std::string("tmix.") + v] = {std::string("att.") + v};
+    for (const char* v : {"k_k", "k_a", "r_k"})
+      t[std::string("tmix.") + v] = {std::string("att.") + v};
     t["tmix.r_proj.weight"] = {"att.receptance.weight"};
     t["tmix.k_proj.weight"] = {"att.key.weight"};
     t["tmix.v_proj.weight"] = {"att.value.weight"};
@@ -130,12 +134,13 @@ OfficialNames map_to_official_names(const TensorSet& set) {
 
   if (has("blocks.0.att.x_rwkvag") || has("blocks.0.att.time_maa_x") ||
       has("blocks.0.att.time_decay") || has("blocks.0.att.time_mix_k")) {
-    std::string kind = has("blocks.0.att.x_rwkvag") ? "an rwkv.cpp-style dump (fused x_rwkvag)"
+    std::string kind = has("blocks.0.att.x_rwkvag")     ? "an rwkv.cpp-style dump (fused x_rwkvag)"
                        : has("blocks.0.att.time_maa_x") ? "an RWKV-6 (x060) checkpoint"
                                                         : "an RWKV-4/5 checkpoint";
-    throw CheckpointError(path, "this is " + kind +
-                                    "; wick runs RWKV-7 x070 checkpoints (official, HuggingFace/fla "
-                                    "or tmix/cmix names, see docs/naming.md)");
+    throw CheckpointError(path,
+                          "this is " + kind +
+                              "; wick runs RWKV-7 x070 checkpoints (official, HuggingFace/fla "
+                              "or tmix/cmix names, see docs/naming.md)");
   }
 
   if (has("emb.weight") && has("blocks.0.att.r_k")) {
@@ -178,7 +183,8 @@ OfficialNames map_to_official_names(const TensorSet& set) {
           // fla before 2025-04: the six mixes stacked as [6, C], rows r, w, k, v, a, g.
           const TensorView& v = *view;
           if (v.shape.size() != 2 || v.shape[0] != 6) {
-            throw CheckpointError(path, "tensor '" + v.name + "': expected the fused mixes as [6, C], found " +
+            throw CheckpointError(path, "tensor '" + v.name +
+                                            "': expected the fused mixes as [6, C], found " +
                                             v.shape_string());
           }
           const size_t row_bytes = v.nbytes / 6;
@@ -213,10 +219,11 @@ OfficialNames map_to_official_names(const TensorSet& set) {
     sample += (n > 1 ? ", " : "") + view->name;
   }
   throw CheckpointError(
-      path, "not an RWKV-7 x070 checkpoint in a known naming convention: expected 'emb.weight' + "
-            "'blocks.0.att.r_k' (official), 'blocks.0.tmix.r_k' (tmix/cmix) or "
-            "'model.layers.0.attn.r_k' (HuggingFace/fla); found " +
-                std::to_string(set.size()) + " tensors: " + (sample.empty() ? "(none)" : sample));
+      path,
+      "not an RWKV-7 x070 checkpoint in a known naming convention: expected 'emb.weight' + "
+      "'blocks.0.att.r_k' (official), 'blocks.0.tmix.r_k' (tmix/cmix) or "
+      "'model.layers.0.attn.r_k' (HuggingFace/fla); found " +
+          std::to_string(set.size()) + " tensors: " + (sample.empty() ? "(none)" : sample));
 }
 
 }  // namespace wick::io

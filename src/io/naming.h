@@ -15,8 +15,8 @@
 namespace wick::io {
 
 struct MappedTensor {
-  TensorView view;          // the stored tensor (possibly a row slice of a fused tensor)
-  std::string stored_name;  // its name in the file, for messages
+  TensorView view;             // the stored tensor (possibly a row slice of a fused tensor)
+  std::string stored_name;     // its name in the file, for messages
   bool linear_layout = false;  // LoRA factor stored as nn.Linear weight ([out, in])
 };
 

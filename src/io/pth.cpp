@@ -68,10 +68,9 @@ class JsonWriter {
   }
   void check_size() const {
     if (out_.size() <= limit_) return;
-    refuse(limit_ < kMaxMetadataText
-               ? "more than " + std::to_string(kMaxMetadataTotal >> 20) +
-                     " MiB of non-tensor values as text in all"
-               : std::string("a value of more than 1 MiB as text"));
+    refuse(limit_ < kMaxMetadataText ? "more than " + std::to_string(kMaxMetadataTotal >> 20) +
+                                           " MiB of non-tensor values as text in all"
+                                     : std::string("a value of more than 1 MiB as text"));
   }
   void text(std::string_view s) {
     out_ += '"';

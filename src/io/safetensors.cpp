@@ -63,10 +63,10 @@ TensorSet read_safetensors(std::shared_ptr<MappedFile> file) {
   }
   const uint64_t header_len = read_u64_le(file->data());
   if (header_len > size - 8) {
-    throw FormatError(path, "",
-                      "a header length of at most " + std::to_string(size - 8) +
-                          " bytes (the rest of the file)",
-                      std::to_string(header_len) + " (truncated file, or not safetensors)");
+    throw FormatError(
+        path, "",
+        "a header length of at most " + std::to_string(size - 8) + " bytes (the rest of the file)",
+        std::to_string(header_len) + " (truncated file, or not safetensors)");
   }
   if (header_len > kMaxSafetensorsHeader) {
     throw FormatError(path, "", "a JSON header of at most 100 MiB",
@@ -82,12 +82,10 @@ TensorSet read_safetensors(std::shared_ptr<MappedFile> file) {
   JsonLimits limits;
   limits.max_depth = 3;
   limits.max_array = 64;
-  json root = parse_json_limited(header, path, "safetensors header", limits,
-                                 [&](int depth, const std::string& key) {
-                                   if (depth == 1 && !seen_keys.insert(key).second &&
-                                       duplicate.empty())
-                                     duplicate = key;
-                                 });
+  json root = parse_json_limited(
+      header, path, "safetensors header", limits, [&](int depth, const std::string& key) {
+        if (depth == 1 && !seen_keys.insert(key).second && duplicate.empty()) duplicate = key;
+      });
   if (!duplicate.empty()) {
     throw FormatError(path, duplicate, "each key once in the header", "a duplicate key");
   }
@@ -166,10 +164,10 @@ TensorSet read_safetensors(std::shared_ptr<MappedFile> file) {
                         off ? brief_json(*off) : "none");
     }
     if (begin > end || end > data_size) {
-      throw FormatError(path, name,
-                        "offsets with begin <= end <= " + std::to_string(data_size) +
-                            " (the data section)",
-                        "[" + std::to_string(begin) + ", " + std::to_string(end) + "]");
+      throw FormatError(
+          path, name,
+          "offsets with begin <= end <= " + std::to_string(data_size) + " (the data section)",
+          "[" + std::to_string(begin) + ", " + std::to_string(end) + "]");
     }
     const uint64_t esize = dtype_size(t.dtype);
     if (overflow || numel > UINT64_MAX / esize || numel * esize != end - begin) {
@@ -185,12 +183,12 @@ TensorSet read_safetensors(std::shared_ptr<MappedFile> file) {
     set.add(std::move(t));
   }
 
-  std::sort(spans.begin(), spans.end(),
-            [](const Span& a, const Span& b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);
+  });
   for (size_t i = 1; i < spans.size(); ++i) {
     if (spans[i].begin < spans[i - 1].end) {
-      throw FormatError(path, spans[i].name,
-                        "a byte range not shared with any other tensor",
+      throw FormatError(path, spans[i].name, "a byte range not shared with any other tensor",
                         "[" + std::to_string(spans[i].begin) + ", " + std::to_string(spans[i].end) +
                             ") overlapping '" + spans[i - 1].name + "' [" +
                             std::to_string(spans[i - 1].begin) + ", " +

@@ -8,7 +8,9 @@
 
 namespace wick::io {
 
-std::string TensorView::shape_string() const { return base::shape_string(shape); }
+std::string TensorView::shape_string() const {
+  return base::shape_string(shape);
+}
 
 void TensorSet::add(TensorView t) {
   if (index_.count(t.name)) {

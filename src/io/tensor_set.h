@@ -18,7 +18,7 @@ namespace wick::io {
 struct TensorView {
   std::string name;
   DType dtype = DType::F32;
-  std::vector<int64_t> shape;    // row-major, outermost first
+  std::vector<int64_t> shape;     // row-major, outermost first
   const uint8_t* data = nullptr;  // little-endian elements; may be unaligned
   size_t nbytes = 0;              // == numel() * dtype_size(dtype), checked by the reader
 

@@ -28,7 +28,8 @@ Isa best_supported_isa() {
     return Isa::kAvx512;
   }
   // The AVX2 kernels also widen fp16 with F16C (vcvtph2ps); every AVX2 CPU has it, but check.
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c()) return Isa::kAvx2;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())
+    return Isa::kAvx2;
 #endif
   return Isa::kScalar;
 }
@@ -49,9 +50,12 @@ Isa active_isa() {
 
 std::string_view isa_name(Isa isa) {
   switch (isa) {
-    case Isa::kScalar: return "scalar";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
   }
   return "?";
 }

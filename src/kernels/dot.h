@@ -9,8 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/cpu_features.h"
 #include "base/fp16.h"
+#include "kernels/cpu_features.h"
 
 namespace wick::kernels {
 
@@ -43,7 +43,7 @@ struct DotKernels {
   GemmTile gemm_tile;
   Widen widen_f16;
   Widen widen_bf16;
-  int tile_rows;    // the GEMM tile's register blocking
+  int tile_rows;  // the GEMM tile's register blocking
   int tile_inputs;
 };
 

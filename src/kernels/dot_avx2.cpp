@@ -56,6 +56,8 @@ struct Avx2 {
 
 }  // namespace
 
-const DotKernels& dot_kernels_avx2() { return dot_impl::kernels<Avx2>(); }
+const DotKernels& dot_kernels_avx2() {
+  return dot_impl::kernels<Avx2>();
+}
 
 }  // namespace wick::kernels

@@ -57,6 +57,8 @@ struct Avx512 {
 
 }  // namespace
 
-const DotKernels& dot_kernels_avx512() { return dot_impl::kernels<Avx512>(); }
+const DotKernels& dot_kernels_avx512() {
+  return dot_impl::kernels<Avx512>();
+}
 
 }  // namespace wick::kernels

@@ -89,8 +89,8 @@ inline void gemv_rows_n(const typename E::W* w, size_t stride, const float* x, s
 
 // The last nr (< K + 1) rows of a GEMV: one call of the K-row kernel that fits.
 template <class V, class E, int K>
-inline void gemv_rows_rest(const typename E::W* w, size_t stride, const float* x, size_t n,
-                           int nr, float* y) {
+inline void gemv_rows_rest(const typename E::W* w, size_t stride, const float* x, size_t n, int nr,
+                           float* y) {
   if constexpr (K > 0) {
     if (nr == K) return gemv_rows_n<V, E, K>(w, stride, x, n, y, nullptr);
     gemv_rows_rest<V, E, K - 1>(w, stride, x, n, nr, y);
@@ -198,17 +198,9 @@ void widen(const typename E::W* src, float* dst, size_t n) {
 // The kernel table of V's instruction set.
 template <class V>
 const DotKernels& kernels() {
-  static const DotKernels k{dot<V, F32>,
-                            dot<V, F16>,
-                            dot<V, BF16>,
-                            gemv_rows<V, F32>,
-                            gemv_rows<V, F16>,
-                            gemv_rows<V, BF16>,
-                            gemm_tile<V>,
-                            widen<V, F16>,
-                            widen<V, BF16>,
-                            V::kTileRows,
-                            V::kTileInputs};
+  static const DotKernels k{dot<V, F32>,       dot<V, F16>,        dot<V, BF16>,  gemv_rows<V, F32>,
+                            gemv_rows<V, F16>, gemv_rows<V, BF16>, gemm_tile<V>,  widen<V, F16>,
+                            widen<V, BF16>,    V::kTileRows,       V::kTileInputs};
   return k;
 }
 

@@ -59,13 +59,18 @@ struct Scalar {
 
 }  // namespace
 
-const DotKernels& dot_kernels_scalar() { return dot_impl::kernels<Scalar>(); }
+const DotKernels& dot_kernels_scalar() {
+  return dot_impl::kernels<Scalar>();
+}
 
 const DotKernels& dot_kernels_for(Isa isa) {
   switch (isa) {
-    case Isa::kAvx512: return dot_kernels_avx512();
-    case Isa::kAvx2: return dot_kernels_avx2();
-    case Isa::kScalar: break;
+    case Isa::kAvx512:
+      return dot_kernels_avx512();
+    case Isa::kAvx2:
+      return dot_kernels_avx2();
+    case Isa::kScalar:
+      break;
   }
   return dot_kernels_scalar();
 }

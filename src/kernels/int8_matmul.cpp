@@ -105,7 +105,9 @@ void quantize_input_row(const Int8Matrix& w, const float* x, int8_t* xq, InputRo
     narrow += a >= 2 * kInt8InputOutlierCode ? 1 : 0;
   }
   const int64_t cap = int8_max_outliers(cols);
-  const int bar = wide <= cap ? kInt8InputOutlierCode : narrow <= cap ? 2 * kInt8InputOutlierCode : 0;
+  const int bar = wide <= cap     ? kInt8InputOutlierCode
+                  : narrow <= cap ? 2 * kInt8InputOutlierCode
+                                  : 0;
   if (bar == 0) return;
   if (src != tmp) {
     std::memcpy(tmp, x, static_cast<size_t>(cols) * sizeof(float));

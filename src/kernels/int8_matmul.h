@@ -15,9 +15,9 @@
 // - Weight outlier columns, chosen once at load: the input columns whose largest finite
 //   |W[o, c]| exceeds kInt8OutlierRatio times the median over the columns of that maximum (the
 //   upper median, element cols / 2 in ascending order; none when it is 0), at most
-//   int8_max_outliers(cols) of them, the largest first (ties: the lower column). Their weights are kept in fp32 as
-//   stored (widened) and their codes are 0; X's values in those columns enter in fp32 too (their
-//   codes are 0 and they are left out of X's scale).
+//   int8_max_outliers(cols) of them, the largest first (ties: the lower column). Their weights are
+//   kept in fp32 as stored (widened) and their codes are 0; X's values in those columns enter in
+//   fp32 too (their codes are 0 and they are left out of X's scale).
 // - Input outlier columns, chosen per input row at every call: X[t] (less the weight outlier
 //   columns) is quantised by the rule above; the columns whose code has magnitude
 //   >= kInt8InputOutlierCode (32: values above about max |x| / 4) are its outliers when there are
@@ -34,10 +34,10 @@
 //           + W[o, c_0] * X[t, c_0] + ... + W[o, c_{k-1}] * X[t, c_{k-1}]
 //           + (float(code_w[o, d_0]) * scale_w[o]) * X[t, d_0] + ...
 // each product and sum rounded to fp32 on its own, left to right (every int8_matmul*.cpp file is
-// compiled with -ffp-contract=off). The integer sums do not depend on the order they are added in and the
-// float epilogue is one fixed sequence, so every output is a function of W[o] and X[t] alone:
-// row t of a T-row call is bit-identical to a 1-row call on X[t], whatever the instruction set,
-// the tiling or the thread count. Without outliers this is the plain per-row product.
+// compiled with -ffp-contract=off). The integer sums do not depend on the order they are added in
+// and the float epilogue is one fixed sequence, so every output is a function of W[o] and X[t]
+// alone: row t of a T-row call is bit-identical to a 1-row call on X[t], whatever the instruction
+// set, the tiling or the thread count. Without outliers this is the plain per-row product.
 //
 // Kernels: scalar reference, AVX2 (vpmaddubsw), AVX-512 VNNI (vpdpbusd), chosen at run time by
 // kernels/cpu_features.h (WICK_ISA=scalar|avx2 forces a lower level). All three give identical
@@ -99,19 +99,24 @@ float quantize_row_int8(const float* v, int64_t n, int8_t* codes);
 
 // A quantised matrix that owns its codes, scales and weight outlier columns.
 struct Int8Weights {
-  std::vector<int8_t> codes;          // [rows, stride]
-  std::vector<float> scales;          // [rows]
-  std::vector<int32_t> outlier_cols;  // [k] ascending
-  std::vector<float> outlier_weights; // [k, rows]
+  std::vector<int8_t> codes;           // [rows, stride]
+  std::vector<float> scales;           // [rows]
+  std::vector<int32_t> outlier_cols;   // [k] ascending
+  std::vector<float> outlier_weights;  // [k, rows]
   int64_t rows = 0, cols = 0, stride = 0;
   // The first row holding a non-finite weight (its scale or an outlier weight is NaN or inf), or
   // -1 when all are finite.
   int64_t first_nonfinite_row = -1;
 
   Int8Matrix view() const {
-    return {codes.data(),        scales.data(),           rows,
-            cols,                stride,                  outlier_cols.data(),
-            outlier_weights.data(), static_cast<int64_t>(outlier_cols.size())};
+    return {codes.data(),
+            scales.data(),
+            rows,
+            cols,
+            stride,
+            outlier_cols.data(),
+            outlier_weights.data(),
+            static_cast<int64_t>(outlier_cols.size())};
   }
   // Bytes held: codes (padding included) + fp32 scales + the outlier columns (indices, weights).
   uint64_t bytes() const {

@@ -108,9 +108,9 @@ void sums_avx512_vnni(const Int8Matrix& w, int64_t r0, int64_t r1, const int8_t*
 }
 
 void epilogue_avx512_vnni(const Int8Matrix& w, int64_t r0, int64_t r1, const int32_t* s,
-                     int64_t s_stride, const InputRow* in, int64_t nt, const float* x,
-                     int64_t cols, float* y, int64_t y_stride, const int32_t* cols_buf,
-                     int64_t n_cols, float* tile) {
+                          int64_t s_stride, const InputRow* in, int64_t nt, const float* x,
+                          int64_t cols, float* y, int64_t y_stride, const int32_t* cols_buf,
+                          int64_t n_cols, float* tile) {
   epilogue_rows(w, r0, r1, s, s_stride, in, nt, x, cols, y, y_stride, cols_buf, n_cols, tile);
 }
 

@@ -87,10 +87,9 @@ struct Kernels {
   void (*sums)(const Int8Matrix& w, int64_t r0, int64_t r1, const int8_t* xq, int64_t x_stride,
                int64_t nt, int32_t* sums, int64_t s_stride);
   // epilogue_rows(), compiled for the instruction set.
-  void (*epilogue)(const Int8Matrix& w, int64_t r0, int64_t r1, const int32_t* s,
-                   int64_t s_stride, const InputRow* in, int64_t nt, const float* x, int64_t cols,
-                   float* y, int64_t y_stride, const int32_t* cols_buf, int64_t n_cols,
-                   float* tile);
+  void (*epilogue)(const Int8Matrix& w, int64_t r0, int64_t r1, const int32_t* s, int64_t s_stride,
+                   const InputRow* in, int64_t nt, const float* x, int64_t cols, float* y,
+                   int64_t y_stride, const int32_t* cols_buf, int64_t n_cols, float* tile);
   const char* name;
 };
 

@@ -29,7 +29,8 @@ constexpr int64_t kGemmItemsPerThread = 4;
 constexpr int64_t kGemmMinInputs = 32;
 
 const void* row_ptr(const MatrixRef& w, int64_t row) {
-  return static_cast<const uint8_t*>(w.data) + row * w.cols * static_cast<int64_t>(dtype_size(w.dtype));
+  return static_cast<const uint8_t*>(w.data) +
+         row * w.cols * static_cast<int64_t>(dtype_size(w.dtype));
 }
 
 void gemv_block(const DotKernels& k, const MatrixRef& w, const float* x, int64_t r0, int64_t r1,

@@ -76,14 +76,15 @@ class ThreadPool {
   template <typename Fn>
   void run(int64_t n_blocks, Fn&& fn) {
     using F = std::remove_reference_t<Fn>;
-    run_impl(n_blocks,
-             [](void* ctx, int64_t b, Arena& a) {
-               if constexpr (std::is_invocable_v<F&, int64_t, Arena&>)
-                 (*static_cast<F*>(ctx))(b, a);
-               else
-                 (*static_cast<F*>(ctx))(b);
-             },
-             const_cast<void*>(static_cast<const void*>(&fn)));
+    run_impl(
+        n_blocks,
+        [](void* ctx, int64_t b, Arena& a) {
+          if constexpr (std::is_invocable_v<F&, int64_t, Arena&>)
+            (*static_cast<F*>(ctx))(b, a);
+          else
+            (*static_cast<F*>(ctx))(b);
+        },
+        const_cast<void*>(static_cast<const void*>(&fn)));
   }
 
   // The calling thread's arena (scratch the caller uses before or after a run()). Only for the
@@ -105,7 +106,7 @@ class ThreadPool {
   std::atomic<uint32_t> generation_{0};  // bumped to publish a job
   std::mutex sleep_mutex_;               // idle workers sleep on wake_ after spinning
   std::condition_variable wake_;
-  std::atomic<int64_t> done_{0};         // blocks finished in the current generation
+  std::atomic<int64_t> done_{0};  // blocks finished in the current generation
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
   // (generation << 32) | block count of the job published for that generation.

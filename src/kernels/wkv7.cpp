@@ -7,16 +7,16 @@ namespace wick::kernels {
 
 void wkv7_head_avx512(int N, float* S, const float* r, const float* w, const float* k,
                       const float* v, const float* kk, const float* a, float* y);
-void wkv7_head_avx2(int N, float* S, const float* r, const float* w, const float* k,
-                    const float* v, const float* kk, const float* a, float* y);
+void wkv7_head_avx2(int N, float* S, const float* r, const float* w, const float* k, const float* v,
+                    const float* kk, const float* a, float* y);
 
 namespace {
 
 // One head, one token. N is small (64 in released models); the inner loops vectorise.
 inline void wkv7_head_scalar(int N, float* __restrict S, const float* __restrict r,
-                      const float* __restrict w, const float* __restrict k,
-                      const float* __restrict v, const float* __restrict kk,
-                      const float* __restrict a, float* __restrict y) {
+                             const float* __restrict w, const float* __restrict k,
+                             const float* __restrict v, const float* __restrict kk,
+                             const float* __restrict a, float* __restrict y) {
   float kka[256];
   float* b = N <= 256 ? kka : new float[N];
   for (int j = 0; j < N; ++j) b[j] = kk[j] * a[j];
@@ -46,7 +46,9 @@ Wkv7HeadFn wkv7_head_kernel(Isa isa, int N) {
 
 namespace {
 
-Wkv7HeadFn head_kernel(int N) { return wkv7_head_kernel(active_isa(), N); }
+Wkv7HeadFn head_kernel(int N) {
+  return wkv7_head_kernel(active_isa(), N);
+}
 
 }  // namespace
 

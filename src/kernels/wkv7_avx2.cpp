@@ -11,9 +11,8 @@
 namespace wick::kernels {
 
 void wkv7_head_avx2(int N, float* __restrict S, const float* __restrict r,
-                    const float* __restrict w, const float* __restrict k,
-                    const float* __restrict v, const float* __restrict kk,
-                    const float* __restrict a, float* __restrict y) {
+                    const float* __restrict w, const float* __restrict k, const float* __restrict v,
+                    const float* __restrict kk, const float* __restrict a, float* __restrict y) {
   alignas(32) float neg_kk[256], b[256];
   for (int j = 0; j < N; j += 8) {
     const __m256 kkv = _mm256_loadu_ps(kk + j);

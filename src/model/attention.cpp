@@ -117,7 +117,8 @@ void attend_rows(State& state, int j, const AttentionOptions& options, const flo
   const int H = static_cast<int>(C / kAttentionHeadSize);
   if (options.mode == AttentionMode::kMoba) update_block_means(state, j, options.moba_block);
   const float* means = state.kv_block_means(j).data();
-  const bool per_head = options.mode == AttentionMode::kMoba && options.moba_scope == MobaScope::kPerHead;
+  const bool per_head =
+      options.mode == AttentionMode::kMoba && options.moba_scope == MobaScope::kPerHead;
   // One key set per row (shared scope, full) or per row and head (per-head scope).
   std::vector<std::vector<KeyRange>> ranges(static_cast<size_t>(per_head ? 0 : T));
   if (!per_head) {

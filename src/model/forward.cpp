@@ -29,7 +29,9 @@ constexpr double kGroupNormEps = 64e-5;  // deliberate constant (docs/x070-math.
 constexpr float kL2NormEps = 1e-12f;
 constexpr float kDecayScale = 0.6065306597126334f;  // e^(-1/2)
 
-inline float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
+inline float sigmoid(float x) {
+  return 1.f / (1.f + std::exp(-x));
+}
 
 // One sequence of a (possibly batched) pass: its rows [row0, row0 + T) of the workspace and the
 // state it continues. Rows of all segments go through every matrix product together (one GEMM);
@@ -56,8 +58,8 @@ struct Workspace final : PassWorkspace {
       const size_t n = static_cast<size_t>(T * cols);
       if (v.size() < n) v.resize(n);
     };
-    for (auto* v : {&x, &xa, &xr, &xw, &xk, &xv, &xaa, &xg, &r, &k, &v, &w, &a, &g_, &kk, &y, &tmpc,
-                    &v_first, &xb, &normed})
+    for (auto* v : {&x, &xa, &xr, &xw, &xk, &xv, &xaa,  &xg,      &r,  &k,
+                    &v, &w,  &a,  &g_, &kk, &y,  &tmpc, &v_first, &xb, &normed})
       mk(*v, C);
     mk(lora, D);
     mk(ffn_h, std::max(g.ffn_dim, g.attn_ffn_dim));
@@ -68,7 +70,7 @@ struct Workspace final : PassWorkspace {
   std::vector<int64_t> rows;
   Precision precision = Precision::kFp32;
   kernels::ThreadPool* pool = nullptr;  // the lease's pool, for this pass
-  std::vector<float> rounded;  // kBf16: a large product's input rows rounded to bf16
+  std::vector<float> rounded;           // kBf16: a large product's input rows rounded to bf16
 };
 
 // fn(t) for every row t < T: rows are independent, so blocks of rows run on the kernel threads
@@ -293,8 +295,8 @@ void channel_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
 // cache, then its own channel mix. The segments' caches were already extended to pos0 + T rows;
 // this block fills its rows [pos0, pos0 + T) before attending (a token sees its own key).
 void attention_block(const AttentionBlockWeights& A, const Geometry& g, int j, int64_t T,
-                     std::span<const Segment> segs, Workspace& ws,
-                     const AttentionOptions& options, const ActivationTrace* trace) {
+                     std::span<const Segment> segs, Workspace& ws, const AttentionOptions& options,
+                     const ActivationTrace* trace) {
   const int64_t C = g.n_embd;
   float* x = ws.x.data();
   float* xa = ws.xa.data();
@@ -344,7 +346,8 @@ void check_tokens(const Geometry& g, std::span<const int32_t> tokens, const std:
 }
 
 void check_state(const Geometry& g, const State* st, const std::string& where) {
-  if (st == nullptr) throw InputError("null state" + where + ": pass a State from Model::new_state()");
+  if (st == nullptr)
+    throw InputError("null state" + where + ": pass a State from Model::new_state()");
   if (!state_fits(*st, g)) throw_state_mismatch(StateGeometry::of(*st), g, "the state" + where);
 }
 
@@ -387,8 +390,8 @@ struct Dest {
 // throw leaves every state as it was.
 void run(const Model::Impl& m, const Runtime& runtime, const AttentionOptions& attention,
          Precision precision, std::span<const std::span<const int32_t>> seqs,
-         std::span<State* const> states, Rows out_rows, Output output,
-         const ActivationTrace* trace, const Dest& dest) {
+         std::span<State* const> states, Rows out_rows, Output output, const ActivationTrace* trace,
+         const Dest& dest) {
   const Geometry& g = m.geometry;
   if (output == Output::kLogits && out_rows != Rows::kNone && !m.weights.head) {
     throw InputError("this checkpoint (" + m.info.source +
@@ -406,7 +409,9 @@ void run(const Model::Impl& m, const Runtime& runtime, const AttentionOptions& a
   int64_t total = 0;
   for (size_t b = 0; b < seqs.size(); ++b) {
     // Messages are built only on the error path (no allocation in a steady-state pass).
-    auto where = [&] { return seqs.size() > 1 ? " (sequence " + std::to_string(b) + ")" : std::string(); };
+    auto where = [&] {
+      return seqs.size() > 1 ? " (sequence " + std::to_string(b) + ")" : std::string();
+    };
     if (seqs[b].empty() || states[b] == nullptr) {
       check_tokens(g, seqs[b], where());
       check_state(g, states[b], where());
@@ -419,8 +424,10 @@ void run(const Model::Impl& m, const Runtime& runtime, const AttentionOptions& a
       if (states[e] == states[b])
         throw InputError("sequences " + std::to_string(e) + " and " + std::to_string(b) +
                          " share one State object: each sequence needs its own state");
-    if (g.n_attn > 0) check_kv_room(g, attention, *states[b], static_cast<int64_t>(seqs[b].size()), where());
-    segs[b] = Segment{total, static_cast<int64_t>(seqs[b].size()), states[b], states[b]->kv_length()};
+    if (g.n_attn > 0)
+      check_kv_room(g, attention, *states[b], static_cast<int64_t>(seqs[b].size()), where());
+    segs[b] =
+        Segment{total, static_cast<int64_t>(seqs[b].size()), states[b], states[b]->kv_length()};
     total += segs[b].T;
   }
   const int64_t C = g.n_embd;
@@ -476,8 +483,8 @@ std::span<const std::span<const int32_t>> one(const std::span<const int32_t>& to
 
 }  // namespace
 
-std::vector<float> Model::forward(std::span<const int32_t> tokens, State& state,
-                                  bool all_positions, const ActivationTrace* trace) const {
+std::vector<float> Model::forward(std::span<const int32_t> tokens, State& state, bool all_positions,
+                                  const ActivationTrace* trace) const {
   State* st = &state;
   std::vector<float> out;
   run(*impl_, *runtime_, attention_, precision_, one(tokens), std::span<State* const>(&st, 1),
@@ -533,7 +540,9 @@ void Model::step_batch(std::span<const int32_t> tokens, std::span<State* const> 
       nullptr, Dest{nullptr, logits});
 }
 
-bool Model::has_lm_head() const { return impl_->weights.head != nullptr; }
+bool Model::has_lm_head() const {
+  return impl_->weights.head != nullptr;
+}
 
 std::vector<float> Model::hidden(std::span<const int32_t> tokens, State& state,
                                  bool all_positions) const {

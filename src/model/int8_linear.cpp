@@ -14,7 +14,8 @@ std::vector<Int8Target> int8_targets(ModelWeights& w) {
   auto add = [&out]<class W>(std::span<const TensorSpec<W>> table, const std::string& prefix,
                              W& weights) {
     for (const TensorSpec<W>& s : table)
-      if (s.int8 && weights.*s.lin) out.push_back({prefix + std::string(s.name), &(weights.*s.lin)});
+      if (s.int8 && weights.*s.lin)
+        out.push_back({prefix + std::string(s.name), &(weights.*s.lin)});
   };
   for (size_t i = 0; i < w.layers.size(); ++i)
     add(layer_tensors(), "blocks." + std::to_string(i) + ".", w.layers[i]);

@@ -68,7 +68,8 @@ std::shared_ptr<Model::Impl> build_rwkvx(io::TensorSet set, const quant::RwkvqFi
                                       "only");
     }
     if (j >= kMaxAttentionBlocks) {
-      throw CheckpointError(path, "tensor '" + t.name + "': expected an attention block index below " +
+      throw CheckpointError(path, "tensor '" + t.name +
+                                      "': expected an attention block index below " +
                                       std::to_string(kMaxAttentionBlocks));
     }
     if (!blocks[j].emplace(rest, &t).second) {
@@ -95,7 +96,8 @@ std::shared_ptr<Model::Impl> build_rwkvx(io::TensorSet set, const quant::RwkvqFi
     impl = build_model(io::strip_prefix(set, "rwkv."), "", "", packed, options);
   } catch (const CheckpointError& e) {
     throw CheckpointError(path, std::string("in the RWKV-7 part (rwkv.*, names below without the "
-                                            "prefix): ") + e.what());
+                                            "prefix): ") +
+                                    e.what());
   }
   Geometry& g = impl->geometry;
   const int64_t C = g.n_embd;
@@ -121,13 +123,13 @@ std::shared_ptr<Model::Impl> build_rwkvx(io::TensorSet set, const quant::RwkvqFi
     if (said != found) {
       const bool attn = key != std::string("n_rwkv_layer");
       throw CheckpointError(
-          path, "metadata '" + std::string(key) + "' says " + std::to_string(said) +
-                    (attn ? " attention blocks" : " RWKV blocks") + " but the tensors hold " +
-                    std::to_string(found) +
-                    (attn ? " (moba.0 .. moba." + std::to_string(found - 1) + ")"
-                          : " (in rwkv.*)") +
-                    "; expected them to agree: the file is truncated or was edited by hand, "
-                    "re-export it from the original checkpoint");
+          path,
+          "metadata '" + std::string(key) + "' says " + std::to_string(said) +
+              (attn ? " attention blocks" : " RWKV blocks") + " but the tensors hold " +
+              std::to_string(found) +
+              (attn ? " (moba.0 .. moba." + std::to_string(found - 1) + ")" : " (in rwkv.*)") +
+              "; expected them to agree: the file is truncated or was edited by hand, "
+              "re-export it from the original checkpoint");
     }
   }
 
@@ -151,7 +153,8 @@ std::shared_ptr<Model::Impl> build_rwkvx(io::TensorSet set, const quant::RwkvqFi
     // The channel-mix width F_a comes from the shapes (one for all attention blocks).
     const io::TensorView& fk = r.get(p + "ffn.key.weight").view;
     if (fk.shape.size() != 2 || fk.shape[0] <= 0 || fk.shape[1] != C) {
-      throw CheckpointError(path, "tensor '" + p + "ffn.key.weight': expected shape [F, C] with C = " +
+      throw CheckpointError(path, "tensor '" + p +
+                                      "ffn.key.weight': expected shape [F, C] with C = " +
                                       std::to_string(C) + ", found " + fk.shape_string());
     }
     const int64_t F = fk.shape[0];
@@ -163,8 +166,9 @@ std::shared_ptr<Model::Impl> build_rwkvx(io::TensorSet set, const quant::RwkvqFi
                                       "; expected one width for all attention blocks");
     }
     read_block(r, attention_tensors(), p, g, NormFlags{}, -1, w.attention[j]);
-    r.refuse_leftovers("an RWKV-X attention block has ln1, ln2, att.receptance/key/value/output "
-                       "and ffn.x_k/key/value only (no biases, no ln_x, no position tables)");
+    r.refuse_leftovers(
+        "an RWKV-X attention block has ln1, ln2, att.receptance/key/value/output "
+        "and ffn.x_k/key/value only (no biases, no ln_x, no position tables)");
     r.tally(info);
     r.hash_records(h);
   }

@@ -5,13 +5,13 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "base/sha256.h"
 #include "io/checkpoint.h"
 #include "io/geometry.h"
 #include "io/json_limits.h"
 #include "io/naming.h"
 #include "io/pth.h"
 #include "io/safetensors.h"
-#include "base/sha256.h"
 #include "model/block_reader.h"
 #include "model/int8_linear.h"
 #include "model/model_impl.h"
@@ -42,26 +42,32 @@ HfFlags check_hf_config(const std::string& text, const std::string& cpath, const
   json c = io::parse_json_limited(text, cpath, "config.json", io::JsonLimits{8, 1 << 16});
   if (!c.is_object()) throw CheckpointError(cpath, "config.json: expected a JSON object");
   HfFlags f;
-  auto str = [&](const char* k) { return c.contains(k) && c[k].is_string() ? c[k].get<std::string>() : ""; };
+  auto str = [&](const char* k) {
+    return c.contains(k) && c[k].is_string() ? c[k].get<std::string>() : "";
+  };
   auto check_int = [&](const char* k, int64_t expected, const char* what) {
     if (!c.contains(k) || c[k].is_null()) return;
     if (!c[k].is_number_integer() || c[k].get<int64_t>() != expected) {
-      throw CheckpointError(cpath, std::string("config.json: '") + k + "' is " + io::brief_json(c[k]) +
-                                       " but the weights have " + what + " = " +
-                                       std::to_string(expected) +
+      throw CheckpointError(cpath, std::string("config.json: '") + k + "' is " +
+                                       io::brief_json(c[k]) + " but the weights have " + what +
+                                       " = " + std::to_string(expected) +
                                        "; the config does not belong to these weights");
     }
   };
   if (str("model_type") != "rwkv7") {
-    throw CheckpointError(cpath, "config.json: expected model_type \"rwkv7\" (fla RWKV7ForCausalLM), found " +
-                                     (c.contains("model_type") ? io::brief_json(c["model_type"]) : std::string("none")));
+    throw CheckpointError(
+        cpath,
+        "config.json: expected model_type \"rwkv7\" (fla RWKV7ForCausalLM), found " +
+            (c.contains("model_type") ? io::brief_json(c["model_type"]) : std::string("none")));
   }
   if (c.contains("attn") && !c["attn"].is_null()) {
-    throw CheckpointError(cpath, "config.json: 'attn' is set (a hybrid model with softmax-attention "
-                                 "layers); wick runs pure RWKV-7 x070 models");
+    throw CheckpointError(cpath,
+                          "config.json: 'attn' is set (a hybrid model with softmax-attention "
+                          "layers); wick runs pure RWKV-7 x070 models");
   }
   if (c.contains("hidden_act") && str("hidden_act") != "sqrelu") {
-    throw CheckpointError(cpath, "config.json: expected hidden_act \"sqrelu\", found " + io::brief_json(c["hidden_act"]));
+    throw CheckpointError(cpath, "config.json: expected hidden_act \"sqrelu\", found " +
+                                     io::brief_json(c["hidden_act"]));
   }
   if (c.contains("value_dim") && !c["value_dim"].is_null()) {
     const json& vd = c["value_dim"];
@@ -88,8 +94,10 @@ HfFlags check_hf_config(const std::string& text, const std::string& cpath, const
     throw CheckpointError(cpath, "config.json: norm_eps " + io::brief_json(c["norm_eps"]) +
                                      " is not the x070 LayerNorm eps 1e-5");
   }
-  if (c.contains("norm_first") && c["norm_first"].is_boolean()) f.norm_first = c["norm_first"].get<bool>();
-  if (c.contains("norm_bias") && c["norm_bias"].is_boolean()) f.norm_bias = c["norm_bias"].get<bool>();
+  if (c.contains("norm_first") && c["norm_first"].is_boolean())
+    f.norm_first = c["norm_first"].get<bool>();
+  if (c.contains("norm_bias") && c["norm_bias"].is_boolean())
+    f.norm_bias = c["norm_bias"].get<bool>();
   if (c.contains("tie_word_embeddings") && c["tie_word_embeddings"].is_boolean())
     f.tie_embeddings = c["tie_word_embeddings"].get<bool>();
   return f;
@@ -157,10 +165,11 @@ std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::strin
 
   model::ModelWeights& w = impl->weights;
   if (!flags.norm_first && r.has("blocks.0.ln0.weight")) {
-    throw CheckpointError(config_path, "config.json says norm_first = false (no pre_norm), but the "
-                                       "weights contain '" +
-                                           r.names().tensors.at("blocks.0.ln0.weight").stored_name +
-                                           "'; the config does not belong to these weights");
+    throw CheckpointError(config_path,
+                          "config.json says norm_first = false (no pre_norm), but the "
+                          "weights contain '" +
+                              r.names().tensors.at("blocks.0.ln0.weight").stored_name +
+                              "'; the config does not belong to these weights");
   }
   const NormFlags norms{flags.norm_bias, flags.norm_first};
   read_block(r, model_tensors(), "", g, norms, -1, w);
@@ -177,8 +186,9 @@ std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::strin
     w.head = r.linear("head.weight", g.vocab, g.n_embd, "V x C");
   }
 
-  r.refuse_leftovers("wick runs plain RWKV-7 x070 checkpoints, and unknown tensors mean another "
-                     "architecture (RWKV-7a/7b, DeepEmbed, a hybrid) or a damaged conversion");
+  r.refuse_leftovers(
+      "wick runs plain RWKV-7 x070 checkpoints, and unknown tensors mean another "
+      "architecture (RWKV-7a/7b, DeepEmbed, a hybrid) or a damaged conversion");
 
   ModelInfo& info = impl->info;
   info.source = path;
@@ -187,8 +197,8 @@ std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::strin
   r.tally(info);
   info.fingerprint = weights_fingerprint(r);
   // One decode step reads one embedding row and every Linear once.
-  uint64_t step_bytes = linear_bytes(model_tensors(), w) +
-                        w.emb->stored_bytes() / static_cast<uint64_t>(g.vocab);
+  uint64_t step_bytes =
+      linear_bytes(model_tensors(), w) + w.emb->stored_bytes() / static_cast<uint64_t>(g.vocab);
   for (const LayerWeights& L : w.layers) step_bytes += linear_bytes(layer_tensors(), L);
   info.bytes_per_token = step_bytes;
   impl->sources.push_back(std::move(tensors));
@@ -232,9 +242,12 @@ io::TensorSet embedding_rwkv_backbone(const io::TensorSet& set) {
 
 std::string_view naming_convention_name(NamingConvention c) {
   switch (c) {
-    case NamingConvention::kOfficial: return "official";
-    case NamingConvention::kHuggingFace: return "huggingface-fla";
-    case NamingConvention::kTmixCmix: return "tmix-cmix";
+    case NamingConvention::kOfficial:
+      return "official";
+    case NamingConvention::kHuggingFace:
+      return "huggingface-fla";
+    case NamingConvention::kTmixCmix:
+      return "tmix-cmix";
   }
   return "?";
 }
@@ -247,7 +260,8 @@ std::shared_ptr<Model::Impl> load_impl(const std::string& path) {
   std::error_code ec;
   if (fs::path(path).extension() == ".rwkvq" && !fs::is_directory(path, ec)) {
     auto mapped = io::MappedFile::open(path);
-    if (quant::RwkvqFile::is_zip(*mapped)) quant::RwkvqFile::open(mapped);  // the legacy-pickle message
+    if (quant::RwkvqFile::is_zip(*mapped))
+      quant::RwkvqFile::open(mapped);  // the legacy-pickle message
   }
   io::Checkpoint ck = io::open_checkpoint(path);
   io::TensorSet& set = ck.tensors;
@@ -268,10 +282,11 @@ std::shared_ptr<Model::Impl> load_impl(const std::string& path) {
     impl->info.container = ck.container + " (EmbeddingRWKV)";
     impl->info.embedding_rwkv = true;
   } else if (set.find("reranker.blocks.0.att.r_k") != nullptr) {
-    throw CheckpointError(path, "is an EmbeddingRWKV reranker head (reranker.*), not a language "
-                                "model; load its embedding model as the model and pass this file "
-                                "as the reranker head (wick rerank --model EMB.pth --head " +
-                                    path + ")");
+    throw CheckpointError(path,
+                          "is an EmbeddingRWKV reranker head (reranker.*), not a language "
+                          "model; load its embedding model as the model and pass this file "
+                          "as the reranker head (wick rerank --model EMB.pth --head " +
+                              path + ")");
   } else {
     // An fla-named file with a config.json beside it: validate against it as well.
     if (ck.config_text.empty() && set.find("model.embeddings.weight") != nullptr) {
@@ -309,11 +324,15 @@ Model with_load_options(std::shared_ptr<Model::Impl> impl, const LoadOptions& op
 
 }  // namespace
 
-Model Model::load(const std::string& path) { return from_impl(load_impl(path)); }
+Model Model::load(const std::string& path) {
+  return from_impl(load_impl(path));
+}
 Model Model::load(const std::string& path, const LoadOptions& options) {
   return with_load_options(load_impl(path), options);
 }
-Model Model::load_default() { return from_impl(load_default_impl()); }
+Model Model::load_default() {
+  return from_impl(load_default_impl());
+}
 Model Model::load_default(const LoadOptions& options) {
   return with_load_options(load_default_impl(), options);
 }
@@ -331,7 +350,9 @@ Model Model::with_precision(Precision p) const {
   return m;
 }
 
-std::string_view precision_name(Precision p) { return p == Precision::kBf16 ? "bf16" : "fp32"; }
+std::string_view precision_name(Precision p) {
+  return p == Precision::kBf16 ? "bf16" : "fp32";
+}
 
 Model::Model(std::shared_ptr<const Impl> impl, std::shared_ptr<Runtime> runtime)
     : impl_(std::move(impl)), runtime_(std::move(runtime)), attention_(impl_->default_attention) {}
@@ -359,8 +380,12 @@ std::string_view moba_scope_name(MobaScope s) {
   return s == MobaScope::kPerHead ? "per_head" : "shared";
 }
 
-const Geometry& Model::geometry() const { return impl_->geometry; }
-const ModelInfo& Model::info() const { return impl_->info; }
+const Geometry& Model::geometry() const {
+  return impl_->geometry;
+}
+const ModelInfo& Model::info() const {
+  return impl_->info;
+}
 State Model::new_state() const {
   const Geometry& g = impl_->geometry;
   return State(g.n_layer, g.n_embd, g.n_head, g.head_size, g.n_attn);

@@ -43,7 +43,6 @@ std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::strin
 // their probe table is the "embedding", their blocks are x070 blocks). Throws CheckpointError.
 Model model_from_tensors(io::TensorSet tensors, const BuildOptions& options);
 
-
 // Adds one dense tensor to a weights fingerprint (docs/tasks.md §3.5): name, dtype tag, shape
 // "d0,d1,...", each followed by 0x00, and the stored bytes of tensors of at most 65536 elements.
 void hash_tensor_record(base::Sha256& h, const std::string& name, const io::TensorView& t);

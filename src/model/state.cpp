@@ -17,8 +17,8 @@ std::string geometry_text(const StateGeometry& g) {
 
 std::string state_mismatch_message(const StateGeometry& found, const Geometry& model,
                                    std::string_view subject) {
-  return std::string(subject) + " has geometry (" + geometry_text(found) +
-         ") but the model has (" + geometry_text(StateGeometry::of(model)) +
+  return std::string(subject) + " has geometry (" + geometry_text(found) + ") but the model has (" +
+         geometry_text(StateGeometry::of(model)) +
          "); a state only runs on the model that made it: create it with Model::new_state() of "
          "this model, or load a state file saved by it";
 }
@@ -51,10 +51,11 @@ namespace {
 void check_kv_length(int64_t length, int n_attn, int n_embd) {
   const int64_t max_rows = n_embd > 0 ? (int64_t{1} << 40) / n_embd : 0;
   if (length < 0 || (n_attn == 0 && length > 0) || length > max_rows) {
-    throw InputError("cannot give a KV cache of " + std::to_string(length) + " rows to a state with " +
-                     std::to_string(n_attn) + " attention blocks of width " +
-                     std::to_string(n_embd) + ": expected a length in [0, " +
-                     std::to_string(max_rows) + "], and 0 without attention blocks");
+    throw InputError("cannot give a KV cache of " + std::to_string(length) +
+                     " rows to a state with " + std::to_string(n_attn) +
+                     " attention blocks of width " + std::to_string(n_embd) +
+                     ": expected a length in [0, " + std::to_string(max_rows) +
+                     "], and 0 without attention blocks");
   }
 }
 
@@ -66,7 +67,8 @@ void State::reserve_kv(int64_t length) {
   const size_t n = static_cast<size_t>(length) * n_embd_;
   for (int j = 0; j < n_attn_; ++j) {
     for (std::vector<float>* cache : {&k_[j], &v_[j]}) {
-      if (n > cache->capacity()) cache->reserve(std::max(n, cache->capacity() + cache->capacity() / 2));
+      if (n > cache->capacity())
+        cache->reserve(std::max(n, cache->capacity() + cache->capacity() / 2));
     }
   }
 }

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
-
 #include <nlohmann/json.hpp>
 
 #include "io/json_limits.h"
@@ -112,7 +111,9 @@ void add_continuation(StateFileParts& parts, const Continuation& c, int vocab) {
   }
   const int64_t K = static_cast<int64_t>(snap.history.size());
   parts.tensors.push_back(
-      {"sampler_history_ids", DType::I32, {K},
+      {"sampler_history_ids",
+       DType::I32,
+       {K},
        {reinterpret_cast<const char*>(parts.history_ids.data()), parts.history_ids.size() * 4}});
   parts.tensors.push_back(
       {"sampler_history_weights", DType::F32, {K}, as_bytes(parts.history_weights)});
@@ -152,10 +153,9 @@ void build_state_file(StateFileParts& parts, const State& state, const Model& mo
       {"note", info.note},
       {"engine_version", kEngineVersion},
   };
-  tensors = {
-      {"wkv", DType::F32, {L, 1, H, N, N}, as_bytes(wkv_all)},
-      {"tmix_shift", DType::F32, {L, 1, 1, C}, as_bytes(tmix)},
-      {"cmix_shift", DType::F32, {L, 1, 1, C}, as_bytes(cmix)}};
+  tensors = {{"wkv", DType::F32, {L, 1, H, N, N}, as_bytes(wkv_all)},
+             {"tmix_shift", DType::F32, {L, 1, 1, C}, as_bytes(tmix)},
+             {"cmix_shift", DType::F32, {L, 1, 1, C}, as_bytes(cmix)}};
   // RWKV-X: the attention blocks' channel-mix shifts and KV caches.
   const int A = g.n_attn;
   const int64_t T = state.kv_length();
@@ -192,8 +192,9 @@ Continuation read_continuation(const io::TensorSet& set, const std::string& path
                                      std::string(dtype_name(t->dtype)) + " " + t->shape_string());
     bool nan = false;
     if (const int64_t i = io::first_nonfinite(*t, &nan); i >= 0)
-      throw StateFileError(path, std::string("tensor 'logits' holds ") + (nan ? "NaN" : "an infinity") +
-                                     " at element " + std::to_string(i) +
+      throw StateFileError(path, std::string("tensor 'logits' holds ") +
+                                     (nan ? "NaN" : "an infinity") + " at element " +
+                                     std::to_string(i) +
                                      "; expected finite values: the file is damaged");
     c.logits.resize(static_cast<size_t>(vocab));
     std::memcpy(c.logits.data(), t->data, t->nbytes);
@@ -203,17 +204,19 @@ Continuation read_continuation(const io::TensorSet& set, const std::string& path
   const bool any = ids || weights || meta.count("sampler_mode") || meta.count("sampler_rng");
   if (!any) return c;
   if (!ids || !weights || !meta.count("sampler_mode") || !meta.count("sampler_rng"))
-    throw StateFileError(path, "the sampler part is incomplete: it needs the tensors "
-                               "'sampler_history_ids' and 'sampler_history_weights' and the "
-                               "metadata 'sampler_mode' and 'sampler_rng'; the file is damaged");
+    throw StateFileError(path,
+                         "the sampler part is incomplete: it needs the tensors "
+                         "'sampler_history_ids' and 'sampler_history_weights' and the "
+                         "metadata 'sampler_mode' and 'sampler_rng'; the file is damaged");
   if (ids->dtype != DType::I32 || ids->shape.size() != 1 || weights->dtype != DType::F32 ||
       weights->shape != ids->shape || ids->shape[0] > vocab)
-    throw StateFileError(path, "the sampler history should be I32 [K] ids and F32 [K] weights "
-                               "with K <= " + std::to_string(vocab) + ", found " +
-                                   std::string(dtype_name(ids->dtype)) + " " +
-                                   ids->shape_string() + " and " +
-                                   std::string(dtype_name(weights->dtype)) + " " +
-                                   weights->shape_string());
+    throw StateFileError(path,
+                         "the sampler history should be I32 [K] ids and F32 [K] weights "
+                         "with K <= " +
+                             std::to_string(vocab) + ", found " +
+                             std::string(dtype_name(ids->dtype)) + " " + ids->shape_string() +
+                             " and " + std::string(dtype_name(weights->dtype)) + " " +
+                             weights->shape_string());
   SamplerSnapshot snap;
   try {
     snap.mode = parse_sampler_mode(meta.at("sampler_mode"));
@@ -222,8 +225,8 @@ Continuation read_continuation(const io::TensorSet& set, const std::string& path
   }
   const std::string& rng = meta.at("sampler_rng");
   if (rng.size() != 16 || rng.find_first_not_of("0123456789abcdef") != std::string::npos)
-    throw StateFileError(path, "metadata 'sampler_rng' should be 16 lowercase hex digits, found '" +
-                                   rng + "'");
+    throw StateFileError(
+        path, "metadata 'sampler_rng' should be 16 lowercase hex digits, found '" + rng + "'");
   snap.rng_state = std::stoull(rng, nullptr, 16);
   const int64_t K = ids->shape[0];
   int32_t previous = -1;
@@ -250,8 +253,9 @@ LoadedState read_state(std::shared_ptr<io::MappedFile> file, const std::string& 
   io::TensorSet set = io::read_safetensors(std::move(file));
   const auto& meta = set.metadata();
   if (!meta.count(kFormatKey))
-    throw StateFileError(path, "not a wick state file: the metadata has no 'wick.state' key (is "
-                               "this a model checkpoint? pass it as --model instead)");
+    throw StateFileError(path,
+                         "not a wick state file: the metadata has no 'wick.state' key (is "
+                         "this a model checkpoint? pass it as --model instead)");
   const std::string& version = meta.at(kFormatKey);
   if (version != kFormatVersion && version != kFormatVersion1)
     throw StateFileError(path, "state file format version '" + version +
@@ -259,9 +263,10 @@ LoadedState read_state(std::shared_ptr<io::MappedFile> file, const std::string& 
                                    "again with this version of wick");
   const std::string& kind = required(meta, "kind", path);
   if (kind != kKindSnapshot)
-    throw StateFileError(path, "state file kind '" + kind + "' is not a snapshot" +
-                                   (kind == "docindex" ? " (it is a reranker document index)" : "") +
-                                   "; expected kind 'snapshot'");
+    throw StateFileError(path,
+                         "state file kind '" + kind + "' is not a snapshot" +
+                             (kind == "docindex" ? " (it is a reranker document index)" : "") +
+                             "; expected kind 'snapshot'");
 
   const Geometry& g = model.geometry();
   const int L = parse_dim(meta, "n_layer", path), C = parse_dim(meta, "n_embd", path),
@@ -298,18 +303,18 @@ LoadedState read_state(std::shared_ptr<io::MappedFile> file, const std::string& 
   }
   const bool v2 = version == kFormatVersion;
   auto optional_v2 = [&](const std::string& name) {
-    return v2 && (name == "logits" || name == "sampler_history_ids" ||
-                  name == "sampler_history_weights");
+    return v2 &&
+           (name == "logits" || name == "sampler_history_ids" || name == "sampler_history_weights");
   };
   for (const io::TensorView& t : set.tensors())
     if (!expected.count(t.name) && !optional_v2(t.name))
-      throw StateFileError(path, "unexpected tensor '" + t.name +
-                                     "'; a snapshot holds only wkv, tmix_shift and cmix_shift" +
-                                     (A > 0 ? ", attn_cmix_shift, attn_k_cache and attn_v_cache"
-                                            : "") +
-                                     (v2 ? std::string(" (and optionally logits and the sampler "
-                                                       "history)")
-                                         : std::string(" (format 1)")));
+      throw StateFileError(path,
+                           "unexpected tensor '" + t.name +
+                               "'; a snapshot holds only wkv, tmix_shift and cmix_shift" +
+                               (A > 0 ? ", attn_cmix_shift, attn_k_cache and attn_v_cache" : "") +
+                               (v2 ? std::string(" (and optionally logits and the sampler "
+                                                 "history)")
+                                   : std::string(" (format 1)")));
   for (const auto& [name, shape] : expected) {
     const io::TensorView* t = set.find(name);
     if (!t) throw StateFileError(path, "tensor '" + name + "' is missing");
@@ -368,7 +373,8 @@ LoadedState read_state(std::shared_ptr<io::MappedFile> file, const std::string& 
     const nlohmann::json c = io::parse_json_limited(it->second, path, "state contract", limits);
     if (!c.is_object()) throw StateFileError(path, "metadata 'contract' should be a JSON object");
     if (c.contains("tokenizer") && c["tokenizer"].is_string()) out.info.tokenizer = c["tokenizer"];
-    if (c.contains("n_tokens") && c["n_tokens"].is_number_integer()) out.info.n_tokens = c["n_tokens"];
+    if (c.contains("n_tokens") && c["n_tokens"].is_number_integer())
+      out.info.n_tokens = c["n_tokens"];
     if (c.contains("prompt_sha256") && c["prompt_sha256"].is_string())
       out.info.prompt_sha256 = c["prompt_sha256"];
   }
@@ -396,9 +402,9 @@ LoadedState load_state(const std::string& path, const Model& model, bool allow_o
 
 LoadedState parse_state(std::string_view bytes, const std::string& name, const Model& model,
                         bool allow_other_base) {
-  return read_state(io::MappedFile::borrow(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                           bytes.size(), name),
-                    name, model, allow_other_base);
+  return read_state(
+      io::MappedFile::borrow(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), name),
+      name, model, allow_other_base);
 }
 
 }  // namespace wick

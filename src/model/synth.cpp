@@ -43,8 +43,6 @@
 // the four 16-bit quarters of one output (Irwin-Hall: sum of 4 uniforms, centred and scaled to
 // unit variance, tails bounded at +-3.46): integer arithmetic plus one correctly rounded multiply,
 // no libm, so the noise is identical everywhere.
-#include "kernels/thread_pool.h"
-#include "wick/runtime.h"
 #include "wick/synth.h"
 
 #include <algorithm>
@@ -56,11 +54,13 @@
 #include <functional>
 #include <map>
 
-#include "io/safetensors_writer.h"
-#include "model/tensor_table.h"
 #include "base/fp16.h"
+#include "io/safetensors_writer.h"
+#include "kernels/thread_pool.h"
+#include "model/tensor_table.h"
 #include "wick/errors.h"
 #include "wick/rng.h"
+#include "wick/runtime.h"
 
 namespace wick {
 namespace {
@@ -344,8 +344,8 @@ SynthGeometry make_synth_geometry(int n_layer, int n_embd, int vocab, int n_attn
                      std::to_string(kSynthMaxVocab) + "], found " + std::to_string(vocab));
   }
   if (n_attn < 0 || (n_attn > 0 && n_layer % n_attn != 0)) {
-    throw InputError("synthetic geometry: " + std::to_string(n_attn) +
-                     " attention blocks for " + std::to_string(n_layer) +
+    throw InputError("synthetic geometry: " + std::to_string(n_attn) + " attention blocks for " +
+                     std::to_string(n_layer) +
                      " layers; RWKV-X needs the layer count to be a multiple of the attention "
                      "blocks (each follows a group of L / N_a RWKV blocks)");
   }
@@ -379,11 +379,11 @@ SynthGeometry parse_synth_geometry(std::string_view spec) {
   }
   // The released RWKV-X sizes (docs/rwkvx.md §5): 0.2B = 12 RWKV + 4 attention blocks at C 768,
   // 3.6B = 32 + 8 at C 2560.
-  static const std::map<std::string, std::array<int, 3>> kNamedX = {
-      {"rwkvx-0.2b", {12, 768, 4}}, {"rwkvx-3.6b", {32, 2560, 8}}};
+  static const std::map<std::string, std::array<int, 3>> kNamedX = {{"rwkvx-0.2b", {12, 768, 4}},
+                                                                    {"rwkvx-3.6b", {32, 2560, 8}}};
   if (auto it = kNamedX.find(s); it != kNamedX.end()) {
-    SynthGeometry g = make_synth_geometry(it->second[0], it->second[1], kSynthDefaultVocab,
-                                          it->second[2]);
+    SynthGeometry g =
+        make_synth_geometry(it->second[0], it->second[1], kSynthDefaultVocab, it->second[2]);
     g.label = it->first;
     return g;
   }

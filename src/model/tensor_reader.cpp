@@ -2,10 +2,9 @@
 // of model/model_impl.h that it is built on.
 #include "model/tensor_reader.h"
 
-#include "io/geometry.h"
-
 #include <cstring>
 
+#include "io/geometry.h"
 #include "io/tensor_set.h"
 #include "model/model_impl.h"
 #include "model/quant_linear.h"
@@ -96,9 +95,8 @@ void TensorReader::ignore(const std::string& name) {
 std::vector<float> TensorReader::vector(const std::string& name, int64_t n) {
   const io::MappedTensor& t = get(name);
   if (t.view.numel() != n) {
-    throw CheckpointError(path_, "tensor " + describe(t, name) + ": expected " +
-                                     std::to_string(n) + " elements (C), found shape " +
-                                     t.view.shape_string());
+    throw CheckpointError(path_, "tensor " + describe(t, name) + ": expected " + std::to_string(n) +
+                                     " elements (C), found shape " + t.view.shape_string());
   }
   return finite_values(t, name);
 }
@@ -134,7 +132,8 @@ std::unique_ptr<Linear> TensorReader::linear(const std::string& name, int64_t ou
 std::unique_ptr<Linear> TensorReader::linear_of(const io::MappedTensor& t, int64_t out,
                                                 int64_t in) {
   if (const quant::QuantTensor* q = packed(t)) {
-    if (packed_projection(*q)) return std::make_unique<PackedLinear>(*q, packed_file_->keep_alive());
+    if (packed_projection(*q))
+      return std::make_unique<PackedLinear>(*q, packed_file_->keep_alive());
     return DenseLinear::owned_f32(quant::dequantize(*q), out, in);
   }
   return borrow(t.view, out, in);
@@ -248,6 +247,8 @@ std::string TensorReader::describe(const io::MappedTensor& t, const std::string&
   return "'" + t.stored_name + "' (official name '" + official + "')";
 }
 
-std::string TensorReader::convention_hint() const { return io::convention_hint(names_.convention); }
+std::string TensorReader::convention_hint() const {
+  return io::convention_hint(names_.convention);
+}
 
 }  // namespace wick::model

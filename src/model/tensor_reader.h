@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "io/naming.h"
 #include "base/sha256.h"
+#include "io/naming.h"
 #include "model/embedding.h"
 #include "model/linear.h"
 #include "quant/rwkvq.h"

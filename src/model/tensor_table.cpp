@@ -99,41 +99,71 @@ constexpr ModelSpec kModel[] = {
 
 }  // namespace
 
-std::span<const LayerSpec> layer_tensors() { return kLayer; }
-std::span<const AttentionSpec> attention_tensors() { return kAttention; }
-std::span<const ModelSpec> model_tensors() { return kModel; }
-bool before_blocks(const ModelSpec& s) { return s.name.rfind("blocks.0.ln0.", 0) == 0 || s.role == Role::kEmbedding; }
+std::span<const LayerSpec> layer_tensors() {
+  return kLayer;
+}
+std::span<const AttentionSpec> attention_tensors() {
+  return kAttention;
+}
+std::span<const ModelSpec> model_tensors() {
+  return kModel;
+}
+bool before_blocks(const ModelSpec& s) {
+  return s.name.rfind("blocks.0.ln0.", 0) == 0 || s.role == Role::kEmbedding;
+}
 
 int64_t dim_value(Dim d, const Geometry& g) {
   switch (d) {
-    case Dim::kOne: return 1;
-    case Dim::kC: return g.n_embd;
-    case Dim::kF: return g.ffn_dim;
-    case Dim::kFa: return g.attn_ffn_dim;
-    case Dim::kH: return g.n_head;
-    case Dim::kN: return g.head_size;
-    case Dim::kV: return g.vocab;
-    case Dim::kDw: return g.lora_w;
-    case Dim::kDa: return g.lora_a;
-    case Dim::kDv: return g.lora_v;
-    case Dim::kDg: return g.lora_g;
+    case Dim::kOne:
+      return 1;
+    case Dim::kC:
+      return g.n_embd;
+    case Dim::kF:
+      return g.ffn_dim;
+    case Dim::kFa:
+      return g.attn_ffn_dim;
+    case Dim::kH:
+      return g.n_head;
+    case Dim::kN:
+      return g.head_size;
+    case Dim::kV:
+      return g.vocab;
+    case Dim::kDw:
+      return g.lora_w;
+    case Dim::kDa:
+      return g.lora_a;
+    case Dim::kDv:
+      return g.lora_v;
+    case Dim::kDg:
+      return g.lora_g;
   }
   return 0;
 }
 
 std::string_view dim_letter(Dim d) {
   switch (d) {
-    case Dim::kOne: return "1";
-    case Dim::kC: return "C";
-    case Dim::kF: return "F";
-    case Dim::kFa: return "F_a";
-    case Dim::kH: return "H";
-    case Dim::kN: return "N";
-    case Dim::kV: return "V";
-    case Dim::kDw: return "D_w";
-    case Dim::kDa: return "D_a";
-    case Dim::kDv: return "D_v";
-    case Dim::kDg: return "D_g";
+    case Dim::kOne:
+      return "1";
+    case Dim::kC:
+      return "C";
+    case Dim::kF:
+      return "F";
+    case Dim::kFa:
+      return "F_a";
+    case Dim::kH:
+      return "H";
+    case Dim::kN:
+      return "N";
+    case Dim::kV:
+      return "V";
+    case Dim::kDw:
+      return "D_w";
+    case Dim::kDa:
+      return "D_a";
+    case Dim::kDv:
+      return "D_v";
+    case Dim::kDg:
+      return "D_g";
   }
   return "?";
 }

@@ -62,11 +62,11 @@ enum class Role : uint8_t {
 
 enum class Presence : uint8_t {
   kAlways,
-  kNormBias,      // absent when the norms have no bias (fla norm_bias = false): then zero
-  kAfterLayer0,   // value residual: not used in layer 0 (present there in some exports: ignored)
-  kNormFirst,     // ln0 weight: present unless fla norm_first = false
-  kNormFirstBias, // ln0 bias: as kNormFirst, and absent with the other biases (kNormBias)
-  kHead,          // the LM head: absent in embedding backbones, or tied to the embedding
+  kNormBias,       // absent when the norms have no bias (fla norm_bias = false): then zero
+  kAfterLayer0,    // value residual: not used in layer 0 (present there in some exports: ignored)
+  kNormFirst,      // ln0 weight: present unless fla norm_first = false
+  kNormFirstBias,  // ln0 bias: as kNormFirst, and absent with the other biases (kNormBias)
+  kHead,           // the LM head: absent in embedding backbones, or tied to the embedding
 };
 
 // One tensor. `W` is the weights struct its value is stored in; exactly one of vec / lin / emb
@@ -77,7 +77,7 @@ struct TensorSpec {
   Role role;
   Dim rows, cols;  // the shape as the passes use it (see Role); cols = kOne for vectors
   Presence presence;
-  bool int8;              // converted by --quantize int8 (LoadOptions::quantize)
+  bool int8;               // converted by --quantize int8 (LoadOptions::quantize)
   std::string_view trace;  // trace name of this projection's input (wick/model.h), or ""
   std::string_view about;  // what it is, for messages ("decay LoRA down"), or ""
   std::vector<float> W::*vec = nullptr;
@@ -114,11 +114,15 @@ template <class W>
 std::vector<int64_t> official_shape(const TensorSpec<W>& s, const Geometry& g) {
   const int64_t r = dim_value(s.rows, g), c = dim_value(s.cols, g);
   switch (s.role) {
-    case Role::kNorm: return {r};
-    case Role::kVector: return {1, 1, r};
+    case Role::kNorm:
+      return {r};
+    case Role::kVector:
+      return {1, 1, r};
     case Role::kLoraDown:
-    case Role::kLoraUp: return {c, r};
-    default: return {r, c};
+    case Role::kLoraUp:
+      return {c, r};
+    default:
+      return {r, c};
   }
 }
 

@@ -32,8 +32,8 @@ struct LayerWeights {
 // (C/64 heads of 64, no positional encoding, no biases), then pre-LayerNorm x070 channel mixing
 // with its own token shift.
 struct AttentionBlockWeights {
-  std::vector<float> ln1_w, ln1_b, ln2_w, ln2_b;           // LayerNorm eps 1e-5
-  std::unique_ptr<Linear> query, key, value, output;      // [C, C]; query = att.receptance
+  std::vector<float> ln1_w, ln1_b, ln2_w, ln2_b;      // LayerNorm eps 1e-5
+  std::unique_ptr<Linear> query, key, value, output;  // [C, C]; query = att.receptance
   std::vector<float> ffn_x_k;
   std::unique_ptr<Linear> ffn_key;    // [F_a, C]
   std::unique_ptr<Linear> ffn_value;  // [C, F_a]
@@ -48,7 +48,7 @@ struct BlockRef {
 struct ModelWeights {
   // Embedding table [V, C], read one row per token in its stored form (model/embedding.h).
   std::unique_ptr<Embedding> emb;
-  std::vector<float> ln0_w, ln0_b;          // empty when the checkpoint has no ln0
+  std::vector<float> ln0_w, ln0_b;  // empty when the checkpoint has no ln0
   std::vector<LayerWeights> layers;
   std::vector<float> ln_out_w, ln_out_b;
   std::unique_ptr<Linear> head;  // [V, C]

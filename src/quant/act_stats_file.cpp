@@ -23,7 +23,9 @@ void save_act_stats(const std::string& path, const ActStatsResult& result) {
     if (values.empty())
       throw InputError("activation statistics for " + path + ": key " + key +
                        " has no channel; every vector needs its input width IN >= 1");
-    tensors.push_back({key, DType::F32, {static_cast<int64_t>(values.size())},
+    tensors.push_back({key,
+                       DType::F32,
+                       {static_cast<int64_t>(values.size())},
                        std::string_view(reinterpret_cast<const char*>(values.data()),
                                         values.size() * sizeof(float))});
   }
@@ -66,11 +68,10 @@ ActStats load_act_stats(const std::string& path, std::map<std::string, std::stri
   ActStats out;
   for (const io::TensorView& t : set.tensors()) {
     if (t.dtype != DType::F32 || t.shape.size() != 1 || t.shape[0] < 1) {
-      throw FormatError(path, t.name,
-                        "an F32 vector [IN] of E[x^2] per input channel (activation statistics)",
-                        std::string(dtype_name(t.dtype)) + " " + t.shape_string() +
-                            (t.shape.size() >= 2 ? " (a weight matrix: is this a model file?)"
-                                                 : ""));
+      throw FormatError(
+          path, t.name, "an F32 vector [IN] of E[x^2] per input channel (activation statistics)",
+          std::string(dtype_name(t.dtype)) + " " + t.shape_string() +
+              (t.shape.size() >= 2 ? " (a weight matrix: is this a model file?)" : ""));
     }
     std::vector<float> v(static_cast<size_t>(t.shape[0]));
     std::memcpy(v.data(), t.data, v.size() * sizeof(float));

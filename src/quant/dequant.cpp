@@ -31,9 +31,13 @@ inline float f32_value(const uint8_t* p, int64_t i) {
 }
 
 // half(a * b): the product rounded to fp16 and widened back.
-inline float half_product(float a, float b) { return base::round_to_half(a * b); }
+inline float half_product(float a, float b) {
+  return base::round_to_half(a * b);
+}
 
-inline int plane_bit(const uint8_t* plane_row, int64_t c) { return (plane_row[c >> 3] >> (c & 7)) & 1; }
+inline int plane_bit(const uint8_t* plane_row, int64_t c) {
+  return (plane_row[c >> 3] >> (c & 7)) & 1;
+}
 
 void sb6_row(const QuantTensor& t, int64_t r, float* out) {
   const int64_t in = t.cols(), nsb = in / 256;
@@ -130,9 +134,15 @@ void dense_row(const QuantTensor& t, int64_t r, float* out) {
   for (int64_t c = 0; c < in; ++c) {
     const int64_t i = r * in + c;
     switch (v.dtype) {
-      case DType::BF16: out[c] = bf16_value(v.data, i); break;
-      case DType::F16: out[c] = f16_at(v.data, i); break;
-      default: out[c] = f32_value(v.data, i); break;
+      case DType::BF16:
+        out[c] = bf16_value(v.data, i);
+        break;
+      case DType::F16:
+        out[c] = f16_at(v.data, i);
+        break;
+      default:
+        out[c] = f32_value(v.data, i);
+        break;
     }
   }
 }
@@ -150,11 +160,21 @@ void dequantize_rows(const QuantTensor& t, int64_t row0, int64_t n, float* out) 
     float* o = out + i * in;
     const int64_t r = row0 + i;
     switch (t.layout) {
-      case Layout::kSb6: sb6_row(t, r, o); break;
-      case Layout::kSym: sym_row(t, r, o); break;
-      case Layout::kAsym: asym_row(t, r, o); break;
-      case Layout::kRtn: rtn_row(t, r, o); break;
-      case Layout::kDense: dense_row(t, r, o); break;
+      case Layout::kSb6:
+        sb6_row(t, r, o);
+        break;
+      case Layout::kSym:
+        sym_row(t, r, o);
+        break;
+      case Layout::kAsym:
+        asym_row(t, r, o);
+        break;
+      case Layout::kRtn:
+        rtn_row(t, r, o);
+        break;
+      case Layout::kDense:
+        dense_row(t, r, o);
+        break;
     }
   }
 }

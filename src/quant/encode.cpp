@@ -9,18 +9,22 @@
 
 #include "base/fp16.h"
 #include "kernels/thread_pool.h"
-#include "wick/runtime.h"
 #include "quant/dequant.h"
 #include "wick/errors.h"
+#include "wick/runtime.h"
 
 namespace wick::quant {
 namespace {
 
 using base::f32_to_f16;
 // half(x): round to fp16 (RNE, subnormals kept) and widen back exactly.
-inline float half(float x) { return base::round_to_half(x); }
+inline float half(float x) {
+  return base::round_to_half(x);
+}
 
-inline float clampf(float x, float lo, float hi) { return std::min(std::max(x, lo), hi); }
+inline float clampf(float x, float lo, float hi) {
+  return std::min(std::max(x, lo), hi);
+}
 
 // clamp(rne(x), lo, hi) as an integer. x must not be NaN (callers handle the 0/0 cases first);
 // an infinity clamps to the bound.
@@ -134,16 +138,15 @@ void for_row_bands(kernels::ThreadPool* pool, int64_t rows, int64_t cols, Fn&& f
   // About 64K weights per band: enough work per claim, enough bands to balance.
   const int64_t band = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(cols, 1));
   const int64_t n = (rows + band - 1) / band;
-  kernels::parallel_for(*pool, n, [&](int64_t b) {
-    fn(b * band, std::min(rows, (b + 1) * band));
-  });
+  kernels::parallel_for(*pool, n, [&](int64_t b) { fn(b * band, std::min(rows, (b + 1) * band)); });
 }
 
 void check_matrix(int64_t rows, int64_t cols, const char* layout) {
   if (rows < 1 || cols < 1) {
-    throw InputError(std::string(layout) + " encoder: expected a matrix with at least one row and "
-                     "one column, found [" + std::to_string(rows) + ", " + std::to_string(cols) +
-                     "]");
+    throw InputError(std::string(layout) +
+                     " encoder: expected a matrix with at least one row and "
+                     "one column, found [" +
+                     std::to_string(rows) + ", " + std::to_string(cols) + "]");
   }
 }
 
@@ -228,9 +231,8 @@ void sb6_block_scale(const float* w, const float* e, float fqmax, Sb6Mode mode, 
   *min_out = mn;
 }
 
-void sb6_row(const float* w, const float* e, int64_t cols, int bits, Sb6Mode mode,
-             uint8_t* packed, uint8_t* qh, uint8_t* qh2, uint8_t* qsqm, uint8_t* d_out,
-             uint8_t* dm_out) {
+void sb6_row(const float* w, const float* e, int64_t cols, int bits, Sb6Mode mode, uint8_t* packed,
+             uint8_t* qh, uint8_t* qh2, uint8_t* qsqm, uint8_t* d_out, uint8_t* dm_out) {
   const int qmax = (1 << bits) - 1;
   const float fqmax = static_cast<float>(qmax);
   const int64_t nsb = cols / (kSb6Gs * kSb6Sb);
@@ -284,10 +286,10 @@ constexpr int kSymGs = 16;
 constexpr int kSymSb = 16;
 
 // float32 values of torch.linspace(0.7, 1.15, 19), bit for bit (§3.3).
-constexpr uint32_t kSymFactorBits[19] = {
-    0x3f333333, 0x3f399999, 0x3f400000, 0x3f466666, 0x3f4ccccc, 0x3f533333, 0x3f599999,
-    0x3f600000, 0x3f666666, 0x3f6ccccc, 0x3f733333, 0x3f799999, 0x3f800000, 0x3f833333,
-    0x3f866666, 0x3f899999, 0x3f8ccccd, 0x3f900000, 0x3f933333};
+constexpr uint32_t kSymFactorBits[19] = {0x3f333333, 0x3f399999, 0x3f400000, 0x3f466666, 0x3f4ccccc,
+                                         0x3f533333, 0x3f599999, 0x3f600000, 0x3f666666, 0x3f6ccccc,
+                                         0x3f733333, 0x3f799999, 0x3f800000, 0x3f833333, 0x3f866666,
+                                         0x3f899999, 0x3f8ccccd, 0x3f900000, 0x3f933333};
 
 // `e`: the block's column weights for the activation-weighted mode, else null.
 float sym_block_scale(const float* w, const float* e, int qmax, SymMode mode) {
@@ -361,8 +363,8 @@ void sym_row(const float* w, const float* e, int64_t cols, int bits, SymMode mod
 
 const std::vector<std::string>& field_order() {
   static const std::vector<std::string> kOrder = {
-      "codes", "codes_packed", "scale", "dense", "outlier_indices", "outlier_values", "gw_d",
-      "gw_dm", "gw_qsqm", "gw_qh", "gw_qh2", "gw_scale", "gw_min", "gw_qs"};
+      "codes", "codes_packed", "scale", "dense",  "outlier_indices", "outlier_values", "gw_d",
+      "gw_dm", "gw_qsqm",      "gw_qh", "gw_qh2", "gw_scale",        "gw_min",         "gw_qs"};
   return kOrder;
 }
 
@@ -385,7 +387,9 @@ uint64_t EncodedTensor::stored_bytes() const {
   return n;
 }
 
-float rne(float x) { return std::nearbyint(x); }
+float rne(float x) {
+  return std::nearbyint(x);
+}
 
 namespace {
 
@@ -393,15 +397,15 @@ namespace {
 std::vector<float> column_weights(const float* act, int64_t cols, bool needed, const char* what) {
   if (!needed) return {};
   if (act == nullptr) {
-    throw InputError(std::string(what) + ": the activation-weighted mode needs E[x^2] per input "
+    throw InputError(std::string(what) +
+                     ": the activation-weighted mode needs E[x^2] per input "
                      "column (act stats)");
   }
   std::vector<float> e(static_cast<size_t>(cols));
   for (int64_t c = 0; c < cols; ++c) {
     if (!(act[c] >= 0.0f) || !std::isfinite(act[c])) {
-      throw InputError(std::string(what) + ": activation statistic of column " +
-                       std::to_string(c) + " is " + std::to_string(act[c]) +
-                       "; expected a finite E[x^2] >= 0");
+      throw InputError(std::string(what) + ": activation statistic of column " + std::to_string(c) +
+                       " is " + std::to_string(act[c]) + "; expected a finite E[x^2] >= 0");
     }
     e[c] = std::max(act[c], 1e-12f);
   }
@@ -417,8 +421,10 @@ EncodedTensor encode_sb6(const float* w, int64_t rows, int64_t cols, int bits, S
     throw InputError("sb6 encoder: bits must be 4, 5 or 6, got " + std::to_string(bits));
   }
   if (cols % (kSb6Gs * kSb6Sb) != 0) {
-    throw InputError("sb6 encoder: the number of columns must be a multiple of 256 (block 32 x "
-                     "superblock 8), found " + std::to_string(cols));
+    throw InputError(
+        "sb6 encoder: the number of columns must be a multiple of 256 (block 32 x "
+        "superblock 8), found " +
+        std::to_string(cols));
   }
   const int64_t nsb = cols / (kSb6Gs * kSb6Sb);
   EncodedTensor t;
@@ -462,8 +468,10 @@ EncodedTensor encode_sym(const float* w, int64_t rows, int64_t cols, int bits, S
     throw InputError("sym encoder: bits must be 6 or 8, got " + std::to_string(bits));
   }
   if (cols % (kSymGs * kSymSb) != 0) {
-    throw InputError("sym encoder: the number of columns must be a multiple of 256 (block 16 x "
-                     "superblock 16), found " + std::to_string(cols));
+    throw InputError(
+        "sym encoder: the number of columns must be a multiple of 256 (block 16 x "
+        "superblock 16), found " +
+        std::to_string(cols));
   }
   const int64_t nb = cols / kSymGs;
   const int64_t nsb = nb / kSymSb;
@@ -492,8 +500,8 @@ EncodedTensor encode_sym(const float* w, int64_t rows, int64_t cols, int bits, S
               bits == 8 ? reinterpret_cast<int8_t*>(codes.bytes.data()) + r * cols : nullptr,
               bits == 6 ? packed.bytes.data() + r * (cols / 2) : nullptr,
               bits == 6 ? qh.bytes.data() + r * (cols / 8) : nullptr,
-              bits == 6 ? qh2.bytes.data() + r * (cols / 8) : nullptr,
-              d.bytes.data() + r * nsb * 2, reinterpret_cast<int8_t*>(qs.bytes.data()) + r * nb);
+              bits == 6 ? qh2.bytes.data() + r * (cols / 8) : nullptr, d.bytes.data() + r * nsb * 2,
+              reinterpret_cast<int8_t*>(qs.bytes.data()) + r * nb);
     }
   });
   if (bits == 8) {

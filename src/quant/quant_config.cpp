@@ -11,8 +11,8 @@ namespace {
 using oj = nlohmann::ordered_json;
 
 const std::vector<std::string>& known_modes() {
-  static const std::vector<std::string> kModes = {"asym",   "asym_sb6", "asym_sb6_search",
-                                                  "asym_sb6_aw", "sym", "sym_plain", "sym_aw"};
+  static const std::vector<std::string> kModes = {
+      "asym", "asym_sb6", "asym_sb6_search", "asym_sb6_aw", "sym", "sym_plain", "sym_aw"};
   return kModes;
 }
 
@@ -48,8 +48,8 @@ void check_block_layout(const std::string& group, const std::string& mode, int b
 }  // namespace
 
 const std::vector<std::string>& quant_groups() {
-  static const std::vector<std::string> kGroups = {"proj", "w_lora", "a_lora", "v_lora", "g_lora",
-                                                   "small", "cmix",  "emb",    "head"};
+  static const std::vector<std::string> kGroups = {"proj",  "w_lora", "a_lora", "v_lora", "g_lora",
+                                                   "small", "cmix",   "emb",    "head"};
   return kGroups;
 }
 
@@ -61,19 +61,21 @@ int QuantConfig::bits_of(const std::string& group) const {
 QuantConfig QuantConfig::preset(std::string_view name) {
   QuantConfig c;
   if (name == "reduction") {
-    c.bits = {{"proj", 8}, {"w_lora", 6}, {"a_lora", 6}, {"v_lora", 6}, {"g_lora", 8},
-              {"small", 16}, {"cmix", 6}, {"emb", 8}, {"head", 8}};
-    c.group_scale = {{"proj", 16}, {"cmix", 16}, {"emb", 16}, {"head", 16},
+    c.bits = {{"proj", 8},   {"w_lora", 6}, {"a_lora", 6}, {"v_lora", 6}, {"g_lora", 8},
+              {"small", 16}, {"cmix", 6},   {"emb", 8},    {"head", 8}};
+    c.group_scale = {{"proj", 16},   {"cmix", 16},   {"emb", 16},   {"head", 16},
                      {"w_lora", 64}, {"a_lora", 64}, {"v_lora", 64}};
-    c.group_scale_mode = {{"proj", "sym_aw"}, {"cmix", "sym_aw"}, {"emb", "sym_aw"},
-                          {"head", "sym_aw"}};
+    c.group_scale_mode = {
+        {"proj", "sym_aw"}, {"cmix", "sym_aw"}, {"emb", "sym_aw"}, {"head", "sym_aw"}};
   } else if (name == "compression") {
-    c.bits = {{"proj", 5}, {"w_lora", 6}, {"a_lora", 6}, {"v_lora", 6}, {"g_lora", 8},
-              {"small", 16}, {"cmix", 4}, {"emb", 5}, {"head", 5}};
-    c.group_scale = {{"proj", 32}, {"cmix", 32}, {"emb", 32}, {"head", 32},
+    c.bits = {{"proj", 5},   {"w_lora", 6}, {"a_lora", 6}, {"v_lora", 6}, {"g_lora", 8},
+              {"small", 16}, {"cmix", 4},   {"emb", 5},    {"head", 5}};
+    c.group_scale = {{"proj", 32},   {"cmix", 32},   {"emb", 32},   {"head", 32},
                      {"w_lora", 64}, {"a_lora", 64}, {"v_lora", 64}};
-    c.group_scale_mode = {{"proj", "asym_sb6_aw"}, {"cmix", "asym_sb6_aw"},
-                          {"emb", "asym_sb6_aw"}, {"head", "asym_sb6_aw"}};
+    c.group_scale_mode = {{"proj", "asym_sb6_aw"},
+                          {"cmix", "asym_sb6_aw"},
+                          {"emb", "asym_sb6_aw"},
+                          {"head", "asym_sb6_aw"}};
   } else {
     throw InputError("unknown preset '" + std::string(name) +
                      "': expected reduction (sym 8/6-bit, near-lossless) or compression (sb6 "
@@ -87,12 +89,11 @@ QuantConfig QuantConfig::plain(std::string_view layout_kind, int b) {
   const bool sb6 = layout_kind == "sb6";
   const int gs = sb6 ? 32 : 16;
   const std::string mode = sb6 ? "asym_sb6" : "sym_plain";
-  c.bits = {{"proj", b}, {"w_lora", 6}, {"a_lora", 6}, {"v_lora", 6}, {"g_lora", 8},
-            {"small", 16}, {"cmix", b}, {"emb", 5}, {"head", b}};
-  c.group_scale = {{"proj", gs}, {"cmix", gs}, {"emb", 32}, {"head", gs},
+  c.bits = {{"proj", b},   {"w_lora", 6}, {"a_lora", 6}, {"v_lora", 6}, {"g_lora", 8},
+            {"small", 16}, {"cmix", b},   {"emb", 5},    {"head", b}};
+  c.group_scale = {{"proj", gs},   {"cmix", gs},   {"emb", 32},   {"head", gs},
                    {"w_lora", 64}, {"a_lora", 64}, {"v_lora", 64}};
-  c.group_scale_mode = {{"proj", mode}, {"cmix", mode}, {"emb", "asym_sb6_search"},
-                        {"head", mode}};
+  c.group_scale_mode = {{"proj", mode}, {"cmix", mode}, {"emb", "asym_sb6_search"}, {"head", mode}};
   return c;
 }
 
@@ -107,9 +108,9 @@ QuantConfig QuantConfig::from_file_text(std::string_view text, const std::string
 
 QuantConfig QuantConfig::from_json(const nlohmann::json& j, const std::string& source) {
   if (!j.is_object()) throw InputError(source + ": expected a JSON object (a quantisation config)");
-  static const std::vector<std::string> kKeys = {"bits", "clip_percentiles", "outlier_fracs",
-                                                 "bits_overrides", "group_scale",
-                                                 "group_scale_mode", "act_stats_path"};
+  static const std::vector<std::string> kKeys = {
+      "bits",        "clip_percentiles", "outlier_fracs", "bits_overrides",
+      "group_scale", "group_scale_mode", "act_stats_path"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (std::find(kKeys.begin(), kKeys.end(), it.key()) == kKeys.end()) {
       throw InputError(source + ": unknown config key '" + it.key() +
@@ -205,7 +206,8 @@ QuantConfig QuantConfig::from_json(const nlohmann::json& j, const std::string& s
     const std::string mode = m == c.group_scale_mode.end() ? "asym" : m->second;
     check_block_layout(g, mode, b, gs, source);
     if (mode.rfind("sym", 0) == 0 && c.outlier_fracs.count(g) && c.outlier_fracs.at(g) > 0) {
-      throw InputError(source + ": group '" + g + "': sym layouts have no outliers (outlier_fracs)");
+      throw InputError(source + ": group '" + g +
+                       "': sym layouts have no outliers (outlier_fracs)");
     }
   }
   for (const auto& [g, frac] : c.outlier_fracs) {
@@ -233,8 +235,8 @@ oj QuantConfig::to_json() const {
   oj bo = oj::object();
   for (const auto& [k, v] : bits_overrides) bo[k] = v;
   c["bits_overrides"] = bo;
-  static const std::vector<std::string> kScaleOrder = {"proj", "cmix", "emb", "head", "w_lora",
-                                                       "a_lora", "v_lora", "g_lora", "small"};
+  static const std::vector<std::string> kScaleOrder = {
+      "proj", "cmix", "emb", "head", "w_lora", "a_lora", "v_lora", "g_lora", "small"};
   oj gsj = oj::object();
   for (const std::string& g : kScaleOrder)
     if (group_scale.count(g)) gsj[g] = group_scale.at(g);

@@ -5,12 +5,11 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace wick::quant {
 
@@ -18,13 +17,13 @@ namespace wick::quant {
 const std::vector<std::string>& quant_groups();
 
 struct QuantConfig {
-  std::map<std::string, int> bits;                // group -> bits (16 = not quantised)
-  std::map<std::string, int> group_scale;         // group -> block width gs (block layout)
+  std::map<std::string, int> bits;                      // group -> bits (16 = not quantised)
+  std::map<std::string, int> group_scale;               // group -> block width gs (block layout)
   std::map<std::string, std::string> group_scale_mode;  // group -> mode (§3.1; absent = "asym")
   std::vector<std::pair<std::string, int>> bits_overrides;  // key substring -> bits, first match
-  std::map<std::string, double> outlier_fracs;    // group -> SpQR fraction (rtn only)
-  std::map<std::string, double> clip_percentiles; // measurement only; ignored by the writer
-  std::string act_stats_path;                     // informational (the path given), "" = none
+  std::map<std::string, double> outlier_fracs;              // group -> SpQR fraction (rtn only)
+  std::map<std::string, double> clip_percentiles;  // measurement only; ignored by the writer
+  std::string act_stats_path;                      // informational (the path given), "" = none
 
   // `reduction` or `compression` (§3.7). Throws InputError for another name.
   static QuantConfig preset(std::string_view name);

@@ -9,17 +9,17 @@
 #include <regex>
 #include <sstream>
 
-#include "io/checkpoint.h"
-#include "io/geometry.h"
-#include "io/naming.h"
-#include "io/mapped_file.h"
-#include "io/pth.h"
-#include "io/safetensors.h"
 #include "base/fp16.h"
 #include "base/strings.h"
+#include "io/checkpoint.h"
+#include "io/geometry.h"
+#include "io/mapped_file.h"
+#include "io/naming.h"
+#include "io/pth.h"
+#include "io/safetensors.h"
 #include "quant/dequant.h"
-#include "wick/act_stats_file.h"
 #include "quant/rwkvq_writer.h"
+#include "wick/act_stats_file.h"
 #include "wick/errors.h"
 
 namespace wick::quant {
@@ -36,8 +36,8 @@ struct GroupPatterns {
 const std::vector<GroupPatterns>& group_patterns() {
   static const std::vector<GroupPatterns> kGroups = {
       {"proj",
-       {"r_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
-        "att.receptance.weight", "att.key.weight", "att.value.weight", "att.output.weight"}},
+       {"r_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight", "att.receptance.weight",
+        "att.key.weight", "att.value.weight", "att.output.weight"}},
       {"w_lora", {"w_lora_A", "w_lora_B", ".w0", ".w1", ".w2"}},
       {"a_lora", {"a_lora_A", "a_lora_B", ".a0", ".a1", ".a2"}},
       {"v_lora", {"v_lora_A", "v_lora_B", ".v0", ".v1", ".v2"}},
@@ -106,14 +106,14 @@ EncodedTensor encode_unchecked(const TensorPlan& plan, const float* w,
       return encode_dense_bf16(w, shape);
     case Layout::kSb6: {
       if (shape.size() != 2) break;
-      const Sb6Mode mode = plan.weighted                      ? Sb6Mode::kActivationWeighted
+      const Sb6Mode mode = plan.weighted                    ? Sb6Mode::kActivationWeighted
                            : plan.mode == "asym_sb6_search" ? Sb6Mode::kSearch
                                                             : Sb6Mode::kPlain;
       return encode_sb6(w, shape[0], shape[1], plan.bits, mode, a);
     }
     case Layout::kSym: {
       if (shape.size() != 2) break;
-      const SymMode mode = plan.weighted       ? SymMode::kActivationWeighted
+      const SymMode mode = plan.weighted        ? SymMode::kActivationWeighted
                            : plan.mode == "sym" ? SymMode::kSearch
                                                 : SymMode::kPlain;
       return encode_sym(w, shape[0], shape[1], plan.bits, mode, a);
@@ -142,9 +142,8 @@ std::vector<float> to_float(const io::TensorView& t) {
       break;
     case DType::BF16:
       for (size_t i = 0; i < n; ++i) {
-        const uint32_t u = (static_cast<uint32_t>(p[2 * i]) | (static_cast<uint32_t>(p[2 * i + 1])
-                                                               << 8))
-                           << 16;
+        const uint32_t u =
+            (static_cast<uint32_t>(p[2 * i]) | (static_cast<uint32_t>(p[2 * i + 1]) << 8)) << 16;
         float f;
         std::memcpy(&f, &u, 4);
         out[i] = f;
@@ -161,8 +160,9 @@ std::vector<float> to_float(const io::TensorView& t) {
 io::Checkpoint open_dense_checkpoint(const std::string& in) {
   io::Checkpoint c = io::open_checkpoint(in);
   if (c.tensors.metadata().count("rwkvq")) {
-    throw CheckpointError(in, "this is already a quantised .rwkvq file; wick quantize needs "
-                              "the dense checkpoint");
+    throw CheckpointError(in,
+                          "this is already a quantised .rwkvq file; wick quantize needs "
+                          "the dense checkpoint");
   }
   return c;
 }
@@ -238,9 +238,11 @@ std::string PlainLayout::label() const {
 }
 
 PlainLayout parse_plain_layout(std::string_view text) {
-  static const std::pair<const char*, PlainLayout> kLayouts[] = {
-      {"sb6:4", {Layout::kSb6, 4}}, {"sb6:5", {Layout::kSb6, 5}}, {"sb6:6", {Layout::kSb6, 6}},
-      {"sym:8", {Layout::kSym, 8}}, {"sym:6", {Layout::kSym, 6}}};
+  static const std::pair<const char*, PlainLayout> kLayouts[] = {{"sb6:4", {Layout::kSb6, 4}},
+                                                                 {"sb6:5", {Layout::kSb6, 5}},
+                                                                 {"sb6:6", {Layout::kSb6, 6}},
+                                                                 {"sym:8", {Layout::kSym, 8}},
+                                                                 {"sym:6", {Layout::kSym, 6}}};
   for (const auto& [name, l] : kLayouts)
     if (text == name) return l;
   throw InputError("unknown layout '" + std::string(text) +
@@ -296,8 +298,8 @@ TensorPlan plan_tensor(std::string_view key, const std::vector<int64_t>& shape,
           p.weighted = true;
         } else {
           p.mode = sb6 ? "asym_sb6_search" : "sym";
-          p.note = k + ": no activation statistics for this key, so " + mode + " ran as " +
-                   p.mode + " (unweighted search)";
+          p.note = k + ": no activation statistics for this key, so " + mode + " ran as " + p.mode +
+                   " (unweighted search)";
         }
       }
       return p;
@@ -415,8 +417,8 @@ QuantizeSummary quantize_checkpoint(const std::string& in, const std::string& ou
   // The manifest geometry (§3.10) is the model's, derived as the loader derives it (an RWKV-X
   // checkpoint's from its RWKV-7 part, rwkv.*).
   const bool rwkvx = is_rwkvx(set);
-  const Geometry geo =
-      io::derive_geometry(io::map_to_official_names(rwkvx ? io::strip_prefix(set, "rwkv.") : set), src);
+  const Geometry geo = io::derive_geometry(
+      io::map_to_official_names(rwkvx ? io::strip_prefix(set, "rwkv.") : set), src);
   const std::string naming = manifest_naming(tensors);
   const ActStats* stats = options.stats ? &*options.stats : nullptr;
   // `wick act-stats` keys an RWKV-X model's RWKV-7 blocks by their official names, without the
@@ -450,18 +452,18 @@ QuantizeSummary quantize_checkpoint(const std::string& in, const std::string& ou
         if (static_cast<int64_t>(it->second.size()) == in_features) {
           act = &it->second;
         } else {
-          summary.warnings.push_back(
-              "activation statistics for '" + t->name + "' have " +
-              std::to_string(it->second.size()) + " channels but the tensor has " +
-              std::to_string(in_features) + " input columns; ignored (stats of another model?)");
+          summary.warnings.push_back("activation statistics for '" + t->name + "' have " +
+                                     std::to_string(it->second.size()) +
+                                     " channels but the tensor has " + std::to_string(in_features) +
+                                     " input columns; ignored (stats of another model?)");
         }
       }
     }
     TensorPlan plan = plan_tensor(t->name, t->shape, config, act ? act->data() : nullptr,
                                   act ? static_cast<int64_t>(act->size()) : 0);
     if (!plan.weighted) act = nullptr;
-    if ((plan.requested_mode == "asym_sb6_aw" || plan.requested_mode == "sym_aw") && !plan.weighted &&
-        plan.layout != Layout::kRtn) {
+    if ((plan.requested_mode == "asym_sb6_aw" || plan.requested_mode == "sym_aw") &&
+        !plan.weighted && plan.layout != Layout::kRtn) {
       degraded[plan.requested_mode + " -> " + plan.mode].push_back(t->name);
       plan.note.clear();  // reported once per mode below
     }
@@ -522,14 +524,16 @@ QuantizeSummary quantize_checkpoint(const std::string& in, const std::string& ou
     const TensorPlan& plan = plans[i];
     const std::vector<float> w = to_float(t);
     if (plan.layout != Layout::kDense && !all_finite(w)) {
-      throw CheckpointError(src, "tensor '" + t.name + "' holds NaN or infinity; it cannot be "
-                                 "quantised");
+      throw CheckpointError(src, "tensor '" + t.name +
+                                     "' holds NaN or infinity; it cannot be "
+                                     "quantised");
     }
     const EncodedTensor e =
         encode_unchecked(plan, w.data(), t.shape, acts[i] ? acts[i]->data() : nullptr);
     const std::vector<EncodedBuffer> want = planned_buffers(plan, t.shape);
     if (e.buffers.size() != want.size()) {
-      throw Error("internal error: tensor '" + t.name + "' encoded into an unexpected set of "
+      throw Error("internal error: tensor '" + t.name +
+                  "' encoded into an unexpected set of "
                   "buffers");
     }
     for (size_t k = 0; k < want.size(); ++k) {
@@ -591,8 +595,9 @@ QuantizeSummary quantize(const std::string& in, const std::string& out,
     o.config = quant::QuantConfig::from_file_text(ss.str(), options.config_path);
     o.label = "config " + options.config_path;
     if (!options.preset.empty()) {
-      throw InputError("--preset and --config both given: the config file replaces the preset; "
-                       "pass one of them");
+      throw InputError(
+          "--preset and --config both given: the config file replaces the preset; "
+          "pass one of them");
     }
   } else {
     o.config = quant::QuantConfig::preset(options.preset.empty() ? "reduction" : options.preset);

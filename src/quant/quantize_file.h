@@ -36,8 +36,8 @@
 
 #include "quant/encode.h"
 #include "quant/quant_config.h"
-#include "wick/act_stats_file.h"
 #include "quant/rwkvq.h"
+#include "wick/act_stats_file.h"
 #include "wick/quantize.h"
 
 namespace wick::quant {
@@ -59,15 +59,15 @@ std::string tensor_group(std::string_view key);
 
 // What plain quantisation does with one tensor.
 struct TensorPlan {
-  std::string group;             // §1.5 group ("other" when none)
+  std::string group;  // §1.5 group ("other" when none)
   Layout layout = Layout::kDense;
   int bits = 16;
-  int gs = 0;                    // block width for sb6 / sym / asym
-  std::string mode;              // encoder actually used: asym_sb6, asym_sb6_search, asym_sb6_aw,
-                                 // sym_plain, sym, sym_aw, asym, rtn, rtn_aw, dense
-  std::string requested_mode;    // the config's mode for the group ("" for dense)
-  bool weighted = false;         // encoded with the tensor's activation statistics
-  std::string note;              // non-empty when the tensor fell back from its group's layout
+  int gs = 0;                  // block width for sb6 / sym / asym
+  std::string mode;            // encoder actually used: asym_sb6, asym_sb6_search, asym_sb6_aw,
+                               // sym_plain, sym, sym_aw, asym, rtn, rtn_aw, dense
+  std::string requested_mode;  // the config's mode for the group ("" for dense)
+  bool weighted = false;       // encoded with the tensor's activation statistics
+  std::string note;            // non-empty when the tensor fell back from its group's layout
 };
 
 // The plan for `key` of `shape` under `config`; `act` / `act_len`: the key's E[x^2] vector when

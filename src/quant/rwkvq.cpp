@@ -22,9 +22,9 @@ using nlohmann::json;
 
 constexpr int kMaxFormatVersion = 2;
 // Field names in the order of §1.4.
-const char* const kFieldNames[] = {"codes",   "codes_packed", "scale",   "dense",   "outlier_indices",
-                                   "outlier_values", "gw_d", "gw_dm", "gw_qsqm", "gw_qh",
-                                   "gw_qh2",  "gw_scale",     "gw_min",  "gw_qs"};
+const char* const kFieldNames[] = {
+    "codes", "codes_packed", "scale", "dense",  "outlier_indices", "outlier_values", "gw_d",
+    "gw_dm", "gw_qsqm",      "gw_qh", "gw_qh2", "gw_scale",        "gw_min",         "gw_qs"};
 
 class RecordParser {
  public:
@@ -53,7 +53,8 @@ class RecordParser {
   }
   std::string string(const char* name) const {
     const json& v = field(name);
-    if (!v.is_string()) fail(std::string("a string '") + name + "' in the manifest record", io::brief_json(v));
+    if (!v.is_string())
+      fail(std::string("a string '") + name + "' in the manifest record", io::brief_json(v));
     return v.get<std::string>();
   }
 
@@ -69,9 +70,10 @@ Layout parse_layout(const std::string& kind, const RecordParser& p) {
   if (kind == "sym") return Layout::kSym;
   if (kind == "asym") return Layout::kAsym;
   if (kind == "rtn") return Layout::kRtn;
-  p.fail("a layout kind among dense, sb6, sym, asym, rtn (this wick reads rwkv-quant format "
-         "versions up to 2; a newer writer may have added layouts)",
-         "'" + kind + "'");
+  p.fail(
+      "a layout kind among dense, sb6, sym, asym, rtn (this wick reads rwkv-quant format "
+      "versions up to 2; a newer writer may have added layouts)",
+      "'" + kind + "'");
 }
 
 // Checks one buffer of a record: present, dtype and shape as the layout requires.
@@ -81,10 +83,12 @@ const io::TensorView* require(const io::TensorSet& set, const std::string& path,
   const std::string name = key + "::" + field;
   const io::TensorView* v = set.find(name);
   if (v == nullptr) {
-    throw FormatError(path, key, std::string("buffer '") + name + "' (" + why + ")", "none in the file");
+    throw FormatError(path, key, std::string("buffer '") + name + "' (" + why + ")",
+                      "none in the file");
   }
   if (v->dtype != dtype) {
-    throw FormatError(path, name, std::string("dtype ") + std::string(dtype_name(dtype)) + " (" + why + ")",
+    throw FormatError(path, name,
+                      std::string("dtype ") + std::string(dtype_name(dtype)) + " (" + why + ")",
                       std::string(dtype_name(v->dtype)));
   }
   if (v->shape != shape) {
@@ -100,11 +104,13 @@ bool is_world_lora(const std::string& key) {
 }
 
 void validate_layout(QuantTensor& t, const io::TensorSet& set, const std::string& path,
-                     const std::set<std::string>& fields, const RecordParser& p, int64_t record_bits,
-                     bool has_n_blocks, int64_t n_blocks_record) {
+                     const std::set<std::string>& fields, const RecordParser& p,
+                     int64_t record_bits, bool has_n_blocks, int64_t n_blocks_record) {
   auto has = [&](const char* f) { return fields.count(f) != 0; };
   auto need = [&](const char* f, DType dt, std::vector<int64_t> shape, const std::string& why) {
-    if (!has(f)) p.fail(std::string("'") + f + "' in the record's fields (" + why + ")", "a fields list without it");
+    if (!has(f))
+      p.fail(std::string("'") + f + "' in the record's fields (" + why + ")",
+             "a fields list without it");
     return require(set, path, t.key, f, dt, shape, why);
   };
   auto only = [&](std::initializer_list<const char*> allowed) {
@@ -120,13 +126,16 @@ void validate_layout(QuantTensor& t, const io::TensorSet& set, const std::string
   const bool two_d = t.shape.size() == 2;
   const int64_t rows = t.rows(), in = t.cols();
   auto need_2d = [&] {
-    if (!two_d) p.fail("a 2-D shape for the " + std::string(layout_name(t.layout)) + " layout", base::shape_string(t.shape));
+    if (!two_d)
+      p.fail("a 2-D shape for the " + std::string(layout_name(t.layout)) + " layout",
+             base::shape_string(t.shape));
   };
   auto check_bits = [&](int actual, const std::string& evidence) {
     t.bits = actual;
     if (record_bits != actual) {
       p.fail("bits " + std::to_string(actual) + " (" + evidence + ")",
-             "bits " + std::to_string(record_bits) + " in the manifest; the record and its buffers disagree");
+             "bits " + std::to_string(record_bits) +
+                 " in the manifest; the record and its buffers disagree");
     }
   };
   switch (t.layout) {
@@ -136,14 +145,17 @@ void validate_layout(QuantTensor& t, const io::TensorSet& set, const std::string
       const io::TensorView* v = set.find(t.key + "::dense");
       if (!v) throw FormatError(path, t.key, "buffer '" + t.key + "::dense'", "none in the file");
       if (!is_float_dtype(v->dtype)) {
-        throw FormatError(path, t.key + "::dense", "dtype BF16 (or F16/F32)", std::string(dtype_name(v->dtype)));
+        throw FormatError(path, t.key + "::dense", "dtype BF16 (or F16/F32)",
+                          std::string(dtype_name(v->dtype)));
       }
       if (v->shape != t.shape) {
-        throw FormatError(path, t.key + "::dense", "shape " + base::shape_string(t.shape) + " (the record's shape)",
+        throw FormatError(path, t.key + "::dense",
+                          "shape " + base::shape_string(t.shape) + " (the record's shape)",
                           base::shape_string(v->shape));
       }
       t.dense = v;
-      if (record_bits < 16) p.fail("bits 16 for a dense tensor", "bits " + std::to_string(record_bits));
+      if (record_bits < 16)
+        p.fail("bits 16 for a dense tensor", "bits " + std::to_string(record_bits));
       t.bits = 16;
       break;
     }
@@ -154,7 +166,8 @@ void validate_layout(QuantTensor& t, const io::TensorSet& set, const std::string
         p.fail("gw_gs 32 and gw_sb 8 for sb6 (the only block geometry rwkv-quant writes)",
                "gw_gs " + std::to_string(t.gs) + ", gw_sb " + std::to_string(t.sb));
       }
-      if (in % 256 != 0 || in == 0) p.fail("a column count that is a multiple of 256 for sb6", std::to_string(in));
+      if (in % 256 != 0 || in == 0)
+        p.fail("a column count that is a multiple of 256 for sb6", std::to_string(in));
       const int64_t nsb = in / 256;
       t.codes_packed = need("codes_packed", DType::U8, {rows, in / 2}, "4 low bits per code");
       t.gw_qsqm = need("gw_qsqm", DType::U8, {rows, nsb, 12}, "6-bit qs and qm per block");
@@ -162,11 +175,16 @@ void validate_layout(QuantTensor& t, const io::TensorSet& set, const std::string
       t.gw_dm = need("gw_dm", DType::F16, {rows, nsb}, "superblock scale of qm");
       if (has("gw_qh")) t.gw_qh = need("gw_qh", DType::U8, {rows, in / 8}, "bit 4 of each code");
       if (has("gw_qh2")) {
-        if (!t.gw_qh) p.fail("gw_qh alongside gw_qh2 (6-bit codes need both bit planes)", "gw_qh2 alone");
+        if (!t.gw_qh)
+          p.fail("gw_qh alongside gw_qh2 (6-bit codes need both bit planes)", "gw_qh2 alone");
         t.gw_qh2 = need("gw_qh2", DType::U8, {rows, in / 8}, "bit 5 of each code");
       }
-      check_bits(t.gw_qh2 ? 6 : t.gw_qh ? 5 : 4,
-                 t.gw_qh2 ? "both bit planes present" : t.gw_qh ? "one bit plane present" : "no bit plane present");
+      check_bits(t.gw_qh2  ? 6
+                 : t.gw_qh ? 5
+                           : 4,
+                 t.gw_qh2  ? "both bit planes present"
+                 : t.gw_qh ? "one bit plane present"
+                           : "no bit plane present");
       t.n_blocks = in / 32;
       break;
     }
@@ -177,13 +195,15 @@ void validate_layout(QuantTensor& t, const io::TensorSet& set, const std::string
         p.fail("gw_gs 16 and gw_sb 16 for sym (the only block geometry rwkv-quant writes)",
                "gw_gs " + std::to_string(t.gs) + ", gw_sb " + std::to_string(t.sb));
       }
-      if (in % 256 != 0 || in == 0) p.fail("a column count that is a multiple of 256 for sym", std::to_string(in));
+      if (in % 256 != 0 || in == 0)
+        p.fail("a column count that is a multiple of 256 for sym", std::to_string(in));
       if (has("codes")) {
         if (has("codes_packed")) p.fail("either 'codes' (8-bit) or 'codes_packed' (6-bit)", "both");
         t.codes = need("codes", DType::I8, {rows, in}, "signed 8-bit codes");
         check_bits(8, "an I8 codes buffer");
       } else {
-        t.codes_packed = need("codes_packed", DType::U8, {rows, in / 2}, "4 low bits of 6-bit codes");
+        t.codes_packed =
+            need("codes_packed", DType::U8, {rows, in / 2}, "4 low bits of 6-bit codes");
         t.gw_qh = need("gw_qh", DType::U8, {rows, in / 8}, "bit 4 of 6-bit codes");
         t.gw_qh2 = need("gw_qh2", DType::U8, {rows, in / 8}, "bit 5 of 6-bit codes");
         check_bits(6, "packed codes with two bit planes");
@@ -197,18 +217,21 @@ void validate_layout(QuantTensor& t, const io::TensorSet& set, const std::string
       need_2d();
       only({"codes", "gw_scale", "gw_min"});
       if (t.gs <= 0) p.fail("a positive gw_gs (block width) for asym", std::to_string(t.gs));
-      if (record_bits < 1 || record_bits > 8) p.fail("bits 1..8 for asym", std::to_string(record_bits));
+      if (record_bits < 1 || record_bits > 8)
+        p.fail("bits 1..8 for asym", std::to_string(record_bits));
       t.bits = static_cast<int>(record_bits);
       const int64_t nb = (in + t.gs - 1) / t.gs;
       t.codes = need("codes", DType::U8, {rows, in}, "one unsigned code per byte");
-      t.gw_scale = need("gw_scale", DType::F32, {rows, nb}, "per-block scale, ceil(IN / gs) blocks");
+      t.gw_scale =
+          need("gw_scale", DType::F32, {rows, nb}, "per-block scale, ceil(IN / gs) blocks");
       t.gw_min = need("gw_min", DType::F32, {rows, nb}, "per-block minimum, ceil(IN / gs) blocks");
       t.n_blocks = nb;
       break;
     }
     case Layout::kRtn: {
       only({"codes", "codes_packed", "scale", "outlier_indices", "outlier_values"});
-      if (t.shape.size() < 2) p.fail("a tensor of 2 or more dimensions for rtn", base::shape_string(t.shape));
+      if (t.shape.size() < 2)
+        p.fail("a tensor of 2 or more dimensions for rtn", base::shape_string(t.shape));
       if (has("codes")) {
         if (has("codes_packed")) p.fail("either 'codes' or 'codes_packed'", "both");
         t.codes = need("codes", DType::I8, t.shape, "signed codes of the tensor's shape");
@@ -231,10 +254,13 @@ void validate_layout(QuantTensor& t, const io::TensorSet& set, const std::string
       }
       if (has("outlier_indices")) {
         const io::TensorView* idx = set.find(t.key + "::outlier_indices");
-        if (!idx) throw FormatError(path, t.key, "buffer '" + t.key + "::outlier_indices'", "none in the file");
+        if (!idx)
+          throw FormatError(path, t.key, "buffer '" + t.key + "::outlier_indices'",
+                            "none in the file");
         if (idx->dtype != DType::I32 || idx->shape.size() != 2 || idx->shape[1] != 2) {
-          throw FormatError(path, t.key + "::outlier_indices", "I32 [n, 2] (row, column) pairs",
-                            std::string(dtype_name(idx->dtype)) + " " + base::shape_string(idx->shape));
+          throw FormatError(
+              path, t.key + "::outlier_indices", "I32 [n, 2] (row, column) pairs",
+              std::string(dtype_name(idx->dtype)) + " " + base::shape_string(idx->shape));
         }
         const int64_t n = idx->shape[0];
         t.outlier_indices = idx;
@@ -243,17 +269,19 @@ void validate_layout(QuantTensor& t, const io::TensorSet& set, const std::string
           int32_t rc[2];
           std::memcpy(rc, idx->data + 8 * i, 8);
           if (rc[0] < 0 || rc[0] >= rows || rc[1] < 0 || rc[1] >= in) {
-            throw FormatError(path, t.key + "::outlier_indices",
-                              "positions inside [" + std::to_string(rows) + ", " + std::to_string(in) + "]",
-                              "(" + std::to_string(rc[0]) + ", " + std::to_string(rc[1]) + ") at entry " +
-                                  std::to_string(i));
+            throw FormatError(
+                path, t.key + "::outlier_indices",
+                "positions inside [" + std::to_string(rows) + ", " + std::to_string(in) + "]",
+                "(" + std::to_string(rc[0]) + ", " + std::to_string(rc[1]) + ") at entry " +
+                    std::to_string(i));
           }
         }
       }
       break;
     }
   }
-  if (has_n_blocks && (t.layout == Layout::kSb6 || t.layout == Layout::kSym || t.layout == Layout::kAsym) &&
+  if (has_n_blocks &&
+      (t.layout == Layout::kSb6 || t.layout == Layout::kSym || t.layout == Layout::kAsym) &&
       n_blocks_record != t.n_blocks) {
     p.fail("n_blocks " + std::to_string(t.n_blocks) + " (from the shape and block width)",
            std::to_string(n_blocks_record));
@@ -264,11 +292,16 @@ void validate_layout(QuantTensor& t, const io::TensorSet& set, const std::string
 
 std::string_view layout_name(Layout l) {
   switch (l) {
-    case Layout::kDense: return "dense";
-    case Layout::kSb6: return "sb6";
-    case Layout::kSym: return "sym";
-    case Layout::kAsym: return "asym";
-    case Layout::kRtn: return "rtn";
+    case Layout::kDense:
+      return "dense";
+    case Layout::kSb6:
+      return "sb6";
+    case Layout::kSym:
+      return "sym";
+    case Layout::kAsym:
+      return "asym";
+    case Layout::kRtn:
+      return "rtn";
   }
   return "?";
 }
@@ -281,18 +314,22 @@ int64_t QuantTensor::numel() const {
 
 uint64_t QuantTensor::stored_bytes() const {
   uint64_t b = 0;
-  for (const io::TensorView* v : {codes, codes_packed, scale, dense, outlier_indices, outlier_values, gw_d,
-                                  gw_dm, gw_qsqm, gw_qh, gw_qh2, gw_scale, gw_min, gw_qs})
+  for (const io::TensorView* v :
+       {codes, codes_packed, scale, dense, outlier_indices, outlier_values, gw_d, gw_dm, gw_qsqm,
+        gw_qh, gw_qh2, gw_scale, gw_min, gw_qs})
     if (v) b += v->nbytes;
   return b;
 }
 
 std::string QuantTensor::describe() const {
-  if (layout == Layout::kDense) return "dense " + std::string(dtype_name(dense ? dense->dtype : DType::BF16));
+  if (layout == Layout::kDense)
+    return "dense " + std::string(dtype_name(dense ? dense->dtype : DType::BF16));
   return std::string(layout_name(layout)) + "@" + std::to_string(bits);
 }
 
-bool RwkvqFile::is_rwkvq(const io::TensorSet& set) { return set.metadata().count("rwkvq") != 0; }
+bool RwkvqFile::is_rwkvq(const io::TensorSet& set) {
+  return set.metadata().count("rwkvq") != 0;
+}
 
 bool RwkvqFile::is_zip(const io::MappedFile& f) {
   static const uint8_t kZip[] = {0x50, 0x4b, 0x03, 0x04};
@@ -301,9 +338,10 @@ bool RwkvqFile::is_zip(const io::MappedFile& f) {
 
 RwkvqFile RwkvqFile::open(std::shared_ptr<io::MappedFile> file) {
   if (is_zip(*file)) {
-    throw CheckpointError(file->path(), "this is a zip file: a legacy pickle .rwkvq (rwkv-quant before "
-                                        "the safetensors container) or a PyTorch checkpoint; re-save "
-                                        "it with a current rwkv-quant, which writes safetensors");
+    throw CheckpointError(file->path(),
+                          "this is a zip file: a legacy pickle .rwkvq (rwkv-quant before "
+                          "the safetensors container) or a PyTorch checkpoint; re-save "
+                          "it with a current rwkv-quant, which writes safetensors");
   }
   return from_tensor_set(io::read_safetensors(std::move(file)));
 }
@@ -321,7 +359,8 @@ RwkvqFile RwkvqFile::from_tensor_set(io::TensorSet set_in) {
   auto m = std::make_shared<Manifest>();
   m->text = meta->second;
   json j = io::parse_json_limited(m->text, path, ".rwkvq manifest", io::JsonLimits{8, 1 << 22});
-  if (!j.is_object()) throw FormatError(path, "", "a JSON object as the .rwkvq manifest", io::brief_json(j));
+  if (!j.is_object())
+    throw FormatError(path, "", "a JSON object as the .rwkvq manifest", io::brief_json(j));
   auto get = [&](const char* k) -> const json& {
     static const json kNull;
     return j.contains(k) ? j.at(k) : kNull;
@@ -331,7 +370,8 @@ RwkvqFile RwkvqFile::from_tensor_set(io::TensorSet set_in) {
   }
   if (!get("format_version").is_null()) {
     if (!get("format_version").is_number_integer()) {
-      throw FormatError(path, "", "an integer manifest format_version", io::brief_json(get("format_version")));
+      throw FormatError(path, "", "an integer manifest format_version",
+                        io::brief_json(get("format_version")));
     }
     m->format_version = get("format_version").get<int>();
   }
@@ -342,11 +382,13 @@ RwkvqFile RwkvqFile::from_tensor_set(io::TensorSet set_in) {
   }
   auto int_key = [&](const char* k, int64_t* out) {
     if (!get(k).is_number_integer() || get(k).get<int64_t>() <= 0) {
-      throw FormatError(path, "", std::string("a positive integer manifest '") + k + "'", io::brief_json(get(k)));
+      throw FormatError(path, "", std::string("a positive integer manifest '") + k + "'",
+                        io::brief_json(get(k)));
     }
     *out = get(k).get<int64_t>();
   };
-  if (!get("naming").is_string()) throw FormatError(path, "", "a string manifest 'naming'", io::brief_json(get("naming")));
+  if (!get("naming").is_string())
+    throw FormatError(path, "", "a string manifest 'naming'", io::brief_json(get("naming")));
   m->naming = get("naming").get<std::string>();
   int_key("n_layer", &m->n_layer);
   int_key("n_embd", &m->n_embd);
@@ -365,22 +407,26 @@ RwkvqFile RwkvqFile::from_tensor_set(io::TensorSet set_in) {
   std::vector<std::string> order;
   {
     const nlohmann::ordered_json oj = nlohmann::ordered_json::parse(m->text);
-    for (auto it = oj["tensors"].begin(); it != oj["tensors"].end(); ++it) order.push_back(it.key());
+    for (auto it = oj["tensors"].begin(); it != oj["tensors"].end(); ++it)
+      order.push_back(it.key());
   }
 
   auto list = std::make_shared<std::vector<QuantTensor>>();
   std::set<std::string> claimed;
   for (const std::string& key : order) {
     const json& rec = tensors.at(key);
-    if (!rec.is_object()) throw FormatError(path, key, "an object as the manifest record", io::brief_json(rec));
+    if (!rec.is_object())
+      throw FormatError(path, key, "an object as the manifest record", io::brief_json(rec));
     RecordParser p(path, key, rec);
     QuantTensor t;
     t.key = key;
     t.layout = parse_layout(p.string("kind"), p);
     const json& shape = p.field("shape");
-    if (!shape.is_array() || shape.empty()) p.fail("a non-empty integer list 'shape'", io::brief_json(shape));
+    if (!shape.is_array() || shape.empty())
+      p.fail("a non-empty integer list 'shape'", io::brief_json(shape));
     for (const json& d : shape) {
-      if (!d.is_number_integer() || d.get<int64_t>() <= 0 || d.get<int64_t>() > (int64_t{1} << 40)) {
+      if (!d.is_number_integer() || d.get<int64_t>() <= 0 ||
+          d.get<int64_t>() > (int64_t{1} << 40)) {
         p.fail("positive dimensions in 'shape'", io::brief_json(shape));
       }
       t.shape.push_back(d.get<int64_t>());
@@ -392,7 +438,8 @@ RwkvqFile RwkvqFile::from_tensor_set(io::TensorSet set_in) {
     const bool has_n_blocks = rec.contains("n_blocks");
     const int64_t n_blocks = has_n_blocks ? p.integer("n_blocks") : 0;
     if (rec.contains("transposed")) {
-      if (!rec["transposed"].is_boolean()) p.fail("a boolean 'transposed'", io::brief_json(rec["transposed"]));
+      if (!rec["transposed"].is_boolean())
+        p.fail("a boolean 'transposed'", io::brief_json(rec["transposed"]));
       t.transposed = rec["transposed"].get<bool>();
     } else {
       t.transposed = m->naming == "world" && is_world_lora(key);
@@ -405,10 +452,13 @@ RwkvqFile RwkvqFile::from_tensor_set(io::TensorSet set_in) {
       const std::string fname = fj.get<std::string>();
       bool known = false;
       for (const char* k : kFieldNames) known = known || fname == k;
-      if (!known) p.fail("field names from the format (codes, codes_packed, scale, dense, gw_*, outlier_*)", "'" + fname + "'");
+      if (!known)
+        p.fail("field names from the format (codes, codes_packed, scale, dense, gw_*, outlier_*)",
+               "'" + fname + "'");
       if (!fset.insert(fname).second) p.fail("each field once", "'" + fname + "' twice");
       if (!set.find(key + "::" + fname)) {
-        throw FormatError(path, key, "buffer '" + key + "::" + fname + "' listed in the record's fields",
+        throw FormatError(path, key,
+                          "buffer '" + key + "::" + fname + "' listed in the record's fields",
                           "none in the file");
       }
       claimed.insert(key + "::" + fname);

@@ -32,16 +32,16 @@ std::string_view layout_name(Layout l);  // "dense", "sb6", "sym", "asym", "rtn"
 // One tensor of the file: its manifest record and views of its buffers (null when absent).
 // Buffer pointers may be unaligned: read multi-byte values with memcpy.
 struct QuantTensor {
-  std::string key;              // name in the source state dict (manifest key)
+  std::string key;  // name in the source state dict (manifest key)
   Layout layout = Layout::kDense;
-  std::vector<int64_t> shape;   // logical shape as stored in the source state dict
-  int bits = 16;                // effective bits: from the buffers for sb6 (4/5/6) and sym (6/8)
-  std::string group;            // proj, cmix, emb, head, w_lora, ..., other
-  int gs = 0;                   // block width (sb6 32, sym 16, asym 64; 0 otherwise)
-  int sb = 0;                   // blocks per superblock (sb6 8, sym 16; 0 otherwise)
-  int64_t n_blocks = 0;         // blocks per row covered by the scale buffers
-  bool transposed = false;      // stored [in, out] (world LoRA w1/w2/a1/...); from the record
-                                // or, for version 1, derived as the spec says
+  std::vector<int64_t> shape;  // logical shape as stored in the source state dict
+  int bits = 16;               // effective bits: from the buffers for sb6 (4/5/6) and sym (6/8)
+  std::string group;           // proj, cmix, emb, head, w_lora, ..., other
+  int gs = 0;                  // block width (sb6 32, sym 16, asym 64; 0 otherwise)
+  int sb = 0;                  // blocks per superblock (sb6 8, sym 16; 0 otherwise)
+  int64_t n_blocks = 0;        // blocks per row covered by the scale buffers
+  bool transposed = false;     // stored [in, out] (world LoRA w1/w2/a1/...); from the record
+                               // or, for version 1, derived as the spec says
   // Buffers (§1.4 table), null when the layout does not use them.
   const io::TensorView* codes = nullptr;
   const io::TensorView* codes_packed = nullptr;
@@ -59,21 +59,21 @@ struct QuantTensor {
   const io::TensorView* gw_qs = nullptr;
 
   int64_t numel() const;
-  int64_t rows() const { return shape.empty() ? 1 : shape[0]; }  // first axis
+  int64_t rows() const { return shape.empty() ? 1 : shape[0]; }        // first axis
   int64_t cols() const { return rows() == 0 ? 0 : numel() / rows(); }  // product of the rest
-  uint64_t stored_bytes() const;  // sum of the buffer sizes
+  uint64_t stored_bytes() const;                                       // sum of the buffer sizes
   // "sb6@5", "sym@8", "asym@6", "rtn@8", "dense bf16".
   std::string describe() const;
 };
 
 struct Manifest {
   int format_version = 0;
-  std::string naming;           // "world" or "custom"
+  std::string naming;  // "world" or "custom"
   int64_t n_layer = 0, n_embd = 0, head_size = 0, vocab_size = 0;
-  std::string config_repr;      // may be empty
-  nlohmann::json config;        // null when absent
+  std::string config_repr;  // may be empty
+  nlohmann::json config;    // null when absent
   std::optional<std::string> tokenizer;
-  std::string text;             // the manifest string exactly as stored
+  std::string text;  // the manifest string exactly as stored
 };
 
 class RwkvqFile {

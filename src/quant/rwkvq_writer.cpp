@@ -73,14 +73,29 @@ void append_python_string(std::string& out, const std::string& s) {
     const uint32_t cp = q.code_point;
     i += q.length;
     switch (cp) {
-      case '"': out += "\\\""; continue;
-      case '\\': out += "\\\\"; continue;
-      case '\n': out += "\\n"; continue;
-      case '\r': out += "\\r"; continue;
-      case '\t': out += "\\t"; continue;
-      case '\b': out += "\\b"; continue;
-      case '\f': out += "\\f"; continue;
-      default: break;
+      case '"':
+        out += "\\\"";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      case '\b':
+        out += "\\b";
+        continue;
+      case '\f':
+        out += "\\f";
+        continue;
+      default:
+        break;
     }
     if (cp >= 0x20 && cp <= 0x7e) {
       out += static_cast<char>(cp);
@@ -98,12 +113,24 @@ void append_python_string(std::string& out, const std::string& s) {
 void dump_python(const nlohmann::ordered_json& v, std::string& out) {
   using T = nlohmann::ordered_json::value_t;
   switch (v.type()) {
-    case T::null: out += "null"; return;
-    case T::boolean: out += v.get<bool>() ? "true" : "false"; return;
-    case T::number_integer: out += std::to_string(v.get<int64_t>()); return;
-    case T::number_unsigned: out += std::to_string(v.get<uint64_t>()); return;
-    case T::number_float: out += python_float_repr(v.get<double>()); return;
-    case T::string: append_python_string(out, v.get_ref<const std::string&>()); return;
+    case T::null:
+      out += "null";
+      return;
+    case T::boolean:
+      out += v.get<bool>() ? "true" : "false";
+      return;
+    case T::number_integer:
+      out += std::to_string(v.get<int64_t>());
+      return;
+    case T::number_unsigned:
+      out += std::to_string(v.get<uint64_t>());
+      return;
+    case T::number_float:
+      out += python_float_repr(v.get<double>());
+      return;
+    case T::string:
+      append_python_string(out, v.get_ref<const std::string&>());
+      return;
     case T::array: {
       out += '[';
       bool first = true;
@@ -209,14 +236,22 @@ int safetensors_dtype_rank(DType t) {
   // Rust safetensors Dtype enum: BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32,
   // F32, F64, I64, U64.
   switch (t) {
-    case DType::U8: return 1;
-    case DType::I8: return 2;
-    case DType::I16: return 5;
-    case DType::F16: return 7;
-    case DType::BF16: return 8;
-    case DType::I32: return 9;
-    case DType::F32: return 11;
-    case DType::I64: return 13;
+    case DType::U8:
+      return 1;
+    case DType::I8:
+      return 2;
+    case DType::I16:
+      return 5;
+    case DType::F16:
+      return 7;
+    case DType::BF16:
+      return 8;
+    case DType::I32:
+      return 9;
+    case DType::F32:
+      return 11;
+    case DType::I64:
+      return 13;
   }
   return -1;
 }

@@ -43,13 +43,13 @@ struct ManifestHeader {
   int64_t head_size = 0;
   int64_t vocab_size = 0;
   std::string config_repr;
-  nlohmann::ordered_json config;          // the §1.3.2 object, or null
-  std::optional<std::string> tokenizer;   // null when absent
+  nlohmann::ordered_json config;         // the §1.3.2 object, or null
+  std::optional<std::string> tokenizer;  // null when absent
 };
 
 // One per-tensor record (§1.4), keys written in this order.
 struct TensorRecord {
-  std::string key;  // the source state-dict key
+  std::string key;   // the source state-dict key
   std::string kind;  // dense, sb6, sym, asym, rtn
   std::vector<int64_t> shape;
   int bits = 16;

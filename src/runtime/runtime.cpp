@@ -16,20 +16,27 @@ Runtime::Runtime(int threads)
 
 Runtime::~Runtime() = default;
 
-int Runtime::threads() const { return impl_->threads; }
+int Runtime::threads() const {
+  return impl_->threads;
+}
 
-const char* kernel_isa() { return kernels::isa_name(kernels::active_isa()).data(); }
+const char* kernel_isa() {
+  return kernels::isa_name(kernels::active_isa()).data();
+}
 
 RuntimeLease::RuntimeLease(const Runtime& runtime) : impl_(runtime.impl()) {
   if (impl_.owner.load() == std::this_thread::get_id())
-    throw InputError("a pass was started from inside another pass on the same Runtime (for "
-                     "example from an ActivationTrace callback); run the inner one on a Model "
-                     "with a Runtime of its own (Model::with_runtime)");
+    throw InputError(
+        "a pass was started from inside another pass on the same Runtime (for "
+        "example from an ActivationTrace callback); run the inner one on a Model "
+        "with a Runtime of its own (Model::with_runtime)");
   lock_ = std::unique_lock<std::mutex>(impl_.lease_mutex);
   impl_.owner.store(std::this_thread::get_id());
 }
 
-RuntimeLease::~RuntimeLease() { impl_.owner.store(std::thread::id()); }
+RuntimeLease::~RuntimeLease() {
+  impl_.owner.store(std::thread::id());
+}
 
 kernels::ThreadPool& RuntimeLease::pool() {
   if (!impl_.pool) impl_.pool = std::make_unique<kernels::ThreadPool>(impl_.threads);

@@ -22,7 +22,7 @@ struct Runtime::Impl {
   explicit Impl(int threads) : threads(threads) {}
   const int threads;
   std::mutex lease_mutex;
-  std::atomic<std::thread::id> owner{};  // the thread holding the lease (nested-pass check)
+  std::atomic<std::thread::id> owner{};       // the thread holding the lease (nested-pass check)
   std::unique_ptr<kernels::ThreadPool> pool;  // under the lease; created on first use
   std::unique_ptr<PassWorkspace> workspace;   // under the lease
 };

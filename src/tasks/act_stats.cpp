@@ -62,9 +62,10 @@ void ActStatsAccumulator::add(std::string_view trace_name, int layer, const floa
   if (it == sums_.end()) return;  // e.g. "in.head" of a model whose head is not recorded
   Sum& s = it->second;
   if (cols != static_cast<int64_t>(s.sum.size())) {
-    throw Error(fmt::format("activation statistics: the trace of {} has {} columns, expected {} "
-                            "(internal error)",
-                            key, cols, s.sum.size()));
+    throw Error(
+        fmt::format("activation statistics: the trace of {} has {} columns, expected {} "
+                    "(internal error)",
+                    key, cols, s.sum.size()));
   }
   double* sum = s.sum.data();
   for (int64_t t = 0; t < rows; ++t) {
@@ -80,9 +81,10 @@ void ActStatsAccumulator::add(std::string_view trace_name, int layer, const floa
 void ActStatsAccumulator::end_pass(int64_t rows) {
   for (auto& [key, s] : sums_) {
     if (s.pass_rows != rows) {
-      throw Error(fmt::format("activation statistics: {} received {} rows in a pass over {} "
-                              "tokens (internal error)",
-                              key, s.pass_rows, rows));
+      throw Error(
+          fmt::format("activation statistics: {} received {} rows in a pass over {} "
+                      "tokens (internal error)",
+                      key, s.pass_rows, rows));
     }
     s.pass_rows = 0;
   }
@@ -123,9 +125,8 @@ ActStatsResult collect_act_stats(const Model& model, std::span<const std::vector
   tasks::check_windows(windows, model.geometry().vocab);
   tasks::ActStatsAccumulator acc(model);
   const ActivationTrace trace = [&acc](std::string_view name, int layer, const float* data,
-                                       int64_t rows, int64_t cols) {
-    acc.add(name, layer, data, rows, cols);
-  };
+                                       int64_t rows,
+                                       int64_t cols) { acc.add(name, layer, data, rows, cols); };
   ActStatsResult r;
   r.ctx = static_cast<int64_t>(windows.front().size());
   for (size_t w = 0; w < windows.size(); ++w) {

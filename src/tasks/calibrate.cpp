@@ -40,8 +40,9 @@ class ScratchDir {
     if (ec) throw FileError("<temp>", "no temporary directory: " + ec.message());
     std::string tmpl = (base / "wick-calibrate-XXXXXX").string();
     if (::mkdtemp(tmpl.data()) == nullptr) {
-      throw FileError(base.string(), "cannot create a temporary folder for the calibration "
-                                     "files (--work-dir sets where)");
+      throw FileError(base.string(),
+                      "cannot create a temporary folder for the calibration "
+                      "files (--work-dir sets where)");
     }
     path_ = tmpl;
   }
@@ -79,8 +80,8 @@ void apply(QuantConfig& config, const std::string& group, const CalibrationCandi
   }
 }
 
-CalibrationCandidate candidate(const std::string& layout, int bits, const std::string& mode,
-                               int gs, double cost) {
+CalibrationCandidate candidate(const std::string& layout, int bits, const std::string& mode, int gs,
+                               double cost) {
   CalibrationCandidate c;
   c.layout = layout;
   c.bits = bits;
@@ -132,8 +133,7 @@ class Calibrator {
  public:
   Calibrator(const std::string& model_path, std::span<const std::vector<int32_t>> windows,
              const CalibrateOptions& options)
-      : model_path_(model_path), windows_(windows), options_(options),
-        scratch_(options.work_dir) {
+      : model_path_(model_path), windows_(windows), options_(options), scratch_(options.work_dir) {
     if (!options.act_stats_path.empty()) stats_ = load_act_stats(options.act_stats_path);
   }
 
@@ -272,8 +272,7 @@ void check_options(std::span<const std::vector<int32_t>> windows, const Calibrat
                                  o.metric == CalibrationMetric::kKl ? "max KL" : "ppl threshold %",
                                  budget));
   }
-  if (o.max_composite_steps < 0)
-    throw InputError("calibrate: max_composite_steps must be >= 0");
+  if (o.max_composite_steps < 0) throw InputError("calibrate: max_composite_steps must be >= 0");
 }
 
 }  // namespace
@@ -316,7 +315,8 @@ CalibrationResult calibrate(const std::string& model_path,
 
   // 1. Isolation: cheapest candidate within the budget, every other group dense.
   int64_t total = 0, done = 0;
-  for (const CalibrationGroup& g : result.groups) total += static_cast<int64_t>(g.candidates.size());
+  for (const CalibrationGroup& g : result.groups)
+    total += static_cast<int64_t>(g.candidates.size());
   if (progress) progress("isolation", 0, total);
   for (CalibrationGroup& g : result.groups) {
     for (size_t i = 0; i < g.candidates.size(); ++i) {
@@ -329,9 +329,9 @@ CalibrationResult calibrate(const std::string& model_path,
         break;
       }
     }
-    done += static_cast<int64_t>(g.candidates.size()) -
-            (g.isolated_choice < 0 ? static_cast<int64_t>(g.candidates.size())
-                                   : g.isolated_choice + 1);
+    done +=
+        static_cast<int64_t>(g.candidates.size()) -
+        (g.isolated_choice < 0 ? static_cast<int64_t>(g.candidates.size()) : g.isolated_choice + 1);
     if (progress) progress("isolation", done, total);
     g.final_choice = g.isolated_choice;
   }
@@ -356,7 +356,8 @@ CalibrationResult calibrate(const std::string& model_path,
         if (g.final_choice < 0 || frozen.count(g.group)) continue;
         const CalibrationCandidate& cur = g.candidates[static_cast<size_t>(g.final_choice)];
         const int next = next_candidate(g, g.final_choice);
-        const double next_cost = next < 0 ? 16.0 : g.candidates[static_cast<size_t>(next)].cost_bits;
+        const double next_cost =
+            next < 0 ? 16.0 : g.candidates[static_cast<size_t>(next)].cost_bits;
         const double added = std::max(next_cost - cur.cost_bits, 1e-9);
         // Every current choice was measured alone (kept upgrades are measured below).
         const double harm = std::max(cur.metric, 0.0);
@@ -424,8 +425,9 @@ std::string CalibrationResult::to_json_text() const {
     gj["tensors"] = g.tensors.size();
     gj["weights"] = g.weights;
     gj["min_in"] = g.min_in;
-    gj["isolated_choice"] =
-        g.isolated_choice < 0 ? "bf16" : g.candidates[static_cast<size_t>(g.isolated_choice)].label();
+    gj["isolated_choice"] = g.isolated_choice < 0
+                                ? "bf16"
+                                : g.candidates[static_cast<size_t>(g.isolated_choice)].label();
     gj["choice"] = g.choice_label();
     oj cands = oj::array();
     for (const CalibrationCandidate& c : g.candidates) {
@@ -456,8 +458,12 @@ std::string CalibrationResult::to_json_text() const {
     comp["within_budget"] = composite_within_budget;
     oj steps_j = oj::array();
     for (const CalibrationStep& s : steps) {
-      steps_j.push_back({{"group", s.group}, {"from", s.from}, {"to", s.to},
-                         {"before", s.before}, {"after", s.after}, {"kept", s.kept}});
+      steps_j.push_back({{"group", s.group},
+                         {"from", s.from},
+                         {"to", s.to},
+                         {"before", s.before},
+                         {"after", s.after},
+                         {"kept", s.kept}});
     }
     comp["steps"] = steps_j;
     report["composite"] = comp;

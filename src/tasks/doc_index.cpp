@@ -3,12 +3,11 @@
 // model fingerprint, geometry and exact bytes are checked by the one state-file reader.
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
-#include "io/atomic_file.h"
 #include "base/sha256.h"
+#include "io/atomic_file.h"
 #include "wick/errors.h"
 #include "wick/rerank.h"
 #include "wick/state_file.h"
@@ -58,7 +57,8 @@ void write_index_json(const std::string& dir, const Reranker& r,
   j["head_format"] = format_name(r.format());
   j["contract"] = contract_json(r);
   j["docs"] = nlohmann::json::array();
-  for (size_t i = 0; i < docs.size(); ++i) j["docs"].push_back({{"text", docs[i]}, {"key", keys[i]}});
+  for (size_t i = 0; i < docs.size(); ++i)
+    j["docs"].push_back({{"text", docs[i]}, {"key", keys[i]}});
   const std::string text = j.dump(1) + "\n";
   io::AtomicFile f((fs::path(dir) / "index.json").string());
   f.write(text.data(), text.size());
@@ -96,8 +96,9 @@ DocumentIndex DocumentIndex::build(const Reranker& reranker, std::vector<std::st
                                    const std::string& dir, DocStateCache* cache,
                                    const ProgressFn& progress) {
   if (docs.empty()) {
-    throw InputError("no documents to index: give at least one document (an empty index would "
-                     "score nothing)");
+    throw InputError(
+        "no documents to index: give at least one document (an empty index would "
+        "score nothing)");
   }
   DocumentIndex index;
   const size_t n = docs.size();
@@ -155,7 +156,8 @@ DocumentIndex DocumentIndex::open(const Reranker& reranker, const std::string& d
   try {
     j = nlohmann::json::parse(ss.str());
   } catch (const nlohmann::json::exception& e) {
-    throw FormatError(path, "", "a JSON rerank index", std::string("invalid JSON (") + e.what() + ")");
+    throw FormatError(path, "", "a JSON rerank index",
+                      std::string("invalid JSON (") + e.what() + ")");
   }
   auto string_field = [&](const char* key) -> std::string {
     if (!j.is_object() || !j.contains(key) || !j[key].is_string())
@@ -178,8 +180,8 @@ DocumentIndex DocumentIndex::open(const Reranker& reranker, const std::string& d
   }
   if (head_format != format_name(reranker.format()) || contract != contract_json(reranker)) {
     throw InputError(dir + ": the index was built for another reranker contract (" + head_format +
-                     " " + contract.dump() + ", this head " + format_name(reranker.format()) +
-                     " " + contract_json(reranker).dump() + "); rebuild it with this head");
+                     " " + contract.dump() + ", this head " + format_name(reranker.format()) + " " +
+                     contract_json(reranker).dump() + "); rebuild it with this head");
   }
   DocumentIndex index;
   for (const auto& d : j["docs"]) {
@@ -194,10 +196,10 @@ DocumentIndex DocumentIndex::open(const Reranker& reranker, const std::string& d
     // cannot pair a text with another document's state.
     const std::string text = d["text"].get<std::string>();
     if (state_key(reranker, reranker.prefix_tokens(text)) != key) {
-      throw FormatError(path, "", "the key of each document's text", "key " + key.substr(0, 12) +
-                                      "... does not belong to document " +
-                                      std::to_string(index.docs_.size()) +
-                                      " (edited or damaged index.json); rebuild the index");
+      throw FormatError(path, "", "the key of each document's text",
+                        "key " + key.substr(0, 12) + "... does not belong to document " +
+                            std::to_string(index.docs_.size()) +
+                            " (edited or damaged index.json); rebuild the index");
     }
     LoadedState ls = load_state(state_path(dir, key), reranker.model());
     index.docs_.push_back(text);

@@ -4,9 +4,9 @@
 
 #include "base/strings.h"
 #include "io/safetensors_writer.h"
-#include "runtime/runtime_impl.h"
 #include "kernels/norm.h"
 #include "model/linear.h"
+#include "runtime/runtime_impl.h"
 #include "tasks/head_file.h"
 #include "wick/embed.h"
 #include "wick/errors.h"
@@ -46,11 +46,10 @@ void load_residual_head(Embedder::Impl& e, const io::TensorSet& set, const std::
   const int64_t C = e.model.geometry().n_embd;
   const std::vector<int64_t>& s = tasks::head_shape(set, fc1);
   if (s.size() != 2 || s[1] != C || s[0] <= 0) {
-    throw CheckpointError(set.source(), "tensor '" + fc1 + "': expected shape [hidden, " +
-                                            std::to_string(C) + "] (the model width is " +
-                                            std::to_string(C) + "), found " +
-                                            base::shape_string(s) +
-                                            "; the head belongs to another base");
+    throw CheckpointError(set.source(),
+                          "tensor '" + fc1 + "': expected shape [hidden, " + std::to_string(C) +
+                              "] (the model width is " + std::to_string(C) + "), found " +
+                              base::shape_string(s) + "; the head belongs to another base");
   }
   const int64_t hidden = s[0];
   if (hidden_meta && *hidden_meta != hidden) {
@@ -58,10 +57,10 @@ void load_residual_head(Embedder::Impl& e, const io::TensorSet& set, const std::
                                             " but " + fc1 + " has " + std::to_string(hidden) +
                                             " rows");
   }
-  e.fc1 = model::DenseLinear::owned_f32(tasks::head_matrix(set, fc1, hidden, C, "head fc1"),
-                                        hidden, C);
-  e.fc2 = model::DenseLinear::owned_f32(tasks::head_matrix(set, fc2, C, hidden, "head fc2"), C,
-                                        hidden);
+  e.fc1 =
+      model::DenseLinear::owned_f32(tasks::head_matrix(set, fc1, hidden, C, "head fc1"), hidden, C);
+  e.fc2 =
+      model::DenseLinear::owned_f32(tasks::head_matrix(set, fc2, C, hidden, "head fc2"), C, hidden);
   e.norm_w = tasks::head_vector(set, norm_w, C, "head LayerNorm weight");
   e.norm_b = tasks::head_vector(set, norm_b, C, "head LayerNorm bias");
 }
@@ -74,9 +73,12 @@ Pooling parse_pooling(const std::string& v, const std::string& path) {
 
 std::string pooling_name(Pooling p) {
   switch (p) {
-    case Pooling::kLast: return "last";
-    case Pooling::kMean: return "mean";
-    case Pooling::kEosMean: return "eos-mean";
+    case Pooling::kLast:
+      return "last";
+    case Pooling::kMean:
+      return "mean";
+    case Pooling::kEosMean:
+      return "eos-mean";
   }
   return "?";
 }
@@ -107,10 +109,11 @@ Embedder Embedder::with_head(Model model, std::shared_ptr<const Tokenizer> token
   if (set.find("head.fc1")) {  // SwiftRWKV layout
     const bool marked = format && format->rfind("swiftrwkv-embedding-head", 0) == 0;
     if (!marked && strict) {
-      throw CheckpointError(head_path, "embedding head without the format marker (metadata "
-                                       "'format' = swiftrwkv-embedding-head-v1, found " +
-                                           (format ? "'" + *format + "'" : std::string("none")) +
-                                           "); load it non-strictly (wick embed --non-strict)");
+      throw CheckpointError(head_path,
+                            "embedding head without the format marker (metadata "
+                            "'format' = swiftrwkv-embedding-head-v1, found " +
+                                (format ? "'" + *format + "'" : std::string("none")) +
+                                "); load it non-strictly (wick embed --non-strict)");
     }
     if (std::optional<int64_t> dim = tasks::meta_int(set, "dim"); dim && *dim != C) {
       throw CheckpointError(head_path, "metadata 'dim' = " + std::to_string(*dim) +
@@ -142,8 +145,8 @@ Embedder Embedder::with_head(Model model, std::shared_ptr<const Tokenizer> token
       } else {
         const int64_t v = *tasks::meta_int(set, "max_tokens");
         if (v < 0 || v > (int64_t{1} << 30)) {
-          throw CheckpointError(head_path, "metadata 'max_tokens' = " + *m +
-                                               ": expected 0 .. 2^30 (or none)");
+          throw CheckpointError(head_path,
+                                "metadata 'max_tokens' = " + *m + ": expected 0 .. 2^30 (or none)");
         }
         c.max_tokens = static_cast<int>(v);
       }
@@ -156,17 +159,19 @@ Embedder Embedder::with_head(Model model, std::shared_ptr<const Tokenizer> token
     if (overrides.pooling) c.pooling = *overrides.pooling;
   } else if (set.find("head.fc1.weight")) {  // rwkv-metal names, no metadata
     if (strict || !overrides.pooling) {
-      throw CheckpointError(head_path, "embedding head in rwkv-metal's layout (head.fc1.weight, "
-                                       "no metadata) carries no serving contract; load it "
-                                       "non-strictly and give the pooling explicitly (wick embed "
-                                       "--non-strict --pooling last|mean)");
+      throw CheckpointError(head_path,
+                            "embedding head in rwkv-metal's layout (head.fc1.weight, "
+                            "no metadata) carries no serving contract; load it "
+                            "non-strictly and give the pooling explicitly (wick embed "
+                            "--non-strict --pooling last|mean)");
     }
     load_residual_head(*impl, set, "head.fc1.weight", "head.fc2.weight", "head.norm.weight",
                        "head.norm.bias", std::nullopt);
     c.pooling = *overrides.pooling;
   } else {
-    throw CheckpointError(head_path, "is not an embedding head: expected head.fc1 / head.fc2 / "
-                                     "head.norm.* (SwiftRWKV) or head.fc1.weight ... (rwkv-metal)");
+    throw CheckpointError(head_path,
+                          "is not an embedding head: expected head.fc1 / head.fc2 / "
+                          "head.norm.* (SwiftRWKV) or head.fc1.weight ... (rwkv-metal)");
   }
   if (overrides.max_tokens) c.max_tokens = *overrides.max_tokens;
   impl->contract = c;
@@ -181,15 +186,16 @@ Embedder Embedder::embedding_rwkv(Model model, std::shared_ptr<const Tokenizer> 
   auto impl = std::make_shared<Impl>(std::move(model));
   impl->tokenizer = std::move(tokenizer);
   if (impl->model.geometry().vocab <= kEmbeddingRwkvEos) {
-    throw CheckpointError(checkpoint_path, "EmbeddingRWKV appends EOS id 65535, but the model's "
-                                           "vocabulary has " +
-                                               std::to_string(impl->model.geometry().vocab) +
-                                               " rows");
+    throw CheckpointError(checkpoint_path,
+                          "EmbeddingRWKV appends EOS id 65535, but the model's "
+                          "vocabulary has " +
+                              std::to_string(impl->model.geometry().vocab) + " rows");
   }
   const io::TensorSet set = tasks::read_head_file(checkpoint_path);
   if (!set.find("rwkv.emb.weight")) {
-    throw CheckpointError(checkpoint_path, "is not an EmbeddingRWKV checkpoint (no rwkv.emb.weight); "
-                                           "use a head file (--head) or no head instead");
+    throw CheckpointError(checkpoint_path,
+                          "is not an EmbeddingRWKV checkpoint (no rwkv.emb.weight); "
+                          "use a head file (--head) or no head instead");
   }
   const char* name = task == EmbedTask::kRetrieval    ? "retr"
                      : task == EmbedTask::kSimilarity ? "sts"
@@ -208,10 +214,18 @@ Embedder Embedder::embedding_rwkv(Model model, std::shared_ptr<const Tokenizer> 
   return Embedder(std::move(impl));
 }
 
-const Model& Embedder::model() const { return impl_->model; }
-const EmbedContract& Embedder::contract() const { return impl_->contract; }
-bool Embedder::has_head() const { return impl_->fc1 != nullptr; }
-int Embedder::dim() const { return impl_->model.geometry().n_embd; }
+const Model& Embedder::model() const {
+  return impl_->model;
+}
+const EmbedContract& Embedder::contract() const {
+  return impl_->contract;
+}
+bool Embedder::has_head() const {
+  return impl_->fc1 != nullptr;
+}
+int Embedder::dim() const {
+  return impl_->model.geometry().n_embd;
+}
 
 std::vector<int32_t> Embedder::tokens(std::string_view text) const {
   const EmbedContract& c = impl_->contract;
@@ -343,12 +357,15 @@ std::vector<float> Embedder::embed(std::span<const std::string> texts, int batch
 void save_embeddings(const std::string& path, std::span<const float> vectors, int64_t n,
                      int64_t dim, std::map<std::string, std::string> metadata) {
   if (n < 0 || dim <= 0 || vectors.size() != static_cast<size_t>(n * dim)) {
-    throw InputError("save_embeddings: " + std::to_string(vectors.size()) + " floats do not form [" +
-                     std::to_string(n) + ", " + std::to_string(dim) + "]");
+    throw InputError("save_embeddings: " + std::to_string(vectors.size()) +
+                     " floats do not form [" + std::to_string(n) + ", " + std::to_string(dim) +
+                     "]");
   }
   metadata["format"] = "wick-embeddings-v1";
   io::write_safetensors(path,
-                        {{"embeddings", DType::F32, {n, dim},
+                        {{"embeddings",
+                          DType::F32,
+                          {n, dim},
                           std::string_view(reinterpret_cast<const char*>(vectors.data()),
                                            vectors.size() * sizeof(float))}},
                         metadata);

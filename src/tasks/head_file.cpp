@@ -76,8 +76,8 @@ std::optional<int64_t> meta_int(const io::TensorSet& set, const std::string& key
   const char* e = b + v->size();
   auto res = std::from_chars(b, e, out);
   if (res.ec != std::errc() || res.ptr != e) {
-    throw CheckpointError(set.source(), "metadata '" + key + "': expected an integer, found '" +
-                                            *v + "'");
+    throw CheckpointError(set.source(),
+                          "metadata '" + key + "': expected an integer, found '" + *v + "'");
   }
   return out;
 }

@@ -34,8 +34,8 @@ void check_options(const Model& reference, const Model& model, const KlOptions& 
         model.geometry().vocab));
   }
   if (o.bootstrap_resamples < 1) {
-    throw InputError(fmt::format("KL: bootstrap_resamples must be >= 1; found {}",
-                                 o.bootstrap_resamples));
+    throw InputError(
+        fmt::format("KL: bootstrap_resamples must be >= 1; found {}", o.bootstrap_resamples));
   }
   if (!(o.ci_level > 0 && o.ci_level < 1)) {
     throw InputError(fmt::format("KL: ci_level must be in (0, 1); found {}", o.ci_level));

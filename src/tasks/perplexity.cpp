@@ -8,9 +8,9 @@
 #include <string>
 
 #include "kernels/thread_pool.h"
+#include "runtime/runtime_impl.h"
 #include "tasks/logit_rows.h"
 #include "wick/errors.h"
-#include "runtime/runtime_impl.h"
 #include "wick/runtime.h"
 
 namespace wick {
@@ -61,7 +61,8 @@ void for_row_blocks(const Runtime& runtime, int64_t rows,
                     const std::function<void(int64_t, int64_t, int64_t)>& fn) {
   const int64_t n = row_blocks(runtime, rows);
   RuntimeLease lease(runtime);
-  kernels::parallel_for(lease.pool(), n, [&](int64_t b) { fn(rows * b / n, rows * (b + 1) / n, b); });
+  kernels::parallel_for(lease.pool(), n,
+                        [&](int64_t b) { fn(rows * b / n, rows * (b + 1) / n, b); });
 }
 
 }  // namespace tasks
@@ -69,8 +70,10 @@ void for_row_blocks(const Runtime& runtime, int64_t rows,
 std::vector<std::vector<int32_t>> cut_windows(std::span<const int32_t> ids,
                                               const WindowOptions& options) {
   if (options.ctx < 2) {
-    throw InputError("the context (ctx) must be at least 2 tokens (one to read, one to predict); "
-                     "found " + std::to_string(options.ctx));
+    throw InputError(
+        "the context (ctx) must be at least 2 tokens (one to read, one to predict); "
+        "found " +
+        std::to_string(options.ctx));
   }
   if (options.max_windows < 0) {
     throw InputError("max_windows must be >= 0 (0 = every window); found " +
@@ -80,15 +83,18 @@ std::vector<std::vector<int32_t>> cut_windows(std::span<const int32_t> ids,
   size_t n = ids.size() / ctx;
   if (n == 0) {
     const std::string advice =
-        ids.size() >= 2 ? fmt::format("use a shorter context (ctx <= {}) or a longer text", ids.size())
-                        : std::string("use a longer text");
-    throw InputError(fmt::format("the text gives {} token(s), fewer than one window of ctx = {} "
-                                 "tokens; {}",
-                                 ids.size(), ctx, advice));
+        ids.size() >= 2
+            ? fmt::format("use a shorter context (ctx <= {}) or a longer text", ids.size())
+            : std::string("use a longer text");
+    throw InputError(
+        fmt::format("the text gives {} token(s), fewer than one window of ctx = {} "
+                    "tokens; {}",
+                    ids.size(), ctx, advice));
   }
   if (options.max_windows > 0) n = std::min(n, static_cast<size_t>(options.max_windows));
   std::vector<std::vector<int32_t>> windows(n);
-  for (size_t w = 0; w < n; ++w) windows[w].assign(ids.begin() + w * ctx, ids.begin() + (w + 1) * ctx);
+  for (size_t w = 0; w < n; ++w)
+    windows[w].assign(ids.begin() + w * ctx, ids.begin() + (w + 1) * ctx);
   return windows;
 }
 

@@ -4,15 +4,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "base/strings.h"
 #include "model/linear.h"
-#include "runtime/runtime_impl.h"
 #include "model/model_impl.h"
 #include "model/state_geometry.h"
+#include "runtime/runtime_impl.h"
 #include "tasks/head_file.h"
 #include "wick/errors.h"
 #include "wick/rerank.h"
@@ -25,9 +24,9 @@ struct Reranker::Impl {
   std::shared_ptr<const Tokenizer> tokenizer;
   RerankFormat format = RerankFormat::kHeadV1;
   RerankContract contract;
-  std::optional<Model> head;     // the head's x070 blocks; "vocabulary" = the probe rows
-  std::vector<int> sources;      // base layer read by each head block
-  std::vector<int32_t> probe_ids;  // 0 .. n_probe-1
+  std::optional<Model> head;                // the head's x070 blocks; "vocabulary" = the probe rows
+  std::vector<int> sources;                 // base layer read by each head block
+  std::vector<int32_t> probe_ids;           // 0 .. n_probe-1
   std::unique_ptr<model::DenseLinear> fc1;  // [hidden, C]
   std::vector<float> fc1_bias;              // [hidden]
   std::vector<float> fc2;                   // [hidden] (fc2 is [1, hidden])
@@ -50,7 +49,8 @@ constexpr const char* kEmbeddingRwkvInstruct =
 // Normalises layer indices against a base of L layers (negatives count from the end).
 std::vector<int> normalise_layers(const std::vector<int64_t>& raw, int L, const std::string& path,
                                   const std::string& key) {
-  if (raw.empty()) throw CheckpointError(path, "metadata '" + key + "': expected at least one layer");
+  if (raw.empty())
+    throw CheckpointError(path, "metadata '" + key + "': expected at least one layer");
   std::vector<int> out;
   for (int64_t v : raw) {
     const int64_t n = v < 0 ? v + L : v;
@@ -83,8 +83,8 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
       used = 0;
     }
     if (used != tok.size()) {
-      throw CheckpointError(path, "metadata '" + key + "': expected a list of layer indices, found '" +
-                                      text + "'");
+      throw CheckpointError(
+          path, "metadata '" + key + "': expected a list of layer indices, found '" + text + "'");
     }
     out.push_back(v);
   }
@@ -94,12 +94,11 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
 void check_head_geometry(const Geometry& head, const Geometry& base, const std::string& path) {
   if (head.n_embd != base.n_embd || head.n_head != base.n_head ||
       head.head_size != base.head_size) {
-    throw CheckpointError(path, "reranker head geometry (" +
-                                    geometry_text(StateGeometry::of(head)) +
-                                    ") does not match the base model (" +
-                                    geometry_text(StateGeometry::of(base)) +
-                                    "): width, heads and head size must agree; use the head "
-                                    "trained for this base");
+    throw CheckpointError(
+        path, "reranker head geometry (" + geometry_text(StateGeometry::of(head)) +
+                  ") does not match the base model (" + geometry_text(StateGeometry::of(base)) +
+                  "): width, heads and head size must agree; use the head "
+                  "trained for this base");
   }
 }
 
@@ -125,11 +124,12 @@ void load_head_v1(Reranker::Impl& r, const io::TensorSet& set, bool strict) {
   const std::optional<std::string> format = meta(set, "format");
   if (!format || format->rfind("rwkv-metal-reranker-head", 0) != 0) {
     if (strict) {
-      throw CheckpointError(path, "reranker head without the format marker (metadata 'format' = "
-                                  "rwkv-metal-reranker-head-v1, found " +
-                                      (format ? "'" + *format + "'" : std::string("none")) +
-                                      "); load it non-strictly to use it with the default "
-                                      "contract");
+      throw CheckpointError(path,
+                            "reranker head without the format marker (metadata 'format' = "
+                            "rwkv-metal-reranker-head-v1, found " +
+                                (format ? "'" + *format + "'" : std::string("none")) +
+                                "); load it non-strictly to use it with the default "
+                                "contract");
     }
   }
   // The block stack as an x070 model: probe rows = its vocabulary.
@@ -139,8 +139,9 @@ void load_head_v1(Reranker::Impl& r, const io::TensorSet& set, bool strict) {
     io::TensorView v = t;
     if (t.name == "probe") v.name = "emb.weight";
     const std::string_view rk_suffix = ".tmix.r_k";
-    const bool is_rk = t.name.size() > rk_suffix.size() &&
-                       std::string_view(t.name).substr(t.name.size() - rk_suffix.size()) == rk_suffix;
+    const bool is_rk =
+        t.name.size() > rk_suffix.size() &&
+        std::string_view(t.name).substr(t.name.size() - rk_suffix.size()) == rk_suffix;
     // r_k written as [D] (or [1, 1, D]): the head shape of the base (the loader derives H and N
     // from r_k's [H, N], which a flat vector does not carry).
     if (is_rk && t.numel() == bg.n_embd && (t.shape.size() != 2 || t.shape[0] == 1))
@@ -152,8 +153,7 @@ void load_head_v1(Reranker::Impl& r, const io::TensorSet& set, bool strict) {
   model::BuildOptions options;
   options.require_head = false;
   // The head's blocks run at the base model's precision (Model::precision).
-  r.head = model::model_from_tensors(std::move(blocks), options)
-               .with_precision(r.base.precision());
+  r.head = model::model_from_tensors(std::move(blocks), options).with_precision(r.base.precision());
   const Geometry& hg = r.head->geometry();
   check_head_geometry(hg, bg, path);
   load_mlp(r, set, "score_fc1.weight", "score_fc1.bias", "score_fc2.weight", bg.n_embd);
@@ -168,9 +168,11 @@ void load_head_v1(Reranker::Impl& r, const io::TensorSet& set, bool strict) {
     }
   };
   if (strict) {
-    check_equal("base_n_layer", meta_int(set, "base_n_layer"), bg.n_layer, "the base model's layer count");
+    check_equal("base_n_layer", meta_int(set, "base_n_layer"), bg.n_layer,
+                "the base model's layer count");
     check_equal("base_n_embd", meta_int(set, "base_n_embd"), bg.n_embd, "the base model's width");
-    check_equal("base_n_head", meta_int(set, "base_n_head"), bg.n_head, "the base model's head count");
+    check_equal("base_n_head", meta_int(set, "base_n_head"), bg.n_head,
+                "the base model's head count");
   }
   check_equal("n_probe", meta_int(set, "n_probe"), hg.vocab, "the probe table's row count");
   check_equal("head_hidden", meta_int(set, "head_hidden"), r.fc1->out_features(),
@@ -200,8 +202,8 @@ void load_head_v1(Reranker::Impl& r, const io::TensorSet& set, bool strict) {
   c.doc_first = true;
   if (std::optional<std::string> t = meta(set, "template"); t && !t->empty()) {
     if (*t != "doc_first" && *t != "query_first") {
-      throw CheckpointError(path, "metadata 'template': expected doc_first or query_first, found '" +
-                                      *t + "'");
+      throw CheckpointError(
+          path, "metadata 'template': expected doc_first or query_first, found '" + *t + "'");
     }
     c.doc_first = *t == "doc_first";
   } else if (std::optional<std::string> d = meta(set, "doc_first"); d && !d->empty()) {
@@ -218,8 +220,9 @@ void load_head_v1(Reranker::Impl& r, const io::TensorSet& set, bool strict) {
     throw CheckpointError(path, "metadata max_doc_tokens / max_query_tokens must not be negative");
   constexpr int64_t kMaxTokens = int64_t{1} << 30;
   if ((md && *md > kMaxTokens) || (mq && *mq > kMaxTokens)) {
-    throw CheckpointError(path, "metadata max_doc_tokens / max_query_tokens above 2^30; use 0 "
-                                "for no truncation");
+    throw CheckpointError(path,
+                          "metadata max_doc_tokens / max_query_tokens above 2^30; use 0 "
+                          "for no truncation");
   }
   c.max_doc_tokens = md ? static_cast<int>(*md) : 384;
   c.max_query_tokens = mq ? static_cast<int>(*mq) : 96;
@@ -244,17 +247,19 @@ void load_embedding_rwkv(Reranker::Impl& r, const io::TensorSet& set, bool stric
   const std::string& path = set.source();
   const Geometry& bg = r.base.geometry();
   if (strict && !r.base.info().embedding_rwkv) {
-    throw CheckpointError(path, "an EmbeddingRWKV reranker reads the states of its paired "
-                                "EmbeddingRWKV embedding model, but the base (" +
-                                    r.base.info().source +
-                                    ") is not an EmbeddingRWKV checkpoint; load that model as "
-                                    "the base (or load non-strictly to try another one)");
+    throw CheckpointError(path,
+                          "an EmbeddingRWKV reranker reads the states of its paired "
+                          "EmbeddingRWKV embedding model, but the base (" +
+                              r.base.info().source +
+                              ") is not an EmbeddingRWKV checkpoint; load that model as "
+                              "the base (or load non-strictly to try another one)");
   }
   if (bg.vocab <= kEmbeddingRwkvEos) {
-    throw CheckpointError(path, "an EmbeddingRWKV reranker needs a base with the EOS row 65535, "
-                                "but the base vocabulary has " +
-                                    std::to_string(bg.vocab) +
-                                    " rows; use its paired EmbeddingRWKV embedding model");
+    throw CheckpointError(path,
+                          "an EmbeddingRWKV reranker needs a base with the EOS row 65535, "
+                          "but the base vocabulary has " +
+                              std::to_string(bg.vocab) +
+                              " rows; use its paired EmbeddingRWKV embedding model");
   }
   io::TensorSet blocks(path);
   for (const io::TensorView& t : set.tensors()) {
@@ -265,7 +270,7 @@ void load_embedding_rwkv(Reranker::Impl& r, const io::TensorSet& set, bool stric
                                       "reranker_layer_idx)");
     }
     std::string name = t.name.substr(9);
-    if (name.rfind("head.", 0) == 0) continue;  // the scoring MLP, read below
+    if (name.rfind("head.", 0) == 0) continue;        // the scoring MLP, read below
     if (name == "token.weight") name = "emb.weight";  // older probe name
     io::TensorView v = t;
     v.name = name;
@@ -275,19 +280,19 @@ void load_embedding_rwkv(Reranker::Impl& r, const io::TensorSet& set, bool stric
   model::BuildOptions options;
   options.require_head = false;
   // The head's blocks run at the base model's precision (Model::precision).
-  r.head = model::model_from_tensors(std::move(blocks), options)
-               .with_precision(r.base.precision());
+  r.head = model::model_from_tensors(std::move(blocks), options).with_precision(r.base.precision());
   const Geometry& hg = r.head->geometry();
   check_head_geometry(hg, bg, path);
   if (hg.vocab != 1) {
-    throw CheckpointError(path, "reranker probe (reranker.emb.weight): expected shape [1, C], found " +
-                                    std::to_string(hg.vocab) + " rows");
+    throw CheckpointError(path,
+                          "reranker probe (reranker.emb.weight): expected shape [1, C], found " +
+                              std::to_string(hg.vocab) + " rows");
   }
   load_mlp(r, set, "reranker.head.0.weight", "reranker.head.0.bias", "reranker.head.2.weight",
            bg.n_embd);
   if (r.fc1->out_features() != bg.n_embd) {
-    throw CheckpointError(path, "reranker.head.0.weight: expected [C, C] with C = " +
-                                    std::to_string(bg.n_embd));
+    throw CheckpointError(
+        path, "reranker.head.0.weight: expected [C, C] with C = " + std::to_string(bg.n_embd));
   }
   std::vector<int64_t> raw;
   if (const io::TensorView* t = set.find("reranker_layer_idx")) {
@@ -350,9 +355,10 @@ void append(std::vector<int32_t>& out, const std::vector<int32_t>& ids, int limi
 
 void check_indexable(const RerankContract& c) {
   if (!c.doc_first) {
-    throw InputError("this reranker head uses the query-first template: the document comes after "
-                     "the query, so document states cannot be folded ahead of the query; use the "
-                     "direct path (no index)");
+    throw InputError(
+        "this reranker head uses the query-first template: the document comes after "
+        "the query, so document states cannot be folded ahead of the query; use the "
+        "direct path (no index)");
   }
 }
 
@@ -392,13 +398,27 @@ Reranker Reranker::load(Model model, std::shared_ptr<const Tokenizer> tokenizer,
   return Reranker(std::move(impl));
 }
 
-RerankFormat Reranker::format() const { return impl_->format; }
-const RerankContract& Reranker::contract() const { return impl_->contract; }
-const Model& Reranker::model() const { return impl_->base; }
-const Tokenizer& Reranker::tokenizer() const { return *impl_->tokenizer; }
-const std::vector<int>& Reranker::source_layers() const { return impl_->sources; }
-int Reranker::n_probe() const { return static_cast<int>(impl_->probe_ids.size()); }
-bool Reranker::has_sigmoid() const { return impl_->format == RerankFormat::kEmbeddingRWKV; }
+RerankFormat Reranker::format() const {
+  return impl_->format;
+}
+const RerankContract& Reranker::contract() const {
+  return impl_->contract;
+}
+const Model& Reranker::model() const {
+  return impl_->base;
+}
+const Tokenizer& Reranker::tokenizer() const {
+  return *impl_->tokenizer;
+}
+const std::vector<int>& Reranker::source_layers() const {
+  return impl_->sources;
+}
+int Reranker::n_probe() const {
+  return static_cast<int>(impl_->probe_ids.size());
+}
+bool Reranker::has_sigmoid() const {
+  return impl_->format == RerankFormat::kEmbeddingRWKV;
+}
 
 std::vector<int32_t> Reranker::prefix_tokens(std::string_view doc) const {
   const RerankContract& c = impl_->contract;
@@ -448,8 +468,7 @@ std::vector<float> Reranker::head_logits(std::span<const State* const> pair_stat
     if (!state_fits(*s, bg))
       throw_state_mismatch(StateGeometry::of(*s), bg, "pair state " + std::to_string(b));
     State h(hg.n_layer, hg.n_embd, hg.n_head, hg.head_size);  // zero token shifts
-    for (int i = 0; i < hg.n_layer; ++i)
-      std::copy_n(s->wkv(r.sources[i]), s->wkv_size(), h.wkv(i));
+    for (int i = 0; i < hg.n_layer; ++i) std::copy_n(s->wkv(r.sources[i]), s->wkv_size(), h.wkv(i));
     head_states.push_back(std::move(h));
   }
   std::vector<std::span<const int32_t>> seqs(B, std::span<const int32_t>(r.probe_ids));
@@ -518,8 +537,8 @@ std::vector<State> Reranker::fold_documents(std::span<const std::string> docs, i
 }
 
 std::vector<float> Reranker::score_states(std::string_view query,
-                                          std::span<const State* const> doc_states,
-                                          int batch, const ProgressFn& progress) const {
+                                          std::span<const State* const> doc_states, int batch,
+                                          const ProgressFn& progress) const {
   check_indexable(impl_->contract);
   const std::vector<int32_t> tail = tail_tokens(query);  // once per query
   check_ids({tail}, 0, impl_->base.geometry().vocab, "query");
@@ -537,7 +556,8 @@ std::vector<float> Reranker::score_states(std::string_view query,
     const std::vector<std::span<const int32_t>> seqs(n, std::span<const int32_t>(tail));
     const std::vector<float> l = continue_and_score(*this, seqs, states);
     out.insert(out.end(), l.begin(), l.end());
-    if (progress) progress(static_cast<int64_t>(out.size()), static_cast<int64_t>(doc_states.size()));
+    if (progress)
+      progress(static_cast<int64_t>(out.size()), static_cast<int64_t>(doc_states.size()));
   }
   return out;
 }
@@ -554,7 +574,8 @@ std::vector<RerankResult> Reranker::rank(std::span<const float> logits) const {
     out.push_back({static_cast<int64_t>(i), logits[i], score_of(logits[i])});
   // Descending logit; a NaN (a broken head) sorts after every number; ties keep input order.
   std::stable_sort(out.begin(), out.end(), [](const RerankResult& a, const RerankResult& b) {
-    if (std::isnan(a.logit) || std::isnan(b.logit)) return !std::isnan(a.logit) && std::isnan(b.logit);
+    if (std::isnan(a.logit) || std::isnan(b.logit))
+      return !std::isnan(a.logit) && std::isnan(b.logit);
     return a.logit > b.logit;
   });
   return out;

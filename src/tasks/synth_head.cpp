@@ -47,13 +47,21 @@ std::optional<std::string> head_name(const std::string& official) {
     return std::nullopt;  // unused by block 0
   if (rest.rfind("ln1.", 0) == 0 || rest.rfind("ln2.", 0) == 0) return official;
   if (rest.rfind("ffn.", 0) == 0) return prefix + "cmix." + rest.substr(4);
-  static const std::map<std::string, std::string> kAtt = {
-      {"receptance.weight", "r_proj.weight"}, {"key.weight", "k_proj.weight"},
-      {"value.weight", "v_proj.weight"},      {"output.weight", "o_proj.weight"},
-      {"w1", "w_lora_A.weight"}, {"w2", "w_lora_B.weight"}, {"w0", "w_lora_B.bias"},
-      {"a1", "a_lora_A.weight"}, {"a2", "a_lora_B.weight"}, {"a0", "a_lora_B.bias"},
-      {"v1", "v_lora_A.weight"}, {"v2", "v_lora_B.weight"}, {"v0", "v_lora_B.bias"},
-      {"g1", "g_lora_A.weight"}, {"g2", "g_lora_B.weight"}};
+  static const std::map<std::string, std::string> kAtt = {{"receptance.weight", "r_proj.weight"},
+                                                          {"key.weight", "k_proj.weight"},
+                                                          {"value.weight", "v_proj.weight"},
+                                                          {"output.weight", "o_proj.weight"},
+                                                          {"w1", "w_lora_A.weight"},
+                                                          {"w2", "w_lora_B.weight"},
+                                                          {"w0", "w_lora_B.bias"},
+                                                          {"a1", "a_lora_A.weight"},
+                                                          {"a2", "a_lora_B.weight"},
+                                                          {"a0", "a_lora_B.bias"},
+                                                          {"v1", "v_lora_A.weight"},
+                                                          {"v2", "v_lora_B.weight"},
+                                                          {"v0", "v_lora_B.bias"},
+                                                          {"g1", "g_lora_A.weight"},
+                                                          {"g2", "g_lora_B.weight"}};
   const std::string att = rest.substr(4);  // after "att."
   auto it = kAtt.find(att);
   return prefix + "tmix." + (it == kAtt.end() ? att : it->second);
@@ -64,7 +72,8 @@ bool is_lora_factor(const std::string& official) {
   const size_t n = official.size();
   if (n < 7 || official.compare(n - 7, 5, ".att.") != 0) return false;
   const char kind = official[n - 2], index = official[n - 1];
-  return (kind == 'w' || kind == 'a' || kind == 'v' || kind == 'g') && (index == '1' || index == '2');
+  return (kind == 'w' || kind == 'a' || kind == 'v' || kind == 'g') &&
+         (index == '1' || index == '2');
 }
 
 }  // namespace

@@ -14,7 +14,8 @@ namespace wick {
 
 std::string read_evaluation_text(const std::string& path) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw FileError(path, "is a folder, not a text file");
+  if (std::filesystem::is_directory(path, ec))
+    throw FileError(path, "is a folder, not a text file");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw FileError(path, "cannot open the text file");
   std::ostringstream ss;
@@ -23,7 +24,8 @@ std::string read_evaluation_text(const std::string& path) {
   std::string text = std::move(ss).str();
   const size_t valid = base::utf8::valid_prefix_length(text);
   if (valid != text.size()) {
-    const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<ptrdiff_t>(valid), '\n');
+    const auto line =
+        1 + std::count(text.begin(), text.begin() + static_cast<ptrdiff_t>(valid), '\n');
     throw InputError(fmt::format(
         "{}: not valid UTF-8: byte 0x{:02X} at offset {} (line {}) starts an invalid or "
         "truncated sequence; the evaluation text must be UTF-8 (convert it, e.g. with iconv)",

@@ -6,16 +6,15 @@
 //   3. normalize each remaining piece (NFC / NFKC / nothing);
 //   4. split off added tokens with `normalized: true`;
 //   5. per remaining piece: prefix space (add_prefix_space), GPT-2 regex split into words;
-//   6. per word: its bytes -> the ids of the one-byte symbols -> BPE merges by rank (a hash map keyed
+//   6. per word: its bytes -> the ids of the one-byte symbols -> BPE merges by rank (a hash map
+//   keyed
 //      by the pair of ids) -> ids; short words go through a per-thread cache of recent words;
 //   7. template ids around the result.
 // The byte-level alphabet never has to be materialized while encoding: byte b starts as the id of
 // the one-character token for b, and merges work on ids.
-#include "base/utf8.h"
 #include "tokenizer/bpe_tokenizer.h"
 
 #include <algorithm>
-#include <mutex>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -24,13 +23,14 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <unordered_map>
 #include <utility>
 
-#include <nlohmann/json.hpp>
-
+#include "base/utf8.h"
 #include "tokenizer/unicode_norm.h"
 #include "tokenizer/unicode_tables.h"
 #include "wick/errors.h"
@@ -148,7 +148,6 @@ struct WordCache {
     return h ^ (h >> 32);
   }
 };
-
 
 // ---------------------------------------------------------------------------------------------
 // Added-token matcher: a byte trie, leftmost-longest, non-overlapping.
@@ -476,9 +475,7 @@ void BpeTokenizer::Impl::bpe_long(const unsigned char* w, size_t n,
     int32_t pos;
     int32_t left, right;  // the ids the pair had when pushed
     int32_t merged;
-    bool operator>(const Cand& o) const {
-      return rank != o.rank ? rank > o.rank : pos > o.pos;
-    }
+    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
   };
   std::vector<Sym> sym;  // words this long are rare: their scratch is allocated per word
   std::vector<Cand> heap;
@@ -623,9 +620,10 @@ class Loader {
       }
     }
     if (get_bool(model, "byte_fallback", "model", false)) {
-      refuse("`model.byte_fallback` to be false (<0xNN> byte fallback is a SentencePiece "
-             "mechanism, meaningless with a byte-level alphabet)",
-             "true");
+      refuse(
+          "`model.byte_fallback` to be false (<0xNN> byte fallback is a SentencePiece "
+          "mechanism, meaningless with a byte-level alphabet)",
+          "true");
     }
     get_bool(model, "fuse_unk", "model", false);
     impl.ignore_merges = get_bool(model, "ignore_merges", "model", false);
@@ -642,8 +640,8 @@ class Loader {
     for (auto it = vocab.begin(); it != vocab.end(); ++it) {
       if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 ||
           it.value().get<int64_t>() >= kMaxId) {
-        refuse("`model.vocab` ids to be integers 0..2^24", "\"" + it.key() + "\": " +
-                                                               describe(it.value()));
+        refuse("`model.vocab` ids to be integers 0..2^24",
+               "\"" + it.key() + "\": " + describe(it.value()));
       }
       const int32_t id = it.value().get<int32_t>();
       vocab_.emplace(it.key(), id);
@@ -661,9 +659,10 @@ class Loader {
       if (needed && impl.byte_id[b] < 0) {
         char hex[8];
         std::snprintf(hex, sizeof hex, "0x%02X", b);
-        refuse("`model.vocab` to have the byte-level symbol of every byte valid UTF-8 can "
-               "contain",
-               "no symbol '" + sym + "' for byte " + hex);
+        refuse(
+            "`model.vocab` to have the byte-level symbol of every byte valid UTF-8 can "
+            "contain",
+            "no symbol '" + sym + "' for byte " + hex);
       }
     }
 
@@ -719,8 +718,7 @@ class Loader {
       if (!t.is_object()) refuse("`" + where + "` to be an object", describe(t));
       const json& id = member(t, "id");
       const json& content = member(t, "content");
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
-          id.get<int64_t>() >= kMaxId) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= kMaxId) {
         refuse("`" + where + ".id` to be an integer 0..2^24", describe(id));
       }
       if (!content.is_string() || content.get_ref<const std::string&>().empty()) {
@@ -775,13 +773,13 @@ class Loader {
   void load_pre_tokenizer(const json& root, BpeTokenizer::Impl& impl) {
     const json& p = member(root, "pre_tokenizer");
     if (!p.is_object() || member(p, "type") != "ByteLevel") {
-      refuse("`pre_tokenizer` to be ByteLevel (others are not implemented)",
-             describe_component(p));
+      refuse("`pre_tokenizer` to be ByteLevel (others are not implemented)", describe_component(p));
     }
     if (!get_bool(p, "use_regex", "pre_tokenizer", true)) {
-      refuse("`pre_tokenizer.use_regex` to be true (ByteLevel without its GPT-2 regex needs "
-             "another pre-tokenizer's split, which is not implemented)",
-             "false");
+      refuse(
+          "`pre_tokenizer.use_regex` to be true (ByteLevel without its GPT-2 regex needs "
+          "another pre-tokenizer's split, which is not implemented)",
+          "false");
     }
     const json& aps = member(p, "add_prefix_space");
     if (!aps.is_boolean()) {
@@ -797,9 +795,10 @@ class Loader {
     const json& type = p.is_object() ? member(p, "type") : p;
     if (type == "ByteLevel") return;  // adjusts offsets only
     if (type != "TemplateProcessing") {
-      refuse("`post_processor` to be null, ByteLevel or TemplateProcessing (others are not "
-             "implemented)",
-             describe_component(p));
+      refuse(
+          "`post_processor` to be null, ByteLevel or TemplateProcessing (others are not "
+          "implemented)",
+          describe_component(p));
     }
     const json& specials = member(p, "special_tokens");
     if (!specials.is_null() && !specials.is_object()) {
@@ -861,9 +860,9 @@ class Loader {
       } else if (impl.normalizer == Normalizer::kNone) {
         impl.norm_tokens.add(a.content, a.id);
       } else {
-        const std::string c = unicode::normalized(
-            a.content, impl.normalizer == Normalizer::kNFC ? unicode::NormalForm::kNFC
-                                                           : unicode::NormalForm::kNFKC);
+        const std::string c = unicode::normalized(a.content, impl.normalizer == Normalizer::kNFC
+                                                                 ? unicode::NormalForm::kNFC
+                                                                 : unicode::NormalForm::kNFKC);
         impl.norm_tokens.add(c, a.id);
       }
     }
@@ -949,8 +948,8 @@ BpeTokenizer::~BpeTokenizer() = default;
 
 std::unique_ptr<BpeTokenizer> BpeTokenizer::load(const std::string& path, BpeOptions options) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw FileError(path, "cannot open the tokenizer file (" + std::string(strerror(errno)) +
-                                    ")");
+  if (!f)
+    throw FileError(path, "cannot open the tokenizer file (" + std::string(strerror(errno)) + ")");
   std::ostringstream ss;
   ss << f.rdbuf();
   if (f.bad()) throw FileError(path, "cannot read the tokenizer file");
@@ -1028,7 +1027,9 @@ std::string BpeTokenizer::decode(std::span<const int32_t> ids, bool skip_special
   return out;
 }
 
-int32_t BpeTokenizer::vocab_size() const { return impl_->vocab_size; }
+int32_t BpeTokenizer::vocab_size() const {
+  return impl_->vocab_size;
+}
 
 std::optional<int32_t> BpeTokenizer::token_to_id(std::string_view token) const {
   auto it = impl_->spelling_to_id.find(std::string(token));

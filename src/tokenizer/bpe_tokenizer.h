@@ -2,7 +2,8 @@
 // `20B_tokenizer.json` of RWKV Pile models, GPT-2, and files of the same shape.
 //
 // What it reproduces, id for id, from HuggingFace `tokenizers` (the reference):
-//  * added tokens (special and not, `normalized` true or false) matched leftmost-longest in the text,
+//  * added tokens (special and not, `normalized` true or false) matched leftmost-longest in the
+//  text,
 //    those with `normalized: false` before normalization, the others after it;
 //  * normalizer null, NFC or NFKC (Unicode 9.0 normalization data, as the reference has);
 //  * the ByteLevel pre-tokenizer: `add_prefix_space`, and the GPT-2 split regex
@@ -13,8 +14,8 @@
 //  * post-processors ByteLevel (adds nothing) and TemplateProcessing (single-sequence template);
 //  * the ByteLevel decoder.
 // Everything else that would change ids (other normalizers or pre-tokenizers, BPE dropout,
-// byte_fallback, continuing_subword_prefix / end_of_word_suffix, added tokens with lstrip / rstrip /
-// single_word, truncation, padding, a broken vocabulary or merge list) is refused at load with a
+// byte_fallback, continuing_subword_prefix / end_of_word_suffix, added tokens with lstrip / rstrip
+// / single_word, truncation, padding, a broken vocabulary or merge list) is refused at load with a
 // FormatError naming the field.
 //
 // Input text must be valid UTF-8 (the reference cannot even be given anything else): encode throws

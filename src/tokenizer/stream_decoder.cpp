@@ -12,7 +12,8 @@ StreamDecoder::StreamDecoder(const Tokenizer& tokenizer) : tokenizer_(&tokenizer
 std::string StreamDecoder::push(int32_t id) {
   // Decode first: if the id is unknown this throws and the held-back bytes stay as they were.
   std::string bytes = tokenizer_->decode(std::span<const int32_t>(&id, 1));
-  if (pending_.empty() && base::utf8::is_valid(bytes)) return bytes;  // the usual case: whole characters
+  if (pending_.empty() && base::utf8::is_valid(bytes))
+    return bytes;  // the usual case: whole characters
   // Replace what is known to be invalid, emit what is complete, keep a truncated tail (<= 3 bytes).
   std::string out;
   if (pending_.empty()) {

@@ -1,12 +1,12 @@
 // NFC / NFKC: full (canonical or compatibility) decomposition, canonical ordering, canonical
 // composition, as defined in Unicode Standard Annex #15, with Hangul handled algorithmically.
-#include "base/utf8.h"
 #include "tokenizer/unicode_norm.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "base/utf8.h"
 #include "tokenizer/unicode_tables.h"
 
 namespace wick::unicode {
@@ -19,7 +19,8 @@ constexpr char32_t kNCount = kVCount * kTCount, kSCount = kLCount * kNCount;
 // Decodes one code point of valid UTF-8 at s[i], advancing i.
 inline char32_t next_cp(std::string_view s, size_t& i) {
   size_t length;
-  const char32_t c = base::utf8::decode_valid(reinterpret_cast<const unsigned char*>(s.data()) + i, length);
+  const char32_t c =
+      base::utf8::decode_valid(reinterpret_cast<const unsigned char*>(s.data()) + i, length);
   i += length;
   return c;
 }

@@ -46,8 +46,14 @@ extern const size_t kCompositionCount;
 
 // The property word of a code point (cp <= 0x10FFFF): class bits, the two "unsafe" bits, and the
 // canonical combining class in bits 8..15.
-inline uint16_t props(char32_t cp) { return kPropBlocks[kPropIndex[cp >> 7]][cp & 127]; }
-inline CharClass char_class(char32_t cp) { return CharClass(props(cp) & kPropClassMask); }
-inline uint8_t combining_class(char32_t cp) { return uint8_t(props(cp) >> 8); }
+inline uint16_t props(char32_t cp) {
+  return kPropBlocks[kPropIndex[cp >> 7]][cp & 127];
+}
+inline CharClass char_class(char32_t cp) {
+  return CharClass(props(cp) & kPropClassMask);
+}
+inline uint8_t combining_class(char32_t cp) {
+  return uint8_t(props(cp) >> 8);
+}
 
 }  // namespace wick::unicode

@@ -8,7 +8,6 @@
 #include <type_traits>
 #include <utility>
 
-
 #include "base/utf8.h"
 #include "wick/errors.h"
 
@@ -119,12 +118,24 @@ class VocabParser {
       const char e = body[++i];
       const std::string escape{'\\', e};  // for messages
       switch (e) {
-        case '\\': blob_.push_back('\\'); break;
-        case '\'': blob_.push_back('\''); break;
-        case '"': blob_.push_back('"'); break;
-        case 'n': blob_.push_back('\n'); break;
-        case 'r': blob_.push_back('\r'); break;
-        case 't': blob_.push_back('\t'); break;
+        case '\\':
+          blob_.push_back('\\');
+          break;
+        case '\'':
+          blob_.push_back('\'');
+          break;
+        case '"':
+          blob_.push_back('"');
+          break;
+        case 'n':
+          blob_.push_back('\n');
+          break;
+        case 'r':
+          blob_.push_back('\r');
+          break;
+        case 't':
+          blob_.push_back('\t');
+          break;
         case 'x':
         case 'u':
         case 'U': {
@@ -137,9 +148,7 @@ class VocabParser {
           for (size_t d = 0; d < digits; ++d) {
             const int h = i + 1 + d < body.size() ? hex_value(body[i + 1 + d]) : -1;
             if (h < 0) {
-              fail(escape + " followed by " + std::to_string(digits) +
-                       " hex digits",
-                   show(lit));
+              fail(escape + " followed by " + std::to_string(digits) + " hex digits", show(lit));
             }
             v = v * 16 + static_cast<uint32_t>(h);
           }
@@ -296,9 +305,9 @@ std::unique_ptr<WorldTokenizer> WorldTokenizer::parse(std::string_view contents,
     auto& kids = tmp[0].kids;
     const bool has = b < kids.size() && kids[b].first == b && tmp[kids[b].second].entry >= 0;
     if (!has) {
-      throw FormatError(path, "",
-                        "a token for every single byte 0x00..0xFF (so that any input can be encoded)",
-                        "no token for the byte " + hex_byte(b));
+      throw FormatError(
+          path, "", "a token for every single byte 0x00..0xFF (so that any input can be encoded)",
+          "no token for the byte " + hex_byte(b));
     }
   }
 
@@ -468,10 +477,10 @@ std::string WorldTokenizer::decode(std::span<const int32_t> ids) const {
     const auto u = static_cast<uint32_t>(id);  // negative ids become huge and fail the range test
     const size_t len = u < limit ? off[u + 1] - off[u] : 0;
     if (len == 0 && id != 0) {
-      throw InputError("token id " + std::to_string(id) +
-                       " is not in the World vocabulary (it has ids 1.." +
-                       std::to_string(vocab_size() - 1) +
-                       " and 0 for end of text); was it produced by a model with another tokenizer?");
+      throw InputError(
+          "token id " + std::to_string(id) + " is not in the World vocabulary (it has ids 1.." +
+          std::to_string(vocab_size() - 1) +
+          " and 0 for end of text); was it produced by a model with another tokenizer?");
     }
     total += len;
   }

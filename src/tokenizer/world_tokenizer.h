@@ -1,13 +1,13 @@
 // The RWKV "World" tokenizer: vocabulary file `rwkv_vocab_v20230424.txt`, greedy longest match
 // over the bytes of the input.
 //
-// Vocabulary file: one token per line, `<id> <literal> <byte length>`, where the literal (everything
-// between the first and the last space) is Python's repr() of the token: `'...'` / `"..."` is a str
-// whose UTF-8 encoding is the token, `b'...'` is raw bytes. Escapes: \\ \' \" \n \r \t \xHH
-// (a byte in b'...', the code point U+00HH in '...'), \uHHHH and \UHHHHHHHH (str only). The byte
-// length is checked against the decoded literal. Ids must be >= 1 and strictly increasing (gaps are
-// allowed and simply do not decode); no two lines may have the same bytes; every single byte must be
-// a token (so that any input can be encoded). A trailing CR on a line is ignored.
+// Vocabulary file: one token per line, `<id> <literal> <byte length>`, where the literal
+// (everything between the first and the last space) is Python's repr() of the token: `'...'` /
+// `"..."` is a str whose UTF-8 encoding is the token, `b'...'` is raw bytes. Escapes: \\ \' \" \n
+// \r \t \xHH (a byte in b'...', the code point U+00HH in '...'), \uHHHH and \UHHHHHHHH (str only).
+// The byte length is checked against the decoded literal. Ids must be >= 1 and strictly increasing
+// (gaps are allowed and simply do not decode); no two lines may have the same bytes; every single
+// byte must be a token (so that any input can be encoded). A trailing CR on a line is ignored.
 //
 // Encoding: from each position take the longest token that is a prefix of the remaining bytes, by
 // walking a flat prefix tree (a double array: every node a 256-way table, the tables overlapped in

@@ -17,7 +17,10 @@ std::string tiny_x() { return shell_quote(fixture("rwkvx/rwkvx-tiny.safetensors"
 // The first n fixture tokens as "a,b,c".
 std::string token_list(const std::vector<int32_t>& t, size_t n) {
   std::string s;
-  for (size_t i = 0; i < n; ++i) s += (i ? "," : "") + std::to_string(t[i]);
+  for (size_t i = 0; i < n; ++i) {
+    if (i) s += ',';
+    s += std::to_string(t[i]);
+  }
   return s;
 }
 

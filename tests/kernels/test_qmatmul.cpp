@@ -339,8 +339,9 @@ TEST(Qmatmul, SpecWorkedExamplesDecode) {
     p.bits = 8;
     p.rows = 1;
     p.cols = cols;
-    p.codes = {static_cast<uint8_t>(-113), 60, 28, static_cast<uint8_t>(-96)};
-    p.codes.resize(cols, 0);
+    p.codes.assign(cols, 0);  // (not an initializer list + resize: a GCC 12 stringop false positive)
+    const uint8_t first[] = {static_cast<uint8_t>(-113), 60, 28, static_cast<uint8_t>(-96)};
+    std::copy(std::begin(first), std::end(first), p.codes.begin());
     p.qs.assign(cols / 16, 0);
     p.qs[0] = 10;
     p.d = {0xdf, 0x02};
