@@ -2,17 +2,14 @@
 
 #include <charconv>
 
+#include "io/checkpoint.h"
 #include "io/mapped_file.h"
-#include "io/pth.h"
-#include "io/safetensors.h"
 #include "wick/errors.h"
 
 namespace wick::tasks {
 
 io::TensorSet read_head_file(const std::string& path) {
-  auto file = io::MappedFile::open(path);
-  if (io::looks_like_zip(*file)) return io::read_pth(std::move(file));
-  return io::read_safetensors(std::move(file));
+  return io::read_tensor_file(io::MappedFile::open(path));  // the one container sniffing
 }
 
 const std::vector<int64_t>& head_shape(const io::TensorSet& set, const std::string& name) {

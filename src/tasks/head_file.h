@@ -13,7 +13,9 @@
 namespace wick::tasks {
 
 // The tensors (and safetensors metadata; for .pth, non-tensor values as JSON text) of a head
-// file. Throws FileError / FormatError / UnsafePickleError from the container readers.
+// file, read through io::read_tensor_file (io/checkpoint.h). Throws FileError / FormatError /
+// UnsafePickleError from the container readers, CheckpointError for a foreign container (GGUF,
+// ggml, legacy torch.save) or a file that is neither a zip nor safetensors.
 io::TensorSet read_head_file(const std::string& path);
 
 // fp32 copy of `name`, which must hold `numel` elements (any nominal shape). Throws
