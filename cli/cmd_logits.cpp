@@ -1,7 +1,8 @@
-// wick logits --model PATH --tokens 1,2,3 [--all-positions] [--recurrent]
+// wick logits --model PATH --tokens 1,2,3 [--all-positions] [--recurrent] [--init-state F]
 // Prints {"logits": [[V numbers], ...]}: one row for the last position, or one per position with
 // --all-positions. --recurrent runs the recurrent step token by token instead of the parallel
-// pass. Numbers are printed in the shortest form that reads back to the same float.
+// pass; --init-state starts from a state-tuned initial state (wick/tuned_state.h). Numbers are
+// printed in the shortest form that reads back to the same float.
 #include <climits>
 #include <cstdio>
 #include <string>
@@ -9,6 +10,7 @@
 #include "commands.h"
 #include "common.h"
 #include "wick/errors.h"
+#include "wick/tuned_state.h"
 
 namespace wick::cli {
 namespace {
@@ -18,6 +20,7 @@ struct LogitsOptions {
   LoadOptions load;          // --quantize
   std::string model;
   std::string tokens_text;
+  std::string init_state;  // start from this state-tuned initial state
   std::vector<int32_t> tokens;
   bool all_positions = false;
   bool recurrent = false;
@@ -70,7 +73,7 @@ void run_logits(LogitsOptions& o) {
   o.tokens = parse_token_list(o.tokens_text);
   Model model = with_attention_flags(load_model_or_default(o.model, o.load), o.attention);
   const int V = model.geometry().vocab;
-  State state = model.new_state();
+  State state = o.init_state.empty() ? model.new_state() : load_tuned_state(o.init_state, model);
   std::vector<std::vector<float>> rows;
   if (o.recurrent) {
     for (size_t t = 0; t < o.tokens.size(); ++t) {
@@ -97,6 +100,9 @@ void register_logits(CLI::App& app) {
       ->required();
   cmd->add_flag("--all-positions", o->all_positions, "One row per position instead of the last");
   cmd->add_flag("--recurrent", o->recurrent, "Use the recurrent step instead of the parallel pass");
+  cmd->add_option("--init-state", o->init_state,
+                  "Start from a state-tuned initial state (RWKV-PEFT time_state file) instead of "
+                  "a zero state");
   cmd->callback([o] { run_logits(*o); });
 }
 

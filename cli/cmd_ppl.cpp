@@ -1,22 +1,25 @@
 // wick ppl --model M --text FILE [--ctx 512] [--max-windows N] [--tokenizer T] [--quantize Q]
-//          [--json]
+//          [--init-state F] [--json]
 // Perplexity of a model on a UTF-8 text (include/wick/perplexity.h; docs/rwkvq-format.md §4): the
 // text is tokenised once and cut into non-overlapping windows of --ctx tokens from the start; the
-// partial tail is dropped; each window is scored from a zero state. Prints one line, or with
+// partial tail is dropped; each window is scored from a zero state (or the state-tuned initial
+// state of --init-state). Prints one line, or with
 // --json one object {"ppl", "mean_nll", "tokens_scored", "windows", "ctx", "text_tokens",
-// "unused_tokens", "model", "quantize" ("none" | "int8"), "text", "tokenizer", "pass"}. A
-// progress bar goes to stderr on a terminal.
+// "unused_tokens", "model", "quantize" ("none" | "int8"), "text", "tokenizer", "pass", "init_state"
+// (path or null)}. A progress bar goes to stderr on a terminal.
 #include <fmt/format.h>
 
 #include <chrono>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "commands.h"
 #include "common.h"
 #include "evaluation_text.h"
 #include "progress.h"
 #include "wick/perplexity.h"
+#include "wick/tuned_state.h"
 
 namespace wick::cli {
 namespace {
@@ -25,6 +28,7 @@ struct PplOptions {
   AttentionFlags attention;  // RWKV-X only
   LoadOptions load;          // --quantize
   std::string model, text, tokenizer;
+  std::string init_state;  // windows start from this state-tuned initial state
   int ctx = 512;
   int64_t max_windows = 0;
   bool recurrent = false;
@@ -37,10 +41,14 @@ void run_ppl(const PplOptions& o) {
   auto tokenizer = tokenizer_for(model, o.tokenizer);
   const EvaluationText text = load_evaluation_text(o.text, *tokenizer, {o.ctx, o.max_windows});
   const ScoringPass pass = o.recurrent ? ScoringPass::kRecurrent : ScoringPass::kParallel;
+  std::optional<State> start;
+  if (!o.init_state.empty()) start = load_tuned_state(o.init_state, model);
   PerplexityResult r;
   {
     ProgressBar bar("ppl", static_cast<int64_t>(text.windows.size()), "window");
-    r = perplexity(model, text.windows, pass, [&bar](int64_t done, int64_t) { bar.update(done); });
+    r = perplexity(
+        model, text.windows, pass, [&bar](int64_t done, int64_t) { bar.update(done); },
+        start ? &*start : nullptr);
     bar.finish();
   }
   const double seconds =
@@ -59,6 +67,8 @@ void run_ppl(const PplOptions& o) {
         {"text", o.text},
         {"tokenizer", std::string(tokenizer->name())},
         {"pass", o.recurrent ? "recurrent" : "parallel"},
+        {"init_state",
+         o.init_state.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.init_state)},
     };
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return;
@@ -94,6 +104,9 @@ void register_ppl(CLI::App& app) {
                   "byte-level for 256-token models, the embedded World vocabulary for 65536");
   cmd->add_flag("--recurrent", o->recurrent,
                 "Score with the recurrent step instead of the parallel pass (same numbers)");
+  cmd->add_option("--init-state", o->init_state,
+                  "Score each window from this state-tuned initial state (RWKV-PEFT time_state "
+                  "file) instead of a zero state");
   cmd->add_flag("--json", o->json,
                 "Print one JSON object {\"ppl\", \"mean_nll\", \"tokens_scored\", ...}");
   cmd->callback([o] { run_ppl(*o); });

@@ -30,6 +30,7 @@
 #include "wick/errors.h"
 #include "wick/generate.h"
 #include "wick/state_file.h"
+#include "wick/tuned_state.h"
 
 namespace wick::cli {
 namespace {
@@ -260,7 +261,7 @@ void run_serve(const ServeOptions& o) {
       if (eq == 0 || eq == std::string::npos || eq + 1 == spec.size())
         throw InputError("--state: expected NAME=FILE, found '" + spec + "'");
       const std::string name = spec.substr(0, eq), path = spec.substr(eq + 1);
-      LoadedState loaded = load_state(path, model);
+      LoadedState loaded = load_any_state(path, model);
       for (const auto& w : loaded.warnings)
         std::cerr << "wick serve: " << path << ": " << w << "\n";
       engine->register_state(name, std::move(loaded.state));
@@ -327,7 +328,8 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--queue", o->queue, "Requests waiting for a row before 503 (default 256)");
   cmd->add_option("--cache-mib", o->cache_mib, "Prefix state cache in MiB (default 1024; 0: off)");
   cmd->add_option("--state", o->states,
-                  "NAME=FILE: a wick state file offered as initial state NAME (repeatable)");
+                  "NAME=FILE: a wick state file or a state-tuning file (RWKV-PEFT time_state) "
+                  "offered as initial state NAME (repeatable)");
   cmd->add_option("--head", o->head,
                   "Reranker or embedding head file (/v1/rerank, /v1/embeddings)");
   cmd->add_option("--max-body-bytes", o->max_body_bytes, "Largest request body (default 8388608)");

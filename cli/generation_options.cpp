@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "wick/errors.h"
+#include "wick/tuned_state.h"
 
 namespace wick::cli {
 
@@ -69,6 +70,10 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f, bool chat) {
       ->allow_extra_args(false)
       ->group(s);
   cmd->add_option("--load-state", f.load_state, "Continue from a state file")->group(s);
+  cmd->add_option("--init-state", f.init_state,
+                  "Start from a state-tuned initial state (RWKV-PEFT time_state file, .pth or "
+                  ".safetensors; not with --load-state)")
+      ->group(s);
   cmd->add_flag("--allow-other-base", f.allow_other_base,
                 "Accept a state file saved by other weights (a warning is printed)")
       ->group(s);
@@ -195,6 +200,12 @@ void check_save_state_path(const GenerationFlags& f) {
 
 State initial_state(const GenerationFlags& f, const Model& model, int64_t& n_tokens,
                     Continuation* continuation) {
+  if (!f.init_state.empty() && !f.load_state.empty())
+    throw InputError("--init-state and --load-state both give the state to start from; use one");
+  if (!f.init_state.empty()) {
+    n_tokens = 0;
+    return load_tuned_state(f.init_state, model);
+  }
   if (f.load_state.empty()) {
     n_tokens = 0;
     return model.new_state();

@@ -27,6 +27,7 @@ struct GenerationFlags {
   bool penalize_prompt = false;
   bool no_stop_eot = false;  // do not add default_stop_tokens(vocab) (World: id 0)
   std::string load_state, save_state, state_note;
+  std::string init_state;  // a state-tuning file (wick/tuned_state.h); excludes load_state
   bool allow_other_base = false;
 };
 
@@ -42,7 +43,9 @@ GenerationConfig make_generation_config(const GenerationFlags& f, GenerationConf
 // malformed \x escape or a trailing backslash.
 std::string unescape(const std::string& s);
 
-// The state to start from: loaded from --load-state (warnings printed to stderr), else zero.
+// The state to start from: loaded from --load-state (warnings printed to stderr), or the
+// state-tuned initial state of --init-state (n_tokens 0), else zero. Throws InputError when both
+// are given, and what load_state() / load_tuned_state() throw.
 // n_tokens receives the tokens the loaded state had absorbed (0 for a fresh one, -1 unknown);
 // `continuation`, when given, what the file stored for continuing it (state files v2).
 State initial_state(const GenerationFlags& f, const Model& model, int64_t& n_tokens,

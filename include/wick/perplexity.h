@@ -79,10 +79,12 @@ struct PerplexityResult {
 // windows of cut_windows() or a pre-tokenised corpus such as rwkv-quant's [N, T] sequences).
 // Throws InputError for no window, a window of fewer than 2 tokens or a token id outside
 // [0, V) (checked for every token, the last one included), and EvaluationError for a
-// non-finite mean NLL or one <= 1e-6.
+// non-finite mean NLL or one <= 1e-6. With `start` (not owned, read only) every window starts
+// from a copy of *start instead of a zero state (e.g. a state-tuned initial state,
+// wick/tuned_state.h); a state of another geometry throws InputError.
 PerplexityResult perplexity(const Model& model, std::span<const std::vector<int32_t>> windows,
                             ScoringPass pass = ScoringPass::kParallel,
-                            const WindowProgress& progress = {});
+                            const WindowProgress& progress = {}, const State* start = nullptr);
 
 // Tokenises `text` once with `tokenizer`, cuts it with cut_windows() and computes perplexity().
 // Throws what those throw, plus what Tokenizer::encode throws (InputError: e.g. invalid UTF-8 for

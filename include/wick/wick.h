@@ -15,6 +15,7 @@
 //   continuation.h  what continuing a context needs besides its State
 //   generate.h      generate() / generate_tokens() / generate_batch()
 //   state_file.h    saving and loading States (safetensors)
+//   tuned_state.h   state-tuned initial states (RWKV-PEFT time_state files)
 //   chat.h          the RWKV World chat format
 //   prefix_cache.h  the prefix state cache
 //   prefix_codec.h  cached prefixes as bytes (shared cache tiers)
@@ -58,3 +59,4 @@
 #include "wick/state_file.h"
 #include "wick/synth.h"
 #include "wick/tokenizer.h"
+#include "wick/tuned_state.h"

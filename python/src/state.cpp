@@ -11,6 +11,7 @@
 #include "binding.h"
 #include "wick/errors.h"
 #include "wick/state_file.h"
+#include "wick/tuned_state.h"
 
 namespace wick::py_binding {
 
@@ -109,6 +110,23 @@ void register_state(py::module_& m) {
           "Reads a state file for `model`. A state of another geometry is always refused, one "
           "saved by other weights unless allow_other_base (then a warning). Raises "
           "wick.FileError, wick.FormatError, wick.StateFileError.")
+      .def_static(
+          "load_tuned",
+          [](const py::object& path, const ModelBox& model) {
+            const std::string p = path_arg(path, "State.load_tuned(path)");
+            State state;
+            {
+              py::gil_scoped_release release;
+              state = load_tuned_state(p, model.model);
+            }
+            return StateBox(std::move(state), model.model, 0);
+          },
+          py::arg("path"), py::arg("model"),
+          "Reads a state-tuned initial state (RWKV-PEFT state tuning: blocks.{i}.att.time_state "
+          "[H, N, N] per layer, .pth or safetensors, bf16/fp16/fp32) for `model`: the WKV "
+          "matrices as stored (x070 is value-major: no transpose), zero token shifts. Raises "
+          "wick.FileError, wick.FormatError, wick.CheckpointError, wick.StateFileError (a layer "
+          "count or H*N that does not fit the model, another tensor, a wick state file).")
       .def(
           "wkv",
           [](py::object self, int layer) {

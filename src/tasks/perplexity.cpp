@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/thread_pool.h"
+#include "model/state_geometry.h"
 #include "runtime/runtime_impl.h"
 #include "tasks/logit_rows.h"
 #include "wick/errors.h"
@@ -38,9 +39,9 @@ void check_windows(std::span<const std::vector<int32_t>> windows, int64_t vocab)
 }
 
 std::vector<float> window_logits(const Model& model, std::span<const int32_t> window,
-                                 ScoringPass pass) {
+                                 ScoringPass pass, const State* start) {
   const std::span<const int32_t> inputs = window.first(window.size() - 1);
-  State state = model.new_state();
+  State state = start ? *start : model.new_state();
   if (pass == ScoringPass::kParallel) return model.forward(inputs, state, /*all_positions=*/true);
   std::vector<float> logits;
   logits.reserve(inputs.size() * static_cast<size_t>(model.geometry().vocab));
@@ -99,14 +100,15 @@ std::vector<std::vector<int32_t>> cut_windows(std::span<const int32_t> ids,
 }
 
 PerplexityResult perplexity(const Model& model, std::span<const std::vector<int32_t>> windows,
-                            ScoringPass pass, const WindowProgress& progress) {
+                            ScoringPass pass, const WindowProgress& progress, const State* start) {
   const int64_t V = model.geometry().vocab;
   tasks::check_windows(windows, V);
+  if (start) check_state_fits(*start, model.geometry(), "perplexity's initial state");
   double total_nll = 0;
   int64_t scored = 0;
   for (size_t w = 0; w < windows.size(); ++w) {
     const std::vector<int32_t>& ids = windows[w];
-    const std::vector<float> logits = tasks::window_logits(model, ids, pass);
+    const std::vector<float> logits = tasks::window_logits(model, ids, pass, start);
     const int64_t rows = static_cast<int64_t>(ids.size()) - 1;
     std::vector<double> nll(static_cast<size_t>(rows));
     tasks::for_row_blocks(*model.runtime(), rows, [&](int64_t r0, int64_t r1, int64_t) {

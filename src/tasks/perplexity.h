@@ -18,10 +18,11 @@ namespace wick::tasks {
 // the model's own check does not see it.
 void check_windows(std::span<const std::vector<int32_t>> windows, int64_t vocab);
 
-// Logits [T - 1, V] fp32 of window[0..T-1) (T = window.size() >= 2) from a zero state: row t is
-// the prediction for window[t + 1]. Throws InputError (from Model) for an id outside [0, V).
+// Logits [T - 1, V] fp32 of window[0..T-1) (T = window.size() >= 2) from a zero state (or a copy
+// of *start): row t is the prediction for window[t + 1]. Throws InputError (from Model) for an id
+// outside [0, V).
 std::vector<float> window_logits(const Model& model, std::span<const int32_t> window,
-                                 ScoringPass pass);
+                                 ScoringPass pass, const State* start = nullptr);
 
 // Calls fn(row_begin, row_end, block) for contiguous ranges covering [0, rows), spread over the
 // threads of `runtime` (under a lease: not from inside a pass); block < row_blocks(runtime, rows).
