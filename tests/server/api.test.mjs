@@ -348,6 +348,46 @@ describe("--max-prompt-tokens on embeddings and rerank", { skip: skipReason((!er
   });
 });
 
+// A RWKV-PEFT state-tuning file (safetensors, written here): blocks.{i}.att.time_state
+// [H, N, N] for the model `wick info --json` describes, filled with fixed non-zero values.
+function writeTimeState(file) {
+  const g = JSON.parse(cli(["info", "--json"])).geometry;
+  const per = g.n_head * g.head_size * g.head_size;
+  const header = {};
+  for (let i = 0; i < g.n_layer; i++)
+    header[`blocks.${i}.att.time_state`] = { dtype: "F32", shape: [g.n_head, g.head_size, g.head_size],
+      data_offsets: [i * per * 4, (i + 1) * per * 4] };
+  let json = JSON.stringify(header);
+  json += " ".repeat((8 - (json.length % 8)) % 8);
+  const data = new Float32Array(per * g.n_layer).map((_, k) => 0.3 * Math.sin(0.7 * k + 1));
+  const len = Buffer.alloc(8);
+  len.writeBigUInt64LE(BigInt(json.length));
+  writeFileSync(file, Buffer.concat([len, Buffer.from(json), Buffer.from(data.buffer)]));
+}
+
+describe("state-tuned initial states (--state NAME=FILE)", { skip }, () => {
+  let srv, client, file;
+  before(async () => {
+    file = path.join(mkdtempSync(path.join(tmpdir(), "wick-tuned-")), "tuned.safetensors");
+    writeTimeState(file);
+    srv = await startServer(["--state", "tuned=" + file]);
+    client = new OpenAI({ baseURL: srv.url + "/v1", apiKey: "unused", maxRetries: 0 });
+  });
+  after(async () => { assert.equal((await srv.stop()).code, 0); });
+
+  test("a request from the tuned state equals wick generate --init-state", async () => {
+    const prompt = "Once upon a time";
+    const http = async (extra) => (await client.completions.create({
+      prompt, seed: 9, temperature: 1, top_p: 1, max_tokens: 24, ...extra })).choices[0].text;
+    const ref = JSON.parse(cli(["generate", "-p", prompt, "--seed", "9", "--temperature", "1",
+      "--top-p", "1", "-n", "24", "--json", "--init-state", file])).text;
+    assert.equal(await http({ state: "tuned" }), ref);
+    assert.notEqual(await http({}), ref, "the zero state gives another text");
+    const states = await (await fetch(srv.url + "/v1/states")).json();
+    assert.ok(JSON.stringify(states).includes("tuned"), JSON.stringify(states));
+  });
+});
+
 describe("API key", { skip }, () => {
   let srv;
   before(async () => { srv = await startServer([], { WICK_API_KEY: "s3cret-key" }); });
