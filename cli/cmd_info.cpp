@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "wick/runtime.h"
 
 namespace wick::cli {
 namespace {
@@ -27,6 +28,7 @@ void run_info(const std::string& path, const LoadOptions& load, bool json,
     j["quantization"] = std::string(weight_quantization_name(i.quantization));
     j["precision"] = std::string(precision_name(model.precision()));
     j["state_bytes"] = state_bytes;
+    j["kernel_isa"] = kernel_isa();  // the instruction set the kernels run (WICK_ISA may lower it)
     nlohmann::json dt = nlohmann::json::object();
     for (auto& [d, n] : i.dtype_parameters) dt[std::string(dtype_name(d))] = n;
     j["dtypes"] = dt;
@@ -70,11 +72,12 @@ void run_info(const std::string& path, const LoadOptions& load, bool json,
       "dtypes     {}\n"
       "geometry   L={} C={} H={} N={} F={} V={}\n"
       "LoRA ranks decay={} in-context-rate={} value-residual={} gate={}\n"
-      "state      {} bytes per sequence (fp32)\n{}",
+      "state      {} bytes per sequence (fp32)\n"
+      "kernels    {}\n{}",
       i.source, i.container, naming_convention_name(i.convention), i.file_bytes,
       i.file_bytes / 1048576.0, i.parameters, i.parameters / 1e6, i.weight_bytes, dts, g.n_layer,
       g.n_embd, g.n_head, g.head_size, g.ffn_dim, g.vocab, g.lora_w, g.lora_a, g.lora_v, g.lora_g,
-      state_bytes,
+      state_bytes, kernel_isa(),
       g.n_attn == 0
           ? std::string()
           : fmt::format("RWKV-X     {} attention blocks (C/64 = {} heads of 64, FFN {}) after "

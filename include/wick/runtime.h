@@ -23,7 +23,8 @@ namespace wick {
 
 class Runtime {
  public:
-  // `threads` in all (<= 0: default_thread_count()).
+  // `threads` in all (<= 0: default_thread_count()). Throws InputError when the environment
+  // variable WICK_ISA names an instruction set this CPU lacks or an unknown one.
   explicit Runtime(int threads = 0);
   ~Runtime();
   Runtime(const Runtime&) = delete;

@@ -4,6 +4,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include "wick/errors.h"
 
 namespace wick::kernels {
 namespace {
@@ -34,17 +37,28 @@ Isa best_supported_isa() {
   return Isa::kScalar;
 }
 
+Isa isa_from_env(const char* env, Isa best) {
+  if (env == nullptr || *env == '\0') return best;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (isa_name(isa) != env) continue;
+    if (static_cast<int>(isa) > static_cast<int>(best))
+      throw InputError(
+          "WICK_ISA=" + std::string(env) + " names an instruction set this CPU lacks (" +
+          "it supports up to " + std::string(isa_name(best)) +
+          "); unset WICK_ISA or give scalar, avx2 or avx512 up to " + std::string(isa_name(best)));
+    return isa;
+  }
+  throw InputError("WICK_ISA=" + std::string(env) +
+                   " is not an instruction set wick knows; give scalar, avx2 or avx512 (or unset "
+                   "it to use the best this CPU has, " +
+                   std::string(isa_name(best)) + ")");
+}
+
 Isa active_isa() {
-  static const Isa isa = [] {
-    Isa best = best_supported_isa();
-    const char* env = std::getenv("WICK_ISA");
-    if (env == nullptr) return best;
-    Isa wanted = best;
-    if (std::strcmp(env, "scalar") == 0) wanted = Isa::kScalar;
-    if (std::strcmp(env, "avx2") == 0) wanted = Isa::kAvx2;
-    if (std::strcmp(env, "avx512") == 0) wanted = Isa::kAvx512;
-    return static_cast<int>(wanted) <= static_cast<int>(best) ? wanted : best;
-  }();
+  // Decided once; a WICK_ISA that cannot be honoured throws here at every call (the static is
+  // only set by a successful initialisation), so no kernel ever runs with an ISA other than the
+  // one asked for.
+  static const Isa isa = isa_from_env(std::getenv("WICK_ISA"), best_supported_isa());
   return isa;
 }
 

@@ -1,7 +1,8 @@
 // Runtime CPU dispatch: the instruction set the kernels use is chosen once, at first use, from
 // what the CPU supports (cpuid via __builtin_cpu_supports). The environment variable
-// WICK_ISA=scalar|avx2|avx512 forces a lower level (for tests and benchmarks); asking for a level
-// the CPU lacks falls back to the best available one.
+// WICK_ISA=scalar|avx2|avx512 forces a lower level (for tests and benchmarks); a level the CPU
+// lacks, or an unknown name, is an error (InputError from active_isa(), raised early by the
+// Runtime constructor) rather than a silent fallback that would mislabel a benchmark.
 #pragma once
 
 #include <string_view>
@@ -10,8 +11,12 @@ namespace wick::kernels {
 
 enum class Isa { kScalar, kAvx2, kAvx512 };
 
-// The level in use (detected once; thread-safe).
+// The level in use (detected once; thread-safe). Throws InputError when WICK_ISA names a level
+// this CPU lacks or an unknown one.
 Isa active_isa();
+// The level WICK_ISA (`env`, may be null or empty: `best`) selects on a CPU whose best level is
+// `best`. Throws InputError as active_isa() does.
+Isa isa_from_env(const char* env, Isa best);
 // Best level this CPU supports, ignoring WICK_ISA.
 Isa best_supported_isa();
 std::string_view isa_name(Isa isa);

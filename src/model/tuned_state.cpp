@@ -50,8 +50,8 @@ State tuned_from(const io::TensorSet& set, const std::string& path, const Model&
                          "--load-state (wick::load_state)");
   const State zero = model.new_state();
   const int L = zero.n_layer(), H = zero.n_head(), N = zero.head_size();
-  const std::string want = "[" + std::to_string(H) + ", " + std::to_string(N) + ", " +
-                           std::to_string(N) + "]";
+  const std::string want =
+      "[" + std::to_string(H) + ", " + std::to_string(N) + ", " + std::to_string(N) + "]";
   std::map<int64_t, const io::TensorView*> layers;
   for (const io::TensorView& t : set.tensors()) {
     const int64_t i = time_state_layer(t.name);
@@ -63,8 +63,8 @@ State tuned_from(const io::TensorSet& set, const std::string& path, const Model&
                     "state file to --load-state");
     if (i >= L)
       throw StateFileError(path, "'" + t.name + "' is for layer " + std::to_string(i) +
-                                     " but the model has " + std::to_string(L) +
-                                     " layers (0.." + std::to_string(L - 1) +
+                                     " but the model has " + std::to_string(L) + " layers (0.." +
+                                     std::to_string(L - 1) +
                                      "); the file was tuned for another model");
     if (!layers.emplace(i, &t).second)
       throw StateFileError(path, "layer " + std::to_string(i) + " has two time_state tensors");
@@ -75,8 +75,8 @@ State tuned_from(const io::TensorSet& set, const std::string& path, const Model&
     int missing = 0;
     while (layers.count(missing)) ++missing;
     throw StateFileError(path, "has time_state for " + std::to_string(layers.size()) +
-                                   " layers but the model has " + std::to_string(L) +
-                                   " (layer " + std::to_string(missing) +
+                                   " layers but the model has " + std::to_string(L) + " (layer " +
+                                   std::to_string(missing) +
                                    " is missing); the file was tuned for another model");
   }
   State state = zero;

@@ -12,7 +12,9 @@ int default_thread_count() {
 }
 
 Runtime::Runtime(int threads)
-    : impl_(std::make_unique<Impl>(threads >= 1 ? threads : default_thread_count())) {}
+    : impl_(std::make_unique<Impl>(threads >= 1 ? threads : default_thread_count())) {
+  kernels::active_isa();  // a WICK_ISA that cannot be honoured fails here, in the caller's thread
+}
 
 Runtime::~Runtime() = default;
 

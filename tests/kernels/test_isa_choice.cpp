@@ -1,0 +1,65 @@
+// WICK_ISA (kernels/cpu_features.h): a lower level is honoured, a level the CPU lacks or an
+// unknown name is an error naming what the CPU has - never a silent fallback.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "kernels/cpu_features.h"
+#include "test_util.h"
+#include "wick/errors.h"
+
+namespace wick::kernels {
+namespace {
+
+std::string message(const char* env, Isa best) {
+  try {
+    isa_from_env(env, best);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(IsaChoice, UnsetOrEmptyIsTheBest) {
+  EXPECT_EQ(isa_from_env(nullptr, Isa::kAvx512), Isa::kAvx512);
+  EXPECT_EQ(isa_from_env("", Isa::kAvx2), Isa::kAvx2);
+}
+
+TEST(IsaChoice, LowerLevelsAreHonoured) {
+  EXPECT_EQ(isa_from_env("scalar", Isa::kAvx512), Isa::kScalar);
+  EXPECT_EQ(isa_from_env("avx2", Isa::kAvx512), Isa::kAvx2);
+  EXPECT_EQ(isa_from_env("avx512", Isa::kAvx512), Isa::kAvx512);
+  EXPECT_EQ(isa_from_env("avx2", Isa::kAvx2), Isa::kAvx2);
+}
+
+TEST(IsaChoice, MissingOrUnknownLevelsAreErrors) {
+  const std::string lacks = message("avx512", Isa::kAvx2);
+  EXPECT_NE(lacks.find("this CPU lacks"), std::string::npos) << lacks;
+  EXPECT_NE(lacks.find("up to avx2"), std::string::npos) << lacks;
+  EXPECT_NE(message("avx2", Isa::kScalar).find("up to scalar"), std::string::npos);
+  const std::string unknown = message("AVX2", Isa::kAvx512);
+  EXPECT_NE(unknown.find("not an instruction set"), std::string::npos) << unknown;
+  EXPECT_NE(message("sse4", Isa::kAvx2).find("scalar, avx2 or avx512"), std::string::npos);
+}
+
+TEST(IsaChoice, TheCliNamesItsIsaAndRefusesOneItCannotRun) {
+  const test::CliRun info = test::run_wick("info");
+  ASSERT_EQ(info.status, 0) << info.err;
+  EXPECT_NE(info.out.find("kernels    " + std::string(isa_name(active_isa()))), std::string::npos)
+      << info.out;
+  // The child inherits the environment (each test runs in a process of its own).
+  ::setenv("WICK_ISA", "neon", 1);
+  const test::CliRun unknown = test::run_wick("info");
+  ::setenv("WICK_ISA", "scalar", 1);
+  const test::CliRun scalar = test::run_wick("info --json");
+  ::unsetenv("WICK_ISA");
+  EXPECT_NE(unknown.status, 0);
+  EXPECT_NE(unknown.err.find("WICK_ISA=neon is not an instruction set"), std::string::npos)
+      << unknown.err;
+  ASSERT_EQ(scalar.status, 0) << scalar.err;
+  EXPECT_NE(scalar.out.find("\"kernel_isa\": \"scalar\""), std::string::npos) << scalar.out;
+}
+
+}  // namespace
+}  // namespace wick::kernels
