@@ -1,7 +1,7 @@
 // Synthetic RWKV-7 x070 checkpoints: deterministic random weights with the real geometry of each
 // released model size, for benchmarks and for trying wick without downloading a model. The
 // weights are random (initialised to resemble a trained model's statistics, see
-// src/model/synth.cpp): the model runs at the speed and memory of the real one and stays
+// src/synth/synth.cpp): the model runs at the speed and memory of the real one and stays
 // numerically sane over long contexts, but the text it produces is meaningless.
 //
 // File: a safetensors file with the official BlinkDL names and shapes (docs/x070-math.md §1.2,

@@ -8,7 +8,7 @@
 // (model/weights.h). Everything that needs "the list of tensors" walks these rows: the loaders
 // (model/loader.cpp, model/load_rwkvx.cpp), the INT8 conversion (model/int8_linear.cpp), the
 // bytes one decode step reads (ModelInfo::bytes_per_token), the activation-statistics keys
-// (tasks/act_stats.cpp) and the synthetic generator (model/synth.cpp).
+// (tasks/act_stats.cpp) and the synthetic generator (synth/synth.cpp).
 //
 // The role decides the precision a tensor is kept in after loading (the lowest it may have):
 //   kNorm, kVector, kHeadMatrix  -> fp32 copies, checked finite;

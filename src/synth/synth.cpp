@@ -188,7 +188,7 @@ std::vector<Recipe> make_recipes(const SynthGeometry& sg, DType dtype, uint64_t 
   tg.lora_v = static_cast<int>(rv);
   auto no_recipe = [](std::string_view name) {
     throw InternalError("wick synth: no distribution for the tensor table's row '" +
-                        std::string(name) + "' (src/model/synth.cpp)");
+                        std::string(name) + "' (src/synth/synth.cpp)");
   };
   // Norms: weight 1 (ln_x's grows with depth), bias 0.
   auto norm = [&](const std::string& name, std::vector<int64_t> shape, float weight) {
