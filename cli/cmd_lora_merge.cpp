@@ -50,9 +50,10 @@ void run_lora_merge(const LoraMergeOptions& o) {
   }
   const auto adapter = LoraAdapter::load(o.lora, base, LoraOptions{o.alpha, o.scale});
   const LoraMergeSummary s = merge_lora(o.model, *adapter, o.out);
-  fmt::print("wrote {}: {} tensors, {} matrices merged (W += {}·B·A), {} norms replaced, {} "
-             "bytes\n",
-             o.out, s.tensors, s.merged, adapter->scale(), s.replaced, s.file_bytes);
+  fmt::print(
+      "wrote {}: {} tensors, {} matrices merged (W += {}·B·A), {} norms replaced, {} "
+      "bytes\n",
+      o.out, s.tensors, s.merged, adapter->scale(), s.replaced, s.file_bytes);
 }
 
 }  // namespace

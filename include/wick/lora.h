@@ -97,10 +97,10 @@ class LoraAdapter {
 
 // What merge_lora() wrote.
 struct LoraMergeSummary {
-  uint64_t tensors = 0;    // tensors in the output file
-  uint64_t merged = 0;     // matrices changed by W += scale·B·A
-  uint64_t replaced = 0;   // tensors replaced by the adapter's full tensors
-  uint64_t file_bytes = 0; // size of the written file
+  uint64_t tensors = 0;     // tensors in the output file
+  uint64_t merged = 0;      // matrices changed by W += scale·B·A
+  uint64_t replaced = 0;    // tensors replaced by the adapter's full tensors
+  uint64_t file_bytes = 0;  // size of the written file
 };
 
 // Writes the dense checkpoint `base_path` with `adapter` merged to `out_path` (safetensors,

@@ -71,8 +71,8 @@ struct Workspace final : PassWorkspace {
   }
   // Scratch of the LoRA adapters' low-rank terms for T rows of rank up to `rank`.
   void prepare_adapters(const Geometry& g, int64_t T, int64_t rank) {
-    const size_t u = static_cast<size_t>(T * rank), d = static_cast<size_t>(
-                                                          T * std::max<int64_t>(g.n_embd, g.ffn_dim));
+    const size_t u = static_cast<size_t>(T * rank),
+                 d = static_cast<size_t>(T * std::max<int64_t>(g.n_embd, g.ffn_dim));
     if (ad_u.size() < u) ad_u.resize(u);
     if (ad_d.size() < d) ad_d.resize(d);
   }
@@ -134,8 +134,7 @@ void add_adapter_terms(int64_t in, int64_t out, const float* x, float* y, Worksp
 // With Precision::kBf16 the input rows are first rounded to bf16 (wick/model.h) for W x; the LoRA
 // branches of the model (Linear::apply directly) and the adapters' terms stay fp32.
 void project(const model::Linear& L, const float* x, int64_t T, float* y, Workspace& ws,
-             std::span<const Segment> segs = {}, int layer = -1,
-             int target = model::kLoraNone) {
+             std::span<const Segment> segs = {}, int layer = -1, int target = model::kLoraNone) {
   if (ws.precision == Precision::kFp32) {
     L.apply(x, T, y, *ws.pool);
   } else {
@@ -334,8 +333,8 @@ void channel_mix(const ChannelMixRef& L, const Geometry& g, int layer, int64_t T
   if (L.rwkv) {
     for (const Segment& s : segs)
       layer_norm_rows(x + s.row0 * C, layer_norm_of(s, layer, &LayerWeights::ln2_w, *L.rwkv),
-                      layer_norm_of(s, layer, &LayerWeights::ln2_b, *L.rwkv), xb + s.row0 * C,
-                      s.T, C);
+                      layer_norm_of(s, layer, &LayerWeights::ln2_b, *L.rwkv), xb + s.row0 * C, s.T,
+                      C);
   } else {
     layer_norm_rows(x, L.ln_w, L.ln_b, xb, T, C);
   }
@@ -364,8 +363,8 @@ void channel_mix(const ChannelMixRef& L, const Geometry& g, int layer, int64_t T
 
 void channel_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
                  std::span<const Segment> segs, Workspace& ws, const ActivationTrace* trace) {
-  channel_mix(ChannelMixRef{L.ln2_w, L.ln2_b, L.ffn_x_k, *L.ffn_key, *L.ffn_value, &L}, g, layer,
-              T, segs, ws, trace, [layer](State& s) { return s.ffn_shift(layer); });
+  channel_mix(ChannelMixRef{L.ln2_w, L.ln2_b, L.ffn_x_k, *L.ffn_key, *L.ffn_value, &L}, g, layer, T,
+              segs, ws, trace, [layer](State& s) { return s.ffn_shift(layer); });
 }
 
 // RWKV-X attention block j (docs/rwkvx.md §4.2): x += W_o · attention(LN1(x)) over the block's KV
@@ -544,8 +543,7 @@ void run(const Model::Impl& m, const Runtime& runtime, const AttentionOptions& a
   if (ws.any_adapter) {
     ws.prepare_adapters(g, total, max_rank);
     ws.row_adapter.resize(static_cast<size_t>(total));
-    for (const Segment& s : segs)
-      std::fill_n(ws.row_adapter.begin() + s.row0, s.T, s.lora);
+    for (const Segment& s : segs) std::fill_n(ws.row_adapter.begin() + s.row0, s.T, s.lora);
   }
   // RWKV-X: every attention block appends one K and V row per token (filled block by block). Room
   // is reserved for every state first, so the resize cannot fail half-way.
@@ -595,7 +593,8 @@ std::vector<float> Model::forward(std::span<const int32_t> tokens, State& state,
   State* st = &state;
   std::vector<float> out;
   run(*impl_, *runtime_, attention_, precision_, one(tokens), std::span<State* const>(&st, 1),
-      all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kLogits, trace, Dest{&out, {}}, adapter_.get());
+      all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kLogits, trace, Dest{&out, {}},
+      adapter_.get());
   return out;
 }
 
@@ -656,7 +655,8 @@ std::vector<float> Model::hidden(std::span<const int32_t> tokens, State& state,
   State* st = &state;
   std::vector<float> out;
   run(*impl_, *runtime_, attention_, precision_, one(tokens), std::span<State* const>(&st, 1),
-      all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kHidden, nullptr, Dest{&out, {}}, adapter_.get());
+      all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kHidden, nullptr, Dest{&out, {}},
+      adapter_.get());
   return out;
 }
 
@@ -664,7 +664,8 @@ std::vector<float> Model::hidden_batch(std::span<const std::span<const int32_t>>
                                        std::span<State* const> states, bool all_positions) const {
   std::vector<float> out;
   run(*impl_, *runtime_, attention_, precision_, sequences, states,
-      all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kHidden, nullptr, Dest{&out, {}}, adapter_.get());
+      all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kHidden, nullptr, Dest{&out, {}},
+      adapter_.get());
   return out;
 }
 

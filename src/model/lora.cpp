@@ -192,9 +192,9 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path, co
       }
       if (br->first >= g.n_layer) {
         throw CheckpointError(path, "tensor '" + t.name + "' adapts layer " +
-                                        std::to_string(br->first) + ", but " +
-                                        base.info().source + " has " + std::to_string(g.n_layer) +
-                                        " layers (0.." + std::to_string(g.n_layer - 1) +
+                                        std::to_string(br->first) + ", but " + base.info().source +
+                                        " has " + std::to_string(g.n_layer) + " layers (0.." +
+                                        std::to_string(g.n_layer - 1) +
                                         "); the adapter was trained for another model");
       }
       PairViews& pv = pairs[{br->first, ti}];
@@ -231,8 +231,7 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path, co
         if (is_norm && br->first >= g.n_layer) {
           throw CheckpointError(path, "tensor '" + t.name + "' replaces a norm of layer " +
                                           std::to_string(br->first) + ", but " +
-                                          base.info().source + " has " +
-                                          std::to_string(g.n_layer) +
+                                          base.info().source + " has " + std::to_string(g.n_layer) +
                                           " layers; the adapter was trained for another model");
         }
       }
@@ -288,23 +287,22 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path, co
     const io::TensorView& A = *pv.a;
     const io::TensorView& B = *pv.b;
     if (A.shape.size() != 2 || A.shape[0] < 1 || A.shape[1] != in) {
-      throw CheckpointError(path, "tensor '" + A.name + "' (LoRA A of " + pv.official +
-                                      "): expected shape [r, " + std::to_string(in) +
-                                      "] (r >= 1, in = " + std::string(model::dim_letter(ls->cols)) +
-                                      "), found " + A.shape_string() +
-                                      "; the adapter was trained for another model");
+      throw CheckpointError(
+          path, "tensor '" + A.name + "' (LoRA A of " + pv.official + "): expected shape [r, " +
+                    std::to_string(in) +
+                    "] (r >= 1, in = " + std::string(model::dim_letter(ls->cols)) + "), found " +
+                    A.shape_string() + "; the adapter was trained for another model");
     }
     const int64_t r = A.shape[0];
     if (B.shape.size() != 2 || B.shape[0] != out || B.shape[1] != r) {
-      throw CheckpointError(path, "tensor '" + B.name + "' (LoRA B of " + pv.official +
-                                      "): expected shape [" + std::to_string(out) + ", " +
-                                      std::to_string(r) + "] (out = " +
-                                      std::string(model::dim_letter(ls->rows)) +
-                                      ", r from its A " + A.shape_string() + "), found " +
-                                      B.shape_string() +
-                                      (B.shape.size() == 2 && B.shape[0] == out
-                                           ? "; A and B must have the same rank"
-                                           : "; the adapter was trained for another model"));
+      throw CheckpointError(
+          path, "tensor '" + B.name + "' (LoRA B of " + pv.official + "): expected shape [" +
+                    std::to_string(out) + ", " + std::to_string(r) +
+                    "] (out = " + std::string(model::dim_letter(ls->rows)) + ", r from its A " +
+                    A.shape_string() + "), found " + B.shape_string() +
+                    (B.shape.size() == 2 && B.shape[0] == out
+                         ? "; A and B must have the same rank"
+                         : "; the adapter was trained for another model"));
     }
     if (r > std::max(in, out)) {
       throw CheckpointError(path, "tensor '" + A.name + "': rank " + std::to_string(r) +
@@ -316,8 +314,7 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path, co
       rank_from = A.name;
     } else if (r != rank) {
       throw CheckpointError(path, "tensor '" + A.name + "' has rank " + std::to_string(r) +
-                                      " but '" + rank_from + "' has rank " +
-                                      std::to_string(rank) +
+                                      " but '" + rank_from + "' has rank " + std::to_string(rank) +
                                       "; expected one rank for every adapted matrix (alpha / r "
                                       "is one scale)");
     }
@@ -346,8 +343,8 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path, co
   if (const std::string* v = meta_of("lora_alpha")) {
     file_alpha = parse_decimal(*v);
     if (!file_alpha || !std::isfinite(*file_alpha) || *file_alpha <= 0) {
-      throw CheckpointError(path, "metadata lora_alpha = '" + *v +
-                                      "': expected a finite decimal number > 0");
+      throw CheckpointError(
+          path, "metadata lora_alpha = '" + *v + "': expected a finite decimal number > 0");
     }
   }
   if (options.alpha && (!std::isfinite(*options.alpha) || *options.alpha <= 0))

@@ -21,7 +21,7 @@ namespace {
 
 // What becomes of one stored tensor.
 struct MergeAction {
-  const model::LoraPair* pair = nullptr;      // merged: W + scale·B·A
+  const model::LoraPair* pair = nullptr;            // merged: W + scale·B·A
   const std::vector<float>* replacement = nullptr;  // replaced by the adapter's norm
 };
 
@@ -93,8 +93,7 @@ LoraMergeSummary merge_lora(const std::string& base_path, const LoraAdapter& ada
       const io::MappedTensor* m = stored_of(official);
       if (!m) {
         throw CheckpointError(base_path, "has no tensor '" + official + "', which the adapter " +
-                                             adapter.source() +
-                                             (pair ? " adapts" : " replaces") +
+                                             adapter.source() + (pair ? " adapts" : " replaces") +
                                              "; expected the adapter's base model");
       }
       if (pair && m->view.dtype != DType::F32 && m->view.dtype != DType::F16 &&
