@@ -59,7 +59,8 @@ std::string write_adapter(const std::filesystem::path& dir, const Geometry& g,
 
 std::vector<float> logits_of(const CliRun& r) {
   std::vector<float> v;
-  for (const auto& row : nlohmann::json::parse(r.out)["logits"])
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  for (const auto& row : j["logits"])
     for (const auto& x : row) v.push_back(x.get<float>());
   return v;
 }

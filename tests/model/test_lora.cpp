@@ -272,7 +272,7 @@ TEST_F(Lora, BatchRowsWithDifferentAdaptersEqualTheirSoloRuns) {
   std::vector<State*> ptrs;
   for (State& s : states) ptrs.push_back(&s);
   const int V = base_.geometry().vocab;
-  std::vector<float> all(11 * static_cast<size_t>(V));
+  std::vector<float> all(10 * static_cast<size_t>(V));
   base_.forward_batch(spans, ptrs, ads, all, /*all_positions=*/true);
   size_t row = 0;
   std::vector<std::vector<float>> solo_last;
@@ -358,7 +358,9 @@ TEST_F(Lora, TermOnDenseInt8AndPackedWeightsMatchesADoubleReference) {
         }
         const double want = y0[t * kC + o] + scale * delta;
         const double got = y1[t * kC + o];
-        worst = std::max(worst, std::fabs(got - want) / (std::fabs(want) + 1e-3));
+        // fp32 sums: relative to the magnitudes added, not to a result that may cancel.
+        const double size = std::fabs(y0[t * kC + o]) + std::fabs(scale * delta) + 1e-6;
+        worst = std::max(worst, std::fabs(got - want) / size);
         moved = std::max(moved, std::fabs(scale * delta));
       }
     }
@@ -413,7 +415,7 @@ TEST_F(Lora, RefusalsNameTheProblem) {
     std::vector<T> tensors;
     std::vector<std::string> says;
   };
-  std::vector<float> a8(8 * kC, 0.01f), b8(kC * 8, 0.01f);
+  std::vector<float> a8(8 * kC, 0.01f), b8(kC * 8, 0.01f), b4(kC * 4, 0.01f);
   std::vector<Case> cases = {
       {"pissa_lora.safetensors", factors(8, 1), {"PiSSA", "init_pissa"}},
       {"x.safetensors",
@@ -426,7 +428,7 @@ TEST_F(Lora, RefusalsNameTheProblem) {
         {"blocks.0.att.key.lora_B", {kC, 8}, b8}},
        {"expected shape [r, 128]", "[8, 129]"}},
       {"x.safetensors",
-       {{"blocks.0.att.key.lora_A", {8, kC}, a8}, {"blocks.0.att.key.lora_B", {kC, 4}, b8}},
+       {{"blocks.0.att.key.lora_A", {8, kC}, a8}, {"blocks.0.att.key.lora_B", {kC, 4}, b4}},
        {"[128, 8]", "[128, 4]", "same rank"}},
       {"x.safetensors",
        {{"blocks.5.att.key.lora_A", {8, kC}, a8}, {"blocks.5.att.key.lora_B", {kC, 8}, b8}},
