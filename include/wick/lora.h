@@ -1,4 +1,4 @@
-// LoRA adapters (docs: serving.md §6.2, tasks.md §8): a low-rank change of the large projections of
+// LoRA adapters (docs/tasks.md §8; issue 23): a low-rank change of the large projections of
 // an RWKV-7 x070 model, y = x·Wᵀ + scale·(x·Aᵀ)·Bᵀ with A [r, in], B [out, r] and
 // scale = alpha / r · lora_scale, applied at run time (Model::with_adapter, or per sequence in the
 // batched passes) or merged into a dense checkpoint (merge_lora).
