@@ -274,6 +274,7 @@ TEST_F(Lora, BatchRowsWithDifferentAdaptersEqualTheirSoloRuns) {
   const int V = base_.geometry().vocab;
   std::vector<float> all(10 * static_cast<size_t>(V));
   base_.forward_batch(spans, ptrs, ads, all, /*all_positions=*/true);
+  const std::vector<State> after_seqs = states;
   size_t row = 0;
   std::vector<std::vector<float>> solo_last;
   for (size_t b = 0; b < seqs.size(); ++b) {
@@ -307,6 +308,16 @@ TEST_F(Lora, BatchRowsWithDifferentAdaptersEqualTheirSoloRuns) {
   const std::vector<float> b2 = m1.forward_batch(two, p2);
   EXPECT_EQ(std::vector<float>(b2.begin(), b2.begin() + V), solo_last[0]);
   EXPECT_EQ(std::vector<float>(b2.begin() + V, b2.end()), solo_last[3]);
+  // absorb_batch with per-sequence adapters leaves the states of the logits pass.
+  std::vector<State> absorbed;
+  for (size_t b = 0; b < seqs.size(); ++b) absorbed.push_back(base_.new_state());
+  std::vector<State*> aptrs;
+  for (State& s : absorbed) aptrs.push_back(&s);
+  base_.absorb_batch(spans, aptrs, ads);
+  for (size_t b = 0; b < seqs.size(); ++b)
+    EXPECT_EQ(std::vector<float>(absorbed[b].wkv(0), absorbed[b].wkv(0) + 64),
+              std::vector<float>(after_seqs[b].wkv(0), after_seqs[b].wkv(0) + 64))
+        << b;
   // The adapter count must match.
   const std::vector<const LoraAdapter*> one = {a1.get()};
   EXPECT_THROW(base_.forward_batch(spans, ptrs, one, all, true), InputError);
