@@ -42,6 +42,7 @@ void run_info(const std::string& path, const LoadOptions& load, bool json,
                      {"lora_w", g.lora_w},       {"lora_a", g.lora_a},   {"lora_v", g.lora_v},
                      {"lora_g", g.lora_g}};
     j["architecture"] = i.architecture;
+    if (!i.adapter.empty()) j["adapter"] = i.adapter;
     if (g.n_attn > 0) {
       const AttentionOptions& a = model.attention();
       j["geometry"]["n_attn"] = g.n_attn;
@@ -64,6 +65,7 @@ void run_info(const std::string& path, const LoadOptions& load, bool json,
   for (auto& [l, n] : i.packed_parameters)
     layouts += fmt::format("{}{} ({} params)", layouts.empty() ? "" : ", ", l, n);
   if (!layouts.empty()) dts += (dts.empty() ? "" : "; packed: ") + layouts;
+  if (!i.adapter.empty()) std::cout << fmt::format("adapter    LoRA {}\n", i.adapter);
   std::cout << fmt::format(
       "model      {}\n"
       "container  {} ({} naming)\n"

@@ -25,6 +25,7 @@ void register_ppl(CLI::App& app);
 void register_kl(CLI::App& app);
 void register_act_stats(CLI::App& app);
 void register_calibrate(CLI::App& app);
-void register_serve(CLI::App& app);  // `wick serve`: the HTTP server (server/)
+void register_lora_merge(CLI::App& app);  // `wick lora-merge` (wick/lora.h)
+void register_serve(CLI::App& app);       // `wick serve`: the HTTP server (server/)
 
 }  // namespace wick::cli

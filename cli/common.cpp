@@ -63,6 +63,24 @@ void add_load_options(CLI::App* cmd, LoadOptions& options) {
       ->check(CLI::IsMember({std::string(precision_name(Precision::kFp32)),
                              std::string(precision_name(Precision::kBf16))}))
       ->option_text("fp32|bf16");
+  // `wick serve` chooses adapters per request (its own flags), not one at load.
+  if (cmd->get_name() != "serve") add_lora_options(cmd, options);
+}
+
+void add_lora_options(CLI::App* cmd, LoadOptions& options) {
+  const char* group = "LoRA adapter";
+  cmd->add_option("--lora", options.lora,
+                  "LoRA adapter applied at run time (.pth or .safetensors; RWKV-PEFT or "
+                  "rwkv-metal names; LayerNorms in it replace the model's)")
+      ->group(group);
+  cmd->add_option_function<double>(
+         "--lora-alpha", [&options](const double& a) { options.lora_alpha = a; },
+         "alpha the adapter was trained with (required: the file does not store it, unless "
+         "written by wick); scale = alpha / rank")
+      ->group(group);
+  cmd->add_option("--lora-scale", options.lora_scale,
+                  "extra multiplier of the adapter's term (default 1)")
+      ->group(group);
 }
 
 void add_attention_flags(CLI::App* cmd, AttentionFlags* f) {

@@ -26,7 +26,11 @@ Model load_model_or_default(const std::string& path, const LoadOptions& options 
 // Adds `--quantize none|int8` (weight quantisation at load, wick/model.h WeightQuantization) and
 // `--precision fp32|bf16` (the large products' input precision, wick/model.h Precision) to a
 // command that loads a model to run it; the choices are written to `options`.
+// Also adds the LoRA flags (add_lora_options) to every command but `serve`.
 void add_load_options(CLI::App* cmd, LoadOptions& options);
+// `--lora FILE`, `--lora-alpha A`, `--lora-scale S` (wick/lora.h), written to options.lora,
+// lora_alpha and lora_scale; the adapter is loaded with the model (Model::load with LoadOptions).
+void add_lora_options(CLI::App* cmd, LoadOptions& options);
 
 // RWKV-X attention flags (docs/rwkvx.md §6.5) of the commands that run a model:
 // --attention full|moba, --moba-block N, --moba-topk K, --moba-scope shared|per_head,

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   wick::cli::register_kl(app);
   wick::cli::register_act_stats(app);
   wick::cli::register_calibrate(app);
+  wick::cli::register_lora_merge(app);
   wick::cli::register_serve(app);
   wick::cli::add_tokenizer_mismatch_flag(app);  // every command with --tokenizer and --model
   if (argc == 1) {

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -35,6 +36,8 @@
 #include "wick/state.h"
 
 namespace wick {
+
+class LoraAdapter;  // wick/lora.h
 
 // Dimensions read from the weight shapes (docs/x070-math.md §1).
 struct Geometry {
@@ -129,6 +132,12 @@ std::string_view precision_name(Precision p);  // "fp32", "bf16" (the values of 
 struct LoadOptions {
   WeightQuantization quantize = WeightQuantization::kNone;
   Precision precision = Precision::kFp32;  // the Model's precision() (Model::with_precision)
+  // A LoRA adapter file (wick/lora.h) applied after loading (Model::with_adapter); "" = none.
+  // lora_alpha and lora_scale are its LoraOptions. load() then also throws what
+  // LoraAdapter::load throws.
+  std::string lora;
+  std::optional<double> lora_alpha;
+  double lora_scale = 1.0;
 };
 
 // Facts about a loaded model for `wick info`.
@@ -165,6 +174,11 @@ struct ModelInfo {
   // Loaded from an EmbeddingRWKV checkpoint (docs/tasks.md §6.3): `rwkv.*` backbone without LM
   // head; its task heads (head.{retr,sts,cls}_head.*) are read by the embedder from the same file.
   bool embedding_rwkv = false;
+  // Running with a LoRA adapter (Model::with_adapter): LoraAdapter::describe(), else "". The
+  // fingerprint is then "sha256:" + SHA-256("wick-lora-v1", 0x00, the base fingerprint, 0x00,
+  // LoraAdapter::fingerprint()) - a state saved with an adapter is refused without it and vice
+  // versa - and bytes_per_token includes the adapter's factors. The other fields describe the base.
+  std::string adapter;
 };
 
 // Hook for inspecting intermediate activations of forward() (tests, debugging, activation
@@ -236,6 +250,16 @@ class Model {
   // A Model sharing these weights that runs with another precision (no copy; never throws).
   Model with_precision(Precision precision) const;
 
+  // The LoRA adapter this Model runs with (wick/lora.h), or null.
+  const std::shared_ptr<const LoraAdapter>& adapter() const { return adapter_; }
+  // A Model sharing these weights (and settings) whose passes add `adapter`'s low-rank terms to
+  // the adapted projections and use its replacement norms (the base weights are not changed and
+  // stay shared; the adapter is shared too). Null gives the base model without adapter. info()
+  // changes as ModelInfo::adapter says. Works on dense, .rwkvq and int8 weights alike; the
+  // parallel pass and the recurrent step stay bit-identical. Throws InputError when the adapter
+  // was loaded for another geometry.
+  Model with_adapter(std::shared_ptr<const LoraAdapter> adapter) const;
+
   // The Runtime this Model's passes run on (never null).
   const std::shared_ptr<Runtime>& runtime() const { return runtime_; }
   // A Model sharing these weights (and settings) whose passes run on `runtime`. Throws InputError
@@ -293,6 +317,22 @@ class Model {
   void step_batch(std::span<const int32_t> tokens, std::span<State* const> states,
                   std::span<float> logits) const;
 
+  // --- Per-sequence LoRA adapters ----------------------------------------------------------------
+  // The batched passes above with one adapter per sequence: adapters[b] (null = none) is used for
+  // the rows of sequence b instead of this Model's own adapter(), so rows of different adapters
+  // share one batch. Each row is bit-identical to the same call on
+  // with_adapter(adapters[b]) with that sequence alone. The pointers are borrowed for the call
+  // only. Throws like forward_batch(), and InputError (every state unchanged) when adapters.size()
+  // differs from the number of sequences or an adapter was loaded for another geometry.
+  void forward_batch(std::span<const std::span<const int32_t>> sequences,
+                     std::span<State* const> states, std::span<const LoraAdapter* const> adapters,
+                     std::span<float> logits, bool all_positions = false) const;
+  void step_batch(std::span<const int32_t> tokens, std::span<State* const> states,
+                  std::span<const LoraAdapter* const> adapters, std::span<float> logits) const;
+  void absorb_batch(std::span<const std::span<const int32_t>> sequences,
+                    std::span<State* const> states,
+                    std::span<const LoraAdapter* const> adapters) const;
+
   // --- The same pass without the LM head (embeddings, reranking) ---------------------------------
   // True when the checkpoint has an LM head (head.weight, or tied embeddings). An EmbeddingRWKV
   // backbone has none: forward()/step() then throw InputError and hidden() is the way to use it.
@@ -326,6 +366,8 @@ class Model {
   std::shared_ptr<Runtime> runtime_;
   AttentionOptions attention_;
   Precision precision_ = Precision::kFp32;
+  std::shared_ptr<const LoraAdapter> adapter_;
+  std::shared_ptr<const ModelInfo> adapted_info_;  // info() with an adapter, else null
 };
 
 // Same as Model::load.

@@ -45,6 +45,7 @@
 #include "wick/engine.h"
 #include "wick/errors.h"
 #include "wick/generate.h"
+#include "wick/lora.h"
 #include "wick/model.h"
 #include "wick/perplexity.h"
 #include "wick/prefix_cache.h"

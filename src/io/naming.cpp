@@ -109,6 +109,29 @@ std::string strip_wrapper_prefix(const std::string& name) {
 
 }  // namespace
 
+std::string official_name_of(const std::string& stored, bool* linear_layout) {
+  const std::string name = strip_wrapper_prefix(stored);
+  if (linear_layout) *linear_layout = false;
+  auto take = [&](const std::string& prefix, const std::optional<Renamed>& r) {
+    if (!r) return name;
+    if (linear_layout) *linear_layout = r->linear_layout;
+    return prefix + r->official;
+  };
+  if (name == "ln0.weight" || name == "ln0.bias") return "blocks.0." + name;
+  if (name == "model.embeddings.weight") return "emb.weight";
+  if (name == "lm_head.weight") return "head.weight";
+  if (name == "model.norm.weight" || name == "model.norm.bias") return "ln_out." + name.substr(11);
+  if (auto lr = layer_and_rest(name, "blocks.")) {
+    if (starts_with(lr->second, "tmix.") || starts_with(lr->second, "cmix."))
+      return take("blocks." + std::to_string(lr->first) + ".", rename_tmix_layer(lr->second));
+    return name;
+  }
+  if (auto lr = layer_and_rest(name, "model.layers."))
+    return take("blocks." + std::to_string(lr->first) + ".",
+                rename_fla_layer(lr->first, lr->second));
+  return name;
+}
+
 OfficialNames map_to_official_names(const TensorSet& set) {
   const std::string& path = set.source();
   std::map<std::string, const TensorView*> by_name;

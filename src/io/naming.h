@@ -31,4 +31,13 @@ struct OfficialNames {
 // RWKV-6/5 or other families when recognisable) or when two stored tensors map to one name.
 OfficialNames map_to_official_names(const TensorSet& set);
 
+// The official name of one stored tensor name in any of the three conventions, without looking at
+// the other names of its file (adapter files hold a few tensors only): a `module.`/`_orig_mod.`
+// prefix is stripped; tmix/cmix names (`blocks.{i}.tmix.r_proj.weight`, top-level `ln0.*`) and
+// fla names (`model.layers.{i}.attn.r_proj.weight`, `model.norm.*`, `lm_head.weight`) are renamed
+// by the rules of map_to_official_names; any other name is returned as it is (the caller checks
+// it against the tensor table). `linear_layout` (if given) receives whether a renamed LoRA branch
+// factor is stored as an nn.Linear weight.
+std::string official_name_of(const std::string& stored, bool* linear_layout = nullptr);
+
 }  // namespace wick::io

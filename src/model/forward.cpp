@@ -1,6 +1,8 @@
 // The x070 block arithmetic (docs/x070-math.md §3-4), written once over T rows. The parallel pass
 // runs it with T = prompt length (GEMMs, the WKV recurrence looped inside one kernel); the
 // recurrent step runs it with T = 1 (GEMVs). Both read weights only through Linear::apply.
+// LoRA adapters (wick/lora.h) join in project() and the norms: each segment (sequence) of a pass
+// may carry its own adapter, and every adapter computation is per row, so rows stay independent.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -12,10 +14,12 @@
 #include "kernels/thread_pool.h"
 #include "kernels/wkv7.h"
 #include "model/attention.h"
+#include "model/lora.h"
 #include "model/model_impl.h"
 #include "model/state_geometry.h"
 #include "runtime/runtime_impl.h"
 #include "wick/errors.h"
+#include "wick/lora.h"
 
 namespace wick {
 namespace {
@@ -41,6 +45,7 @@ struct Segment {
   int64_t T = 0;
   State* state = nullptr;
   int64_t pos0 = 0;  // RWKV-X: KV-cache rows before this call (position of the first row)
+  const model::LoraWeights* lora = nullptr;  // this sequence's LoRA adapter, or null
 };
 
 // Activation buffers of a pass, kept in the Runtime between passes (RuntimeLease::workspace) and
@@ -64,6 +69,13 @@ struct Workspace final : PassWorkspace {
     mk(lora, D);
     mk(ffn_h, std::max(g.ffn_dim, g.attn_ffn_dim));
   }
+  // Scratch of the LoRA adapters' low-rank terms for T rows of rank up to `rank`.
+  void prepare_adapters(const Geometry& g, int64_t T, int64_t rank) {
+    const size_t u = static_cast<size_t>(T * rank),
+                 d = static_cast<size_t>(T * std::max<int64_t>(g.n_embd, g.ffn_dim));
+    if (ad_u.size() < u) ad_u.resize(u);
+    if (ad_d.size() < d) ad_d.resize(d);
+  }
   std::vector<float> x, xa, xr, xw, xk, xv, xaa, xg, r, k, v, w, a, g_, kk, y, tmpc, v_first, xb;
   std::vector<float> lora, ffn_h, normed;
   std::vector<Segment> segs;
@@ -71,6 +83,11 @@ struct Workspace final : PassWorkspace {
   Precision precision = Precision::kFp32;
   kernels::ThreadPool* pool = nullptr;  // the lease's pool, for this pass
   std::vector<float> rounded;           // kBf16: a large product's input rows rounded to bf16
+  // LoRA adapters of this pass: whether any segment has one, each row's adapter (filled only
+  // then), and the low-rank terms' scratch: x·Aᵀ [rows, r] and (x·Aᵀ)·Bᵀ [rows, out].
+  bool any_adapter = false;
+  std::vector<const model::LoraWeights*> row_adapter;
+  std::vector<float> ad_u, ad_d;
 };
 
 // fn(t) for every row t < T: rows are independent, so blocks of rows run on the kernel threads
@@ -87,15 +104,56 @@ void for_each_row(kernels::ThreadPool& pool, int64_t T, Fn&& fn) {
   });
 }
 
-// A large matrix product (r/k/v/o, FFN key/value, attention q/k/v/o, head): y = W x over T rows.
-// With Precision::kBf16 the input rows are first rounded to bf16 (wick/model.h); the LoRA
-// branches call Linear::apply directly and stay fp32.
-void project(const model::Linear& L, const float* x, int64_t T, float* y, Workspace& ws) {
-  if (ws.precision == Precision::kFp32) return L.apply(x, T, y, *ws.pool);
-  const size_t n = static_cast<size_t>(T * L.in_features());
-  if (ws.rounded.size() < n) ws.rounded.resize(n);
-  base::round_to_bf16(x, ws.rounded.data(), n);
-  L.apply(ws.rounded.data(), T, y, *ws.pool);
+// y += scale·(x·Aᵀ)·Bᵀ for the rows of every segment whose adapter adapts projection `target` of
+// RWKV layer `layer`. Consecutive segments with the same adapter form one product (the matrix
+// kernels are row-invariant, so a row's result does not depend on its neighbours).
+void add_adapter_terms(int64_t in, int64_t out, const float* x, float* y, Workspace& ws,
+                       std::span<const Segment> segs, int layer, int target) {
+  size_t b = 0;
+  while (b < segs.size()) {
+    const model::LoraWeights* ad = segs[b].lora;
+    size_t e = b + 1;
+    while (e < segs.size() && segs[e].lora == ad) ++e;
+    const model::LoraPair* p = ad ? &ad->layers[static_cast<size_t>(layer)].pairs[target] : nullptr;
+    if (p && p->down) {
+      const int64_t row0 = segs[b].row0, n = segs[e - 1].row0 + segs[e - 1].T - row0;
+      float* u = ws.ad_u.data();
+      float* d = ws.ad_d.data();
+      p->down->apply(x + row0 * in, n, u, *ws.pool);
+      p->up->apply(u, n, d, *ws.pool);
+      float* yo = y + row0 * out;
+      const float scale = ad->scale;
+      for (int64_t i = 0; i < n * out; ++i) yo[i] += scale * d[i];
+    }
+    b = e;
+  }
+}
+
+// A large matrix product (r/k/v/o, FFN key/value, attention q/k/v/o, head): y = W x over T rows,
+// plus the segments' LoRA terms when `target` names an adapted projection of RWKV layer `layer`.
+// With Precision::kBf16 the input rows are first rounded to bf16 (wick/model.h) for W x; the LoRA
+// branches of the model (Linear::apply directly) and the adapters' terms stay fp32.
+void project(const model::Linear& L, const float* x, int64_t T, float* y, Workspace& ws,
+             std::span<const Segment> segs = {}, int layer = -1, int target = model::kLoraNone) {
+  if (ws.precision == Precision::kFp32) {
+    L.apply(x, T, y, *ws.pool);
+  } else {
+    const size_t n = static_cast<size_t>(T * L.in_features());
+    if (ws.rounded.size() < n) ws.rounded.resize(n);
+    base::round_to_bf16(x, ws.rounded.data(), n);
+    L.apply(ws.rounded.data(), T, y, *ws.pool);
+  }
+  if (ws.any_adapter && target != model::kLoraNone)
+    add_adapter_terms(L.in_features(), L.out_features(), x, y, ws, segs, layer, target);
+}
+
+// The norm vector a segment uses: its adapter's replacement of RWKV layer `layer`'s member, else
+// the base's.
+const std::vector<float>& layer_norm_of(const Segment& s, int layer,
+                                        std::vector<float> LayerWeights::*member,
+                                        const LayerWeights& base) {
+  if (!s.lora) return base.*member;
+  return model::pick_norm(s.lora->layers[static_cast<size_t>(layer)].norms.*member, base.*member);
 }
 
 void trace_out(const ActivationTrace* trace, const char* name, int layer, const float* data,
@@ -128,7 +186,9 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
   const int H = g.n_head, N = g.head_size;
   float* x = ws.x.data();
   float* xa = ws.xa.data();
-  layer_norm_rows(x, L.ln1_w, L.ln1_b, xa, T, C);
+  for (const Segment& s : segs)
+    layer_norm_rows(x + s.row0 * C, layer_norm_of(s, layer, &LayerWeights::ln1_w, L),
+                    layer_norm_of(s, layer, &LayerWeights::ln1_b, L), xa + s.row0 * C, s.T, C);
   for (const Segment& s : segs) {
     float* shift = s.state->att_shift(layer);
     const int64_t o = s.row0 * C;
@@ -146,9 +206,9 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
   trace_out(trace, "in.att.receptance", layer, ws.xr.data(), T, C);
   trace_out(trace, "in.att.key", layer, ws.xk.data(), T, C);
   trace_out(trace, "in.att.value", layer, ws.xv.data(), T, C);
-  project(*L.receptance, ws.xr.data(), T, r, ws);
-  project(*L.key, ws.xk.data(), T, k, ws);
-  project(*L.value, ws.xv.data(), T, v, ws);
+  project(*L.receptance, ws.xr.data(), T, r, ws, segs, layer, model::kLoraReceptance);
+  project(*L.key, ws.xk.data(), T, k, ws, segs, layer, model::kLoraKey);
+  project(*L.value, ws.xv.data(), T, v, ws, segs, layer, model::kLoraValue);
 
   // Decay: w = exp(-e^(-1/2) * sigmoid(w0 + tanh(xw @ w1) @ w2)).
   kernels::ThreadPool& pool = *ws.pool;
@@ -229,7 +289,11 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
   // GroupNorm per head, bonus term sum(r * k * r_k) * v per head, output gate, W_o.
   for_each_row(pool, T, [&](int64_t t) {
     float* yt = y + t * C;
-    kernels::group_norm(yt, L.ln_x_w.data(), L.ln_x_b.data(), yt, H, N, kGroupNormEps);
+    const model::LoraWeights* ad = ws.any_adapter ? ws.row_adapter[t] : nullptr;
+    const model::LayerWeights* rep = ad ? &ad->layers[static_cast<size_t>(layer)].norms : nullptr;
+    const std::vector<float>& gw = rep ? model::pick_norm(rep->ln_x_w, L.ln_x_w) : L.ln_x_w;
+    const std::vector<float>& gb = rep ? model::pick_norm(rep->ln_x_b, L.ln_x_b) : L.ln_x_b;
+    kernels::group_norm(yt, gw.data(), gb.data(), yt, H, N, kGroupNormEps);
     const float* rt = r + t * C;
     const float* kt = k + t * C;
     const float* vt = v + t * C;
@@ -242,19 +306,21 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
     for (int64_t c = 0; c < C; ++c) yt[c] *= gt[c];
   });
   trace_out(trace, "in.att.output", layer, y, T, C);
-  project(*L.output, y, T, tmp, ws);
+  project(*L.output, y, T, tmp, ws, segs, layer, model::kLoraOutput);
   trace_out(trace, "att_out", layer, tmp, T, C);
   for (int64_t i = 0; i < T * C; ++i) x[i] += tmp[i];
 }
 
 // The x070 channel mix (token shift + squared-ReLU FFN) of an RWKV layer or of an RWKV-X
 // attention block, over the rows of every segment; `shift_of` gives a segment state's shift [C].
+// `rwkv` is the RWKV layer's weights (its adapters apply), or null for an attention block.
 struct ChannelMixRef {
   const std::vector<float>& ln_w;
   const std::vector<float>& ln_b;
   const std::vector<float>& x_k;
   const model::Linear& key;
   const model::Linear& value;
+  const LayerWeights* rwkv = nullptr;
 };
 
 template <typename ShiftOf>
@@ -264,7 +330,14 @@ void channel_mix(const ChannelMixRef& L, const Geometry& g, int layer, int64_t T
   const int64_t C = g.n_embd, F = L.key.out_features();
   float* x = ws.x.data();
   float* xb = ws.xb.data();
-  layer_norm_rows(x, L.ln_w, L.ln_b, xb, T, C);
+  if (L.rwkv) {
+    for (const Segment& s : segs)
+      layer_norm_rows(x + s.row0 * C, layer_norm_of(s, layer, &LayerWeights::ln2_w, *L.rwkv),
+                      layer_norm_of(s, layer, &LayerWeights::ln2_b, *L.rwkv), xb + s.row0 * C, s.T,
+                      C);
+  } else {
+    layer_norm_rows(x, L.ln_w, L.ln_b, xb, T, C);
+  }
   for (const Segment& s : segs) {
     float* shift = shift_of(*s.state);
     const int64_t o = s.row0 * C;
@@ -273,21 +346,24 @@ void channel_mix(const ChannelMixRef& L, const Geometry& g, int layer, int64_t T
   }
   float* h = ws.ffn_h.data();
   trace_out(trace, "in.ffn.key", layer, ws.xk.data(), T, C);
-  project(L.key, ws.xk.data(), T, h, ws);
+  const int target_layer = L.rwkv ? layer : -1;
+  project(L.key, ws.xk.data(), T, h, ws, segs, target_layer,
+          L.rwkv ? model::kLoraFfnKey : model::kLoraNone);
   for (int64_t i = 0; i < T * F; ++i) {
     const float relu = h[i] > 0.f ? h[i] : 0.f;
     h[i] = relu * relu;
   }
   trace_out(trace, "in.ffn.value", layer, h, T, F);
   float* out = ws.tmpc.data();
-  project(L.value, h, T, out, ws);
+  project(L.value, h, T, out, ws, segs, target_layer,
+          L.rwkv ? model::kLoraFfnValue : model::kLoraNone);
   trace_out(trace, "ffn_out", layer, out, T, C);
   for (int64_t i = 0; i < T * C; ++i) x[i] += out[i];
 }
 
 void channel_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
                  std::span<const Segment> segs, Workspace& ws, const ActivationTrace* trace) {
-  channel_mix(ChannelMixRef{L.ln2_w, L.ln2_b, L.ffn_x_k, *L.ffn_key, *L.ffn_value}, g, layer, T,
+  channel_mix(ChannelMixRef{L.ln2_w, L.ln2_b, L.ffn_x_k, *L.ffn_key, *L.ffn_value, &L}, g, layer, T,
               segs, ws, trace, [layer](State& s) { return s.ffn_shift(layer); });
 }
 
@@ -322,13 +398,17 @@ void attention_block(const AttentionBlockWeights& A, const Geometry& g, int j, i
               ws, nullptr, [j](State& s) { return s.attn_ffn_shift(j); });
 }
 
-void embed(const ModelWeights& w, const Geometry& g, const int32_t* tokens, int64_t T, float* x) {
+// The embedding rows of one segment and ln0 (the segment's adapter's ln0 when it replaces it).
+void embed(const ModelWeights& w, const Geometry& g, const int32_t* tokens, int64_t T, float* x,
+           const model::LoraWeights* ad) {
   const int64_t C = g.n_embd;
+  const std::vector<float>& ln_w = ad ? model::pick_norm(ad->norms.ln0_w, w.ln0_w) : w.ln0_w;
+  const std::vector<float>& ln_b = ad ? model::pick_norm(ad->norms.ln0_b, w.ln0_b) : w.ln0_b;
   for (int64_t t = 0; t < T; ++t) {
     float* row = x + t * C;
     w.emb->row(tokens[t], row);
-    if (!w.ln0_w.empty())
-      kernels::layer_norm(row, w.ln0_w.data(), w.ln0_b.empty() ? nullptr : w.ln0_b.data(), row, C,
+    if (!ln_w.empty())
+      kernels::layer_norm(row, ln_w.data(), ln_b.empty() ? nullptr : ln_b.data(), row, C,
                           kLayerNormEps);
   }
 }
@@ -388,10 +468,12 @@ struct Dest {
 
 // The pass over all sequences at once. Every input is validated before any state changes, so a
 // throw leaves every state as it was.
+// `adapters`: one per sequence (null = none), or empty: every sequence uses `own` (may be null).
 void run(const Model::Impl& m, const Runtime& runtime, const AttentionOptions& attention,
          Precision precision, std::span<const std::span<const int32_t>> seqs,
          std::span<State* const> states, Rows out_rows, Output output, const ActivationTrace* trace,
-         const Dest& dest) {
+         const Dest& dest, const LoraAdapter* own = nullptr,
+         std::span<const LoraAdapter* const> adapters = {}) {
   const Geometry& g = m.geometry;
   if (output == Output::kLogits && out_rows != Rows::kNone && !m.weights.head) {
     throw InputError("this checkpoint (" + m.info.source +
@@ -402,6 +484,10 @@ void run(const Model::Impl& m, const Runtime& runtime, const AttentionOptions& a
     throw InputError(std::to_string(seqs.size()) + " sequences but " +
                      std::to_string(states.size()) + " states: expected one state per sequence");
   if (seqs.empty()) throw InputError("no sequences given: expected at least one");
+  if (!adapters.empty() && adapters.size() != seqs.size())
+    throw InputError(std::to_string(seqs.size()) + " sequences but " +
+                     std::to_string(adapters.size()) +
+                     " LoRA adapters: expected one adapter pointer (or null) per sequence");
   RuntimeLease lease(runtime);
   Workspace& ws = lease.workspace<Workspace>();
   std::vector<Segment>& segs = ws.segs;
@@ -426,8 +512,10 @@ void run(const Model::Impl& m, const Runtime& runtime, const AttentionOptions& a
                          " share one State object: each sequence needs its own state");
     if (g.n_attn > 0)
       check_kv_room(g, attention, *states[b], static_cast<int64_t>(seqs[b].size()), where());
-    segs[b] =
-        Segment{total, static_cast<int64_t>(seqs[b].size()), states[b], states[b]->kv_length()};
+    const LoraAdapter* ad = adapters.empty() ? own : adapters[b];
+    if (ad) model::check_adapter_geometry(*ad, g);
+    segs[b] = Segment{total, static_cast<int64_t>(seqs[b].size()), states[b],
+                      states[b]->kv_length(), ad ? &ad->impl().weights : nullptr};
     total += segs[b].T;
   }
   const int64_t C = g.n_embd;
@@ -445,6 +533,18 @@ void run(const Model::Impl& m, const Runtime& runtime, const AttentionOptions& a
                    ? nullptr
                    : dest.get(static_cast<size_t>(n * (output == Output::kHidden ? C : g.vocab)));
   ws.prepare(g, total, precision, lease.pool());
+  ws.any_adapter = false;
+  int64_t max_rank = 0;
+  for (const Segment& s : segs)
+    if (s.lora) {
+      ws.any_adapter = true;
+      max_rank = std::max<int64_t>(max_rank, s.lora->rank);
+    }
+  if (ws.any_adapter) {
+    ws.prepare_adapters(g, total, max_rank);
+    ws.row_adapter.resize(static_cast<size_t>(total));
+    for (const Segment& s : segs) std::fill_n(ws.row_adapter.begin() + s.row0, s.T, s.lora);
+  }
   // RWKV-X: every attention block appends one K and V row per token (filled block by block). Room
   // is reserved for every state first, so the resize cannot fail half-way.
   if (g.n_attn > 0) {
@@ -452,7 +552,7 @@ void run(const Model::Impl& m, const Runtime& runtime, const AttentionOptions& a
     for (const Segment& s : segs) s.state->resize_kv(s.pos0 + s.T);
   }
   for (size_t b = 0; b < segs.size(); ++b)
-    embed(m.weights, g, seqs[b].data(), segs[b].T, ws.x.data() + segs[b].row0 * C);
+    embed(m.weights, g, seqs[b].data(), segs[b].T, ws.x.data() + segs[b].row0 * C, segs[b].lora);
   trace_out(trace, "emb_ln0", -1, ws.x.data(), total, C);
   const std::span<const Segment> seg_span(segs.data(), segs.size());
   for (const model::BlockRef& blk : m.weights.order) {
@@ -469,9 +569,14 @@ void run(const Model::Impl& m, const Runtime& runtime, const AttentionOptions& a
   // Final LayerNorm and head only for the rows that are returned.
   if (out_rows == Rows::kNone) return;
   float* normed = output == Output::kHidden ? out : ws.normed.data();
-  for (int64_t i = 0; i < n; ++i)
-    layer_norm_rows(ws.x.data() + rows[i] * C, m.weights.ln_out_w, m.weights.ln_out_b,
-                    normed + i * C, 1, C);
+  for (int64_t i = 0; i < n; ++i) {
+    const model::LoraWeights* ad = ws.any_adapter ? ws.row_adapter[rows[i]] : nullptr;
+    const std::vector<float>& ln_w =
+        ad ? model::pick_norm(ad->norms.ln_out_w, m.weights.ln_out_w) : m.weights.ln_out_w;
+    const std::vector<float>& ln_b =
+        ad ? model::pick_norm(ad->norms.ln_out_b, m.weights.ln_out_b) : m.weights.ln_out_b;
+    layer_norm_rows(ws.x.data() + rows[i] * C, ln_w, ln_b, normed + i * C, 1, C);
+  }
   if (output == Output::kHidden) return;
   trace_out(trace, "in.head", -1, normed, n, C);
   project(*m.weights.head, normed, n, out, ws);
@@ -488,7 +593,8 @@ std::vector<float> Model::forward(std::span<const int32_t> tokens, State& state,
   State* st = &state;
   std::vector<float> out;
   run(*impl_, *runtime_, attention_, precision_, one(tokens), std::span<State* const>(&st, 1),
-      all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kLogits, trace, Dest{&out, {}});
+      all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kLogits, trace, Dest{&out, {}},
+      adapter_.get());
   return out;
 }
 
@@ -497,7 +603,7 @@ void Model::forward(std::span<const int32_t> tokens, State& state, std::span<flo
   State* st = &state;
   run(*impl_, *runtime_, attention_, precision_, one(tokens), std::span<State* const>(&st, 1),
       all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kLogits, nullptr,
-      Dest{nullptr, logits});
+      Dest{nullptr, logits}, adapter_.get());
 }
 
 std::vector<float> Model::step(int32_t token, State& state) const {
@@ -512,7 +618,7 @@ std::vector<float> Model::forward_batch(std::span<const std::span<const int32_t>
                                         std::span<State* const> states) const {
   std::vector<float> out;
   run(*impl_, *runtime_, attention_, precision_, sequences, states, Rows::kLastOfEach,
-      Output::kLogits, nullptr, Dest{&out, {}});
+      Output::kLogits, nullptr, Dest{&out, {}}, adapter_.get());
   return out;
 }
 
@@ -521,7 +627,7 @@ void Model::forward_batch(std::span<const std::span<const int32_t>> sequences,
                           bool all_positions) const {
   run(*impl_, *runtime_, attention_, precision_, sequences, states,
       all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kLogits, nullptr,
-      Dest{nullptr, logits});
+      Dest{nullptr, logits}, adapter_.get());
 }
 
 std::vector<float> Model::step_batch(std::span<const int32_t> tokens,
@@ -537,7 +643,7 @@ void Model::step_batch(std::span<const int32_t> tokens, std::span<State* const> 
   seqs.reserve(tokens.size());
   for (const int32_t& t : tokens) seqs.emplace_back(&t, 1);
   run(*impl_, *runtime_, attention_, precision_, seqs, states, Rows::kLastOfEach, Output::kLogits,
-      nullptr, Dest{nullptr, logits});
+      nullptr, Dest{nullptr, logits}, adapter_.get());
 }
 
 bool Model::has_lm_head() const {
@@ -549,7 +655,8 @@ std::vector<float> Model::hidden(std::span<const int32_t> tokens, State& state,
   State* st = &state;
   std::vector<float> out;
   run(*impl_, *runtime_, attention_, precision_, one(tokens), std::span<State* const>(&st, 1),
-      all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kHidden, nullptr, Dest{&out, {}});
+      all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kHidden, nullptr, Dest{&out, {}},
+      adapter_.get());
   return out;
 }
 
@@ -557,14 +664,48 @@ std::vector<float> Model::hidden_batch(std::span<const std::span<const int32_t>>
                                        std::span<State* const> states, bool all_positions) const {
   std::vector<float> out;
   run(*impl_, *runtime_, attention_, precision_, sequences, states,
-      all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kHidden, nullptr, Dest{&out, {}});
+      all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kHidden, nullptr, Dest{&out, {}},
+      adapter_.get());
   return out;
+}
+
+void Model::forward_batch(std::span<const std::span<const int32_t>> sequences,
+                          std::span<State* const> states,
+                          std::span<const LoraAdapter* const> adapters, std::span<float> logits,
+                          bool all_positions) const {
+  if (adapters.size() != sequences.size())
+    throw InputError(std::to_string(sequences.size()) + " sequences but " +
+                     std::to_string(adapters.size()) +
+                     " LoRA adapters: expected one adapter pointer (or null) per sequence");
+  run(*impl_, *runtime_, attention_, precision_, sequences, states,
+      all_positions ? Rows::kAll : Rows::kLastOfEach, Output::kLogits, nullptr,
+      Dest{nullptr, logits}, adapter_.get(), adapters);
+}
+
+void Model::step_batch(std::span<const int32_t> tokens, std::span<State* const> states,
+                       std::span<const LoraAdapter* const> adapters,
+                       std::span<float> logits) const {
+  std::vector<std::span<const int32_t>> seqs;
+  seqs.reserve(tokens.size());
+  for (const int32_t& t : tokens) seqs.emplace_back(&t, 1);
+  forward_batch(seqs, states, adapters, logits);
+}
+
+void Model::absorb_batch(std::span<const std::span<const int32_t>> sequences,
+                         std::span<State* const> states,
+                         std::span<const LoraAdapter* const> adapters) const {
+  if (adapters.size() != sequences.size())
+    throw InputError(std::to_string(sequences.size()) + " sequences but " +
+                     std::to_string(adapters.size()) +
+                     " LoRA adapters: expected one adapter pointer (or null) per sequence");
+  run(*impl_, *runtime_, attention_, precision_, sequences, states, Rows::kNone, Output::kHidden,
+      nullptr, Dest{}, adapter_.get(), adapters);
 }
 
 void Model::absorb_batch(std::span<const std::span<const int32_t>> sequences,
                          std::span<State* const> states) const {
   run(*impl_, *runtime_, attention_, precision_, sequences, states, Rows::kNone, Output::kHidden,
-      nullptr, Dest{});
+      nullptr, Dest{}, adapter_.get());
 }
 
 }  // namespace wick

@@ -18,6 +18,7 @@
 #include "model/tensor_reader.h"
 #include "runtime/runtime_impl.h"
 #include "wick/errors.h"
+#include "wick/lora.h"
 
 extern "C" {
 extern const unsigned char wick_default_model_start[];
@@ -319,7 +320,11 @@ Model with_load_options(std::shared_ptr<Model::Impl> impl, const LoadOptions& op
     RuntimeLease lease(*runtime);
     model::quantize_model_int8(*impl, lease.pool());
   }
-  return Model::from_impl(std::move(impl)).with_runtime(runtime).with_precision(options.precision);
+  Model m =
+      Model::from_impl(std::move(impl)).with_runtime(runtime).with_precision(options.precision);
+  if (options.lora.empty()) return m;
+  return m.with_adapter(
+      LoraAdapter::load(options.lora, m, LoraOptions{options.lora_alpha, options.lora_scale}));
 }
 
 }  // namespace
@@ -384,7 +389,7 @@ const Geometry& Model::geometry() const {
   return impl_->geometry;
 }
 const ModelInfo& Model::info() const {
-  return impl_->info;
+  return adapted_info_ ? *adapted_info_ : impl_->info;
 }
 State Model::new_state() const {
   const Geometry& g = impl_->geometry;
