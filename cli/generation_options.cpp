@@ -183,7 +183,8 @@ GenerationConfig make_generation_config(const GenerationFlags& f, GenerationConf
     throw InputError("--speculate '" + f.speculate +
                      "': unknown method; the one available is 'ngram' (prompt lookup)");
   if (f.draft && f.speculate.empty())
-    throw InputError("--draft sets the draft length of speculative decoding: add --speculate ngram");
+    throw InputError(
+        "--draft sets the draft length of speculative decoding: add --speculate ngram");
   if (f.draft && (*f.draft < 1 || *f.draft > SpeculativeConfig::kMaxDraft))
     throw InputError("--draft must be 1.." + std::to_string(SpeculativeConfig::kMaxDraft) +
                      " draft tokens per pass, got " + std::to_string(*f.draft));

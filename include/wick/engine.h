@@ -174,11 +174,11 @@ class RequestHandle {
 struct EngineStats {
   uint64_t submitted = 0, completed = 0, refused = 0;
   int queued = 0, running = 0;
-  uint64_t iterations = 0;     // batched passes run
-  uint64_t pass_rows = 0;      // rows over all passes
-  uint64_t pass_tokens = 0;    // tokens over all passes
-  double pass_ms = 0;          // time inside Model::forward_batch
-  double busy_ms = 0;          // time inside iterations (passes + sampling + streaming + cache)
+  uint64_t iterations = 0;   // batched passes run
+  uint64_t pass_rows = 0;    // rows over all passes
+  uint64_t pass_tokens = 0;  // tokens over all passes
+  double pass_ms = 0;        // time inside Model::forward_batch
+  double busy_ms = 0;        // time inside iterations (passes + sampling + streaming + cache)
   // Speculative decoding (GenerationConfig::speculative): draft tokens verified, and of which
   // accepted (picked by the row's sampler), over all requests.
   uint64_t spec_drafted = 0, spec_accepted = 0;

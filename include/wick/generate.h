@@ -76,8 +76,9 @@ struct GenerationConfig {
   // Speculative decoding (SpeculativeConfig above); default off. Never changes the result.
   SpeculativeConfig speculative;
 
-  // Throws InputError for max_tokens < 0, speculative.n_max outside [0, kMaxDraft], an empty stop string, a stop token outside [0, vocab)
-  // (when vocab > 0), logprobs outside [-1, 20], and every error of SamplingConfig::validate().
+  // Throws InputError for max_tokens < 0, speculative.n_max outside [0, kMaxDraft], an empty stop
+  // string, a stop token outside [0, vocab) (when vocab > 0), logprobs outside [-1, 20], and every
+  // error of SamplingConfig::validate().
   void validate(int vocab = 0) const;
 };
 

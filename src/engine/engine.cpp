@@ -595,8 +595,8 @@ void Engine::plan_draft(Row& row) {
   int64_t room = row.ctl->request.config.max_tokens - static_cast<int64_t>(toks.size());
   const int64_t kv_max = model_.attention().kv_max;
   if (model_.geometry().n_attn > 0 && kv_max > 0)
-    room = std::min(room, kv_max - row.state.kv_length() -
-                              static_cast<int64_t>(row.pending.size()));
+    room =
+        std::min(room, kv_max - row.state.kv_length() - static_cast<int64_t>(row.pending.size()));
   const int n = static_cast<int>(std::min<int64_t>(k, room));
   if (n <= 0 || row.drafter->draft(n, row.draft) == 0) return;
   row.seq.assign(row.pending.begin(), row.pending.end());

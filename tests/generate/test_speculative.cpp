@@ -109,16 +109,16 @@ const Tokenizer& world_tok() {
   return *t;
 }
 
-struct Run {
+struct SpecRun {
   GenerationResult r;
   std::vector<std::pair<std::string, int32_t>> chunks;
   State state;
 };
 
-Run run(const Model& m, const Tokenizer& tok, const std::string& prompt, GenerationConfig c,
+SpecRun run(const Model& m, const Tokenizer& tok, const std::string& prompt, GenerationConfig c,
         int k) {
   c.speculative.n_max = k;
-  Run out;
+  SpecRun out;
   out.state = m.new_state();
   out.r = generate(m, tok, prompt, c, out.state, [&](std::string_view chunk, int32_t id) {
     out.chunks.emplace_back(std::string(chunk), id);
@@ -127,7 +127,7 @@ Run run(const Model& m, const Tokenizer& tok, const std::string& prompt, Generat
   return out;
 }
 
-void expect_identical(const Run& plain, const Run& spec, const std::string& what) {
+void expect_identical(const SpecRun& plain, const SpecRun& spec, const std::string& what) {
   EXPECT_EQ(spec.r.tokens, plain.r.tokens) << what;
   EXPECT_EQ(spec.r.text, plain.r.text) << what;
   EXPECT_EQ(spec.r.stop_reason, plain.r.stop_reason) << what;
@@ -172,10 +172,10 @@ GenerationConfig seeded(uint64_t seed, int n) {
 TEST(Speculative, TinyModelGreedyIdenticalAndDraftsAccepted) {
   ByteTokenizer tok;
   const std::string prompt = "Once upon a time, there was a little girl. Once upon a time";
-  const Run plain = run(tiny(), tok, prompt, greedy(160), 0);
+  const SpecRun plain = run(tiny(), tok, prompt, greedy(160), 0);
   int accepted = 0;
   for (int k : {1, 2, 4, 8, 64}) {
-    const Run spec = run(tiny(), tok, prompt, greedy(160), k);
+    const SpecRun spec = run(tiny(), tok, prompt, greedy(160), k);
     expect_identical(plain, spec, "k " + std::to_string(k));
     EXPECT_GT(spec.r.speculative.drafted, 0) << k;
     EXPECT_LE(spec.r.speculative.drafted, k * spec.r.speculative.passes) << k;
@@ -192,9 +192,9 @@ TEST(Speculative, TinyModelSeededPenaltiesStopsAndLimitsIdentical) {
   for (uint64_t seed : {1u, 2u, 3u}) {
     for (int n : {1, 2, 7, 90}) {
       GenerationConfig c = seeded(seed, n);
-      const Run plain = run(tiny(), tok, prompt, c, 0);
+      const SpecRun plain = run(tiny(), tok, prompt, c, 0);
       for (int k : {1, 5, 16}) {
-        const Run spec = run(tiny(), tok, prompt, c, k);
+        const SpecRun spec = run(tiny(), tok, prompt, c, k);
         expect_identical(plain, spec, "seed " + std::to_string(seed) + " n " +
                                           std::to_string(n) + " k " + std::to_string(k));
       }
@@ -202,10 +202,11 @@ TEST(Speculative, TinyModelSeededPenaltiesStopsAndLimitsIdentical) {
     // Stop strings and stop tokens taken from the plain run's own output, so they do stop it; the
     // ChatRWKV sampler mode (its own penalty rules) too.
     GenerationConfig c = seeded(seed, 120);
-    const Run free_run = run(tiny(), tok, prompt, c, 0);
+    const SpecRun free_run = run(tiny(), tok, prompt, c, 0);
     ASSERT_GE(free_run.r.text.size(), 40u);
     GenerationConfig with_stop = c;
-    with_stop.stop_strings = {free_run.r.text.substr(30, 3), "\xff\xfe"};
+    const std::string raw = tok.decode(free_run.r.tokens);  // the bytes, before any U+FFFD
+    with_stop.stop_strings = {raw.substr(30, 3), "\xff\xfe"};
     GenerationConfig with_token = c;
     with_token.stop_tokens = {free_run.r.tokens[25]};
     GenerationConfig chat = c;
@@ -213,15 +214,15 @@ TEST(Speculative, TinyModelSeededPenaltiesStopsAndLimitsIdentical) {
     chat.sampling.seed = seed;
     chat.penalize_prompt = true;
     for (const GenerationConfig& cc : {with_stop, with_token, chat}) {
-      const Run plain = run(tiny(), tok, prompt, cc, 0);
+      const SpecRun plain = run(tiny(), tok, prompt, cc, 0);
       for (int k : {2, 8}) expect_identical(plain, run(tiny(), tok, prompt, cc, k), "stops");
     }
     EXPECT_EQ(run(tiny(), tok, prompt, with_stop, 4).r.stop_reason, StopReason::kStopString);
     EXPECT_EQ(run(tiny(), tok, prompt, with_token, 4).r.stop_reason, StopReason::kStopToken);
   }
   // Another seed gives another output (the equalities above can fail).
-  const Run a = run(tiny(), tok, prompt, seeded(1, 60), 8);
-  const Run b = run(tiny(), tok, prompt, seeded(2, 60), 8);
+  const SpecRun a = run(tiny(), tok, prompt, seeded(1, 60), 8);
+  const SpecRun b = run(tiny(), tok, prompt, seeded(2, 60), 8);
   EXPECT_NE(a.r.tokens, b.r.tokens);
   EXPECT_FALSE(a.state == b.state);
 }
@@ -232,13 +233,19 @@ TEST(Speculative, WorldModelGreedyAndSeededIdentical) {
       "Рецепт борща: свёкла, капуста, картофель. The quick brown fox jumps over the lazy dog. "
       "日本語のテキスト 🚀 ";
   const std::string prompt = doc + "\nRepeat the document.\n" + doc;
+  // The random weights do not repeat the document; a bias on the ids of " lazy dog" makes the
+  // output repeat them (greedy) or mix them (sampled), so drafts are found and verified.
+  const std::vector<int32_t> biased = world_tok().encode(" lazy dog");
   int drafted = 0;
-  for (bool sampled : {false, true}) {
+  for (int variant = 0; variant < 4; ++variant) {
+    const bool sampled = variant % 2 == 1;
     GenerationConfig c = sampled ? seeded(11, 48) : greedy(48);
     c.stop_strings = {"lazy cat"};
-    const Run plain = run(world_model(), world_tok(), prompt, c, 0);
+    if (variant >= 2)
+      for (int32_t id : biased) c.sampling.logit_bias.emplace_back(id, 12.f);
+    const SpecRun plain = run(world_model(), world_tok(), prompt, c, 0);
     for (int k : {3, 8}) {
-      const Run spec = run(world_model(), world_tok(), prompt, c, k);
+      const SpecRun spec = run(world_model(), world_tok(), prompt, c, k);
       expect_identical(plain, spec, std::string(sampled ? "sampled" : "greedy") + " k " +
                                         std::to_string(k));
       drafted += spec.r.speculative.drafted;
@@ -250,14 +257,14 @@ TEST(Speculative, WorldModelGreedyAndSeededIdentical) {
 TEST(Speculative, ContinuingFromASpeculativeRunEqualsAnUninterruptedOne) {
   ByteTokenizer tok;
   const GenerationConfig c = seeded(5, 40);
-  Run first = run(tiny(), tok, "Once upon a time", c, 6);
+  SpecRun first = run(tiny(), tok, "Once upon a time", c, 6);
   GenerationConfig more = c;
   more.speculative.n_max = 6;
   const GenerationResult second =
       generate(tiny(), tok, "", more, first.state, first.r.continuation);
   GenerationConfig whole = c;
   whole.max_tokens = 80;
-  const Run once = run(tiny(), tok, "Once upon a time", whole, 0);
+  const SpecRun once = run(tiny(), tok, "Once upon a time", whole, 0);
   std::vector<int32_t> joined = first.r.tokens;
   joined.insert(joined.end(), second.tokens.begin(), second.tokens.end());
   EXPECT_EQ(joined, once.r.tokens);
