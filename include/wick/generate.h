@@ -42,8 +42,9 @@ namespace wick {
 // equals the recurrent step bit for bit, so the tokens, text, stream chunks, log-probabilities,
 // stop reasons, final state and continuation are identical to plain decoding's (greedy and
 // seeded); only the number of passes changes. Without a draft a row takes a plain step, and
-// after drafts rejected outright (nothing accepted) drafting pauses for 1, 2, 4, 8, then 16 passes
-// of plain steps, so text that does not repeat itself runs at plain speed.
+// after m drafts in a row rejected outright (nothing accepted) drafting pauses for 2^(m-1) passes
+// of plain steps (at most 64) and the next draft is at most n_max >> m tokens (at least 1), so
+// text that does not repeat itself runs close to plain speed.
 struct SpeculativeConfig {
   int n_max = 0;  // most draft tokens verified per pass (k): 0 = off, else 1..kMaxDraft
   static constexpr int kMaxDraft = 64;

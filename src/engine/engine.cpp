@@ -119,7 +119,8 @@ struct Engine::Row {
   State trial;
   SpeculativeCounters spec;
   // Back-off: after `misses` drafts in a row of which nothing was accepted, the next `skip`
-  // passes take plain steps (up to kMaxSkip), so text that does not repeat costs no extra rows.
+  // passes take plain steps (1, 2, 4 ... up to 64) and the next draft is at most n_max >> misses
+  // tokens (at least 1), so text that does not repeat costs few extra rows.
   int misses = 0, skip = 0;
   int cached = 0;
   CacheTier tier = CacheTier::kNone;
@@ -597,7 +598,7 @@ void Engine::plan_draft(Row& row) {
   if (model_.geometry().n_attn > 0 && kv_max > 0)
     room =
         std::min(room, kv_max - row.state.kv_length() - static_cast<int64_t>(row.pending.size()));
-  const int n = static_cast<int>(std::min<int64_t>(k, room));
+  const int n = static_cast<int>(std::min<int64_t>(std::max(1, k >> row.misses), room));
   if (n <= 0 || row.drafter->draft(n, row.draft) == 0) return;
   row.seq.assign(row.pending.begin(), row.pending.end());
   row.seq.insert(row.seq.end(), row.draft.begin(), row.draft.end());
@@ -646,10 +647,9 @@ void Engine::after_decode_pass(Row& row, std::span<const float> out) {
     ++accepted;
   row.spec.drafted += static_cast<int>(nd);
   row.spec.accepted += static_cast<int>(accepted);
-  constexpr int kMaxSkip = 16;
   if (accepted == 0) {
-    row.misses = std::min(row.misses + 1, 5);
-    row.skip = std::min(1 << (row.misses - 1), kMaxSkip);
+    row.misses = std::min(row.misses + 1, 7);
+    row.skip = 1 << (row.misses - 1);
   } else {
     row.misses = 0;
   }
