@@ -1,8 +1,10 @@
 // wick generate --prompt TEXT [--model PATH] [--max-tokens N] [sampling flags] [--stop S]...
 //               [--stream] [--json] [--load-state F] [--save-state F] [--batch-file F]
+//               [--speculate ngram [--draft K]]
 // Text mode prints the generated text (with --stream: chunk by chunk as it is produced) and a
 // timing line on stderr. --json prints one JSON object: {"tokens", "text", "stop_reason",
-// ["stop_token" | "stop_string"], "prompt_tokens", "generated_tokens", "timings"}; with --stream,
+// ["stop_token" | "stop_string"], "prompt_tokens", "generated_tokens", ["speculative": {"drafted",
+// "accepted", "passes"} with --speculate], "timings"}; with --stream,
 // one {"chunk", "token"} line per callback comes first (token: the id generated at that step;
 // chunk: the text it made safe to show, see wick/generate.h ChunkCallback). --batch-file reads JSON
 // lines
@@ -82,7 +84,8 @@ std::string dump(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-nlohmann::json result_json(const GenerationResult& r, double load_ms) {
+// `speculative`: --speculate was given (the result then reports its counters).
+nlohmann::json result_json(const GenerationResult& r, double load_ms, bool speculative) {
   nlohmann::json j;
   j["tokens"] = r.tokens;
   j["text"] = r.text;
@@ -91,6 +94,10 @@ nlohmann::json result_json(const GenerationResult& r, double load_ms) {
   if (r.stop_reason == StopReason::kStopString) j["stop_string"] = r.stop_string;
   j["prompt_tokens"] = r.prompt_tokens;
   j["generated_tokens"] = r.generated_tokens;
+  if (speculative)
+    j["speculative"] = {{"drafted", r.speculative.drafted},
+                        {"accepted", r.speculative.accepted},
+                        {"passes", r.speculative.passes}};
   const GenerationTimings& t = r.timings;
   j["timings"] = {
       {"load_ms", load_ms},
@@ -166,7 +173,7 @@ void run_batch(const GenerateOptions& o, const Model& model, const Tokenizer& to
   for (const RequestHandle& h : handles) {
     const EngineResult& r = h.wait();
     if (r.stop_reason == StopReason::kError) std::rethrow_exception(r.exception);
-    nlohmann::json j = result_json(r, load_ms);
+    nlohmann::json j = result_json(r, load_ms, cfg.speculative.enabled());
     j["cached_tokens"] = r.cached_tokens;
     std::cout << dump(j) << "\n" << std::flush;
   }
@@ -216,7 +223,7 @@ void run_generate(const GenerateOptions& o) {
   const GenerationResult r = generate(model, *tokenizer, o.prompt, cfg, state, from, on_chunk);
   // The result is printed before the state is saved: a bad --save-state path must not lose it.
   if (o.json) {
-    std::cout << dump(result_json(r, load_ms)) << "\n" << std::flush;
+    std::cout << dump(result_json(r, load_ms, cfg.speculative.enabled())) << "\n" << std::flush;
   } else {
     if (!o.stream) std::fwrite(r.text.data(), 1, r.text.size(), stdout);
     // A terminal gets a newline so the prompt comes back on a line of its own; a pipe or a file
@@ -233,6 +240,9 @@ void run_generate(const GenerateOptions& o) {
       r.prompt_tokens, r.timings.prefill_ms, r.generated_tokens, r.timings.decode_ms,
       r.timings.decode_ms > 0 ? 1000.0 * r.timings.decode_steps / r.timings.decode_ms : 0.0,
       std::string(stop_reason_name(r.stop_reason)).c_str());
+  if (cfg.speculative.enabled())
+    std::fprintf(stderr, "[wick] speculative: %d drafted, %d accepted, %d passes\n",
+                 r.speculative.drafted, r.speculative.accepted, r.speculative.passes);
 }
 
 }  // namespace

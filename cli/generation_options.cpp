@@ -83,6 +83,16 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f, bool chat) {
         ->group(s);
     cmd->add_option("--state-note", f.state_note, "Free text stored in the saved state file")
         ->group(s);
+    const std::string sp = "Speculative decoding";
+    cmd->add_option("--speculate", f.speculate,
+                    "ngram: draft tokens by looking up the last 2..8 tokens earlier in prompt + "
+                    "output and verify them in one pass (output identical to plain decoding)")
+        ->group(sp);
+    cmd->add_option("--draft", f.draft,
+                    "Most draft tokens verified per pass with --speculate (1.." +
+                        std::to_string(SpeculativeConfig::kMaxDraft) + ", default " +
+                        std::to_string(kDefaultDraft) + ")")
+        ->group(sp);
   }
 }
 
@@ -174,6 +184,16 @@ GenerationConfig make_generation_config(const GenerationFlags& f, GenerationConf
       if (std::find(base.stop_tokens.begin(), base.stop_tokens.end(), t) == base.stop_tokens.end())
         base.stop_tokens.push_back(t);
   if (f.penalize_prompt) base.penalize_prompt = true;
+  if (!f.speculate.empty() && f.speculate != "ngram")
+    throw InputError("--speculate '" + f.speculate +
+                     "': unknown method; the one available is 'ngram' (prompt lookup)");
+  if (f.draft && f.speculate.empty())
+    throw InputError(
+        "--draft sets the draft length of speculative decoding: add --speculate ngram");
+  if (f.draft && (*f.draft < 1 || *f.draft > SpeculativeConfig::kMaxDraft))
+    throw InputError("--draft must be 1.." + std::to_string(SpeculativeConfig::kMaxDraft) +
+                     " draft tokens per pass, got " + std::to_string(*f.draft));
+  if (f.speculate == "ngram") base.speculative.n_max = f.draft.value_or(kDefaultDraft);
   base.validate(vocab);
   if (sc.mode == SamplerMode::kStandard && sc.temperature == 0.f && (f.top_k || f.top_p || f.seed))
     std::fprintf(stderr,

@@ -29,6 +29,9 @@ struct GenerationFlags {
   std::string load_state, save_state, state_note;
   std::string init_state;  // a state-tuning file (wick/tuned_state.h); excludes load_state
   bool allow_other_base = false;
+  // Speculative decoding (wick generate only): --speculate METHOD ("ngram") and --draft K.
+  std::string speculate;
+  std::optional<int> draft;
 };
 
 // Adds the sampling, stop and state flags to `cmd`. `chat` hides the flags chat does not use.
@@ -36,7 +39,12 @@ void add_generation_flags(CLI::App* cmd, GenerationFlags& f, bool chat);
 
 // The config: `base` (the command's defaults) with every flag the user gave applied over it, and
 // the model's end-of-text ids (wick/generate.h default_stop_tokens) unless --no-stop-eot.
-// Throws InputError for malformed values (the config is validated against `vocab`).
+// --speculate ngram sets GenerationConfig::speculative (n_max = --draft, default kDefaultDraft).
+// Throws InputError for malformed values (the config is validated against `vocab`), a
+// --speculate other than "ngram", and --draft without --speculate.
+// Draft tokens per pass with --speculate ngram and no --draft.
+inline constexpr int kDefaultDraft = 8;
+
 GenerationConfig make_generation_config(const GenerationFlags& f, GenerationConfig base, int vocab);
 
 // "\n", "\t", "\r", "\\", "\xNN" -> the bytes; other text unchanged. Throws InputError for a

@@ -74,9 +74,6 @@ void refuse_unsupported(const Json& b) {
   if (field(b, "lora"))
     throw bad_request("lora", "'lora': adapters are not available in this version of wick serve "
                               "(they come with the adapters work); send the request without it");
-  if (field(b, "speculative"))
-    throw bad_request("speculative", "'speculative': speculative decoding is not available in "
-                                     "this version of wick serve; send the request without it");
   (void)opt_string(b, "model");
   (void)opt_string(b, "user");
   (void)opt_string(b, "prompt_cache_key");
@@ -138,6 +135,20 @@ void parse_sampling(const ServeContext& ctx, const Json& b, Job& job) {
                                             (it->is_number() ? it->dump() : json_type(*it)));
       s.logit_bias.emplace_back(static_cast<int32_t>(id), it->get<float>());
     }
+  }
+  if (const Json* sp = field(b, "speculative")) {
+    const std::string range = "1.." + std::to_string(SpeculativeConfig::kMaxDraft);
+    if (!sp->is_object())
+      throw bad_request("speculative", "'speculative' must be an object {\"n_max\": k} (k: draft "
+                                       "tokens verified per pass, " +
+                                           range + "), found " + json_type(*sp));
+    const auto k =
+        opt_int(*sp, "n_max", 1, SpeculativeConfig::kMaxDraft, "speculative.n_max");
+    if (!k)
+      throw bad_request("speculative.n_max", "'speculative' needs 'n_max': the most draft tokens "
+                                             "verified per pass, an integer " +
+                                                 range);
+    job.config.speculative.n_max = static_cast<int>(*k);
   }
   if (auto stop = opt_strings(b, "stop", 4)) job.config.stop_strings = *stop;
   job.config.stop_tokens = ctx.stop_tokens;
@@ -691,6 +702,15 @@ class Run : public std::enable_shared_from_this<Run> {
               {"completion_tokens", completion},
               {"total_tokens", prompt + completion}};
     u["prompt_tokens_details"] = {{"cached_tokens", cached}};
+    if (job_.config.speculative.enabled()) {
+      int64_t drafted = 0, accepted = 0, passes = 0;
+      for (const Choice& c : choices_) {
+        drafted += c.result.speculative.drafted;
+        accepted += c.result.speculative.accepted;
+        passes += c.result.speculative.passes;
+      }
+      u["speculative"] = {{"drafted", drafted}, {"accepted", accepted}, {"passes", passes}};
+    }
     return u;
   }
 

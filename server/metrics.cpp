@@ -46,6 +46,17 @@ struct Metrics::Impl {
                                .Help("Tokens generated")
                                .Register(*registry)
                                .Add({});
+  pm::Counter& spec_drafted = pm::BuildCounter()
+                                  .Name("wick_spec_drafted_total")
+                                  .Help("Speculative decoding: draft tokens verified")
+                                  .Register(*registry)
+                                  .Add({});
+  pm::Counter& spec_accepted = pm::BuildCounter()
+                                   .Name("wick_spec_accepted_total")
+                                   .Help("Speculative decoding: draft tokens accepted (picked by "
+                                         "the sampler)")
+                                   .Register(*registry)
+                                   .Add({});
   pm::Gauge& running = pm::BuildGauge()
                            .Name("wick_requests_running")
                            .Help("Engine rows running (prefill or decode)")
@@ -146,6 +157,8 @@ void Metrics::generation(const EngineResult& r) {
   impl_->prompt.Increment(r.prompt_tokens);
   impl_->cached.Increment(r.cached_tokens);
   impl_->generated.Increment(r.generated_tokens);
+  impl_->spec_drafted.Increment(r.speculative.drafted);
+  impl_->spec_accepted.Increment(r.speculative.accepted);
   if (!r.token_times_ms.empty()) impl_->ttft.Observe(r.token_times_ms.front() / 1000.0);
   for (size_t i = 1; i < r.token_times_ms.size(); ++i)
     impl_->itl.Observe((r.token_times_ms[i] - r.token_times_ms[i - 1]) / 1000.0);

@@ -19,7 +19,8 @@ class Metrics {
   // completions, embeddings, rerank, models, states, tokenize, detokenize, health, metrics, page,
   // other), `status` the HTTP status.
   void request(std::string_view endpoint, int status);
-  // One finished generation row (a choice): token counts, TTFT, inter-token gaps, duration.
+  // One finished generation row (a choice): token counts, speculative drafts / acceptances,
+  // TTFT, inter-token gaps, duration.
   void generation(const EngineResult& r);
   // Tokens embedded or scored outside the engine (embeddings, rerank).
   void prompt_tokens(uint64_t n);

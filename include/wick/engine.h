@@ -8,6 +8,13 @@
 // (Model::forward_batch), then sample, stop-check and stream each row whose prompt is absorbed.
 // Finished or cancelled rows leave at once; new rows join at the next iteration.
 //
+// Speculative decoding (GenerationConfig::speculative, per request): a speculating decode row
+// contributes its pending tokens plus its n-gram draft, run from a copy of its state, and verifies
+// the draft with its own sampler on the pass's every-position logits (wick/generate.h
+// SpeculativeConfig); its results stay those of plain decoding. An iteration with drafts runs the
+// decode rows (all positions) and the prefill chunks (last positions) as two passes. The prefix
+// cache only ever stores states of decided tokens.
+//
 // Per-row semantics are exactly generate_tokens()'s (wick/generate.h): the sampler and its seed,
 // stop tokens, stop strings across the byte stream, UTF-8-safe streaming with the hold-back rule,
 // the state rule (EngineResult::state has absorbed the prompt and every returned token, the one
@@ -167,11 +174,14 @@ class RequestHandle {
 struct EngineStats {
   uint64_t submitted = 0, completed = 0, refused = 0;
   int queued = 0, running = 0;
-  uint64_t iterations = 0;     // batched passes run
-  uint64_t pass_rows = 0;      // rows over all passes
-  uint64_t pass_tokens = 0;    // tokens over all passes
-  double pass_ms = 0;          // time inside Model::forward_batch
-  double busy_ms = 0;          // time inside iterations (passes + sampling + streaming + cache)
+  uint64_t iterations = 0;   // batched passes run
+  uint64_t pass_rows = 0;    // rows over all passes
+  uint64_t pass_tokens = 0;  // tokens over all passes
+  double pass_ms = 0;        // time inside Model::forward_batch
+  double busy_ms = 0;        // time inside iterations (passes + sampling + streaming + cache)
+  // Speculative decoding (GenerationConfig::speculative): draft tokens verified, and of which
+  // accepted (picked by the row's sampler), over all requests.
+  uint64_t spec_drafted = 0, spec_accepted = 0;
   uint64_t prompt_tokens = 0;  // prompt tokens of admitted requests
   uint64_t cached_tokens = 0;  // of which served from the cache
   PrefixCacheStats cache;
@@ -233,6 +243,17 @@ class Engine {
   void iterate(std::vector<std::unique_ptr<Row>>& rows);
   void admit(Row& row);
   void begin_decode(Row& row, std::span<const float> logits);
+  // Picks the row's next token from `logits`; false when that failed (recorded, the row stopped).
+  bool pick(Row& row, std::span<const float> logits);
+  // Speculation: the row's draft for this pass (none when off, finished or nothing recurs).
+  void plan_draft(Row& row);
+  // After a pass: the row's logits rows `out` (every position of pending + draft when it
+  // drafted, else the last position) - absorb, verify, pick.
+  void after_decode_pass(Row& row, std::span<const float> out);
+  // Stores the final (prompt + every returned token) state, the row having absorbed them all.
+  void store_final(Row& row, std::span<const float> logits);
+  // RWKV-X: a state with `length` cached rows cannot absorb another token.
+  bool kv_full_at(int64_t length) const;
   // Ends the row and completes its request; `logits` are those after the row's last absorbed
   // token when known (the result's continuation), else empty.
   void finish(Row& row, std::span<const float> logits = {});

@@ -33,6 +33,32 @@
 
 namespace wick {
 
+// n-gram (prompt-lookup) speculative decoding (docs/serving.md §7; README "Speculative
+// decoding"). The drafter looks up the last n tokens of prompt + output (n from 8 down to 2) at
+// their latest earlier occurrence and proposes the at most n_max tokens that followed it; one
+// parallel pass over the tokens not yet absorbed plus the draft, from a copy of the state, gives
+// the logits at every position, and the row's own sampler picks each position in order, accepting
+// the draft while its pick equals the draft token (plus the first pick that differs). A pass row
+// equals the recurrent step bit for bit, so the tokens, text, stream chunks, log-probabilities,
+// stop reasons, final state and continuation are identical to plain decoding's (greedy and
+// seeded); only the number of passes changes. Without a draft a row takes a plain step, and
+// after m drafts in a row rejected outright (nothing accepted) drafting pauses for 2^(m-1) passes
+// of plain steps (at most 64) and the next draft is at most n_max >> m tokens (at least 1), so
+// text that does not repeat itself runs close to plain speed.
+struct SpeculativeConfig {
+  int n_max = 0;  // most draft tokens verified per pass (k): 0 = off, else 1..kMaxDraft
+  static constexpr int kMaxDraft = 64;
+  bool enabled() const { return n_max > 0; }
+};
+
+// What speculation did for one generation (GenerationResult::speculative); all 0 when it is off.
+struct SpeculativeCounters {
+  int drafted = 0;   // draft tokens proposed and verified
+  int accepted = 0;  // of which the sampler picked (generated without a pass of their own)
+  int passes = 0;    // model passes after the prompt (each absorbs the decided tokens not yet in
+                     // the state and verifies a draft, if any); plain decoding: one per token
+};
+
 struct GenerationConfig {
   int max_tokens = 128;                   // tokens generated at most, a stop token included (>= 0;
                                           // 0 only absorbs the prompt into the state)
@@ -48,9 +74,12 @@ struct GenerationConfig {
   // adjusted_logits), before temperature and top-k / top-p: what the model and the penalties say,
   // not the truncated distribution drawn from. Costs one extra pass over the V logits per token.
   int logprobs = -1;
+  // Speculative decoding (SpeculativeConfig above); default off. Never changes the result.
+  SpeculativeConfig speculative;
 
-  // Throws InputError for max_tokens < 0, an empty stop string, a stop token outside [0, vocab)
-  // (when vocab > 0), logprobs outside [-1, 20], and every error of SamplingConfig::validate().
+  // Throws InputError for max_tokens < 0, speculative.n_max outside [0, kMaxDraft], an empty stop
+  // string, a stop token outside [0, vocab) (when vocab > 0), logprobs outside [-1, 20], and every
+  // error of SamplingConfig::validate().
   void validate(int vocab = 0) const;
 };
 
@@ -83,7 +112,8 @@ struct GenerationTimings {
   double prefill_ms = 0;  // the parallel pass over the prompt
   double decode_ms = 0;   // the recurrent steps and the sampling between them
   double sample_ms = 0;   // of which in the sampler (penalties, softmax, draw)
-  int decode_steps = 0;   // recurrent steps run (= generated tokens, each absorbed into the state)
+  int decode_steps = 0;   // generated tokens absorbed into the state (one recurrent step each;
+                          // with speculation several share one pass)
 };
 
 struct GenerationResult {
@@ -100,6 +130,7 @@ struct GenerationResult {
   std::vector<TokenLogprob> logprobs;  // one per generated token when GenerationConfig::logprobs
                                        // >= 0 (the stop token included), else empty
   GenerationTimings timings;
+  SpeculativeCounters speculative;  // with GenerationConfig::speculative enabled
   // What continuing the final state needs (wick/continuation.h): the logits after the last
   // absorbed token (empty when the row ended before its prompt was absorbed, or failed) and the
   // sampler after the last token. Pass it to the next generation from that state (or save it in a

@@ -8,6 +8,7 @@
 #include "base/sha256.h"
 #include "base/timing.h"
 #include "engine/request_control.h"
+#include "generate/ngram_drafter.h"
 #include "generate/row_decoder.h"
 #include "model/state_geometry.h"
 #include "wick/errors.h"
@@ -103,8 +104,24 @@ struct Engine::Row {
   size_t absorbed = 0;  // prompt tokens absorbed into `state`
   std::unique_ptr<gen::RowDecoder> decoder;
   bool decoding = false;  // the prompt is absorbed
-  int32_t pending = -1;   // a returned token the state has not absorbed yet
-  int steps = 0;          // generated tokens absorbed
+  // Returned tokens the state has not absorbed yet, oldest first: the one just picked, and with
+  // speculation the picks of a pass whose draft was not accepted whole (the next pass absorbs
+  // them).
+  std::vector<int32_t> pending;
+  int steps = 0;  // generated tokens absorbed
+  // Speculation (GenerationConfig::speculative): the drafter over prompt + returned tokens (made
+  // at the first decode pass), how many returned tokens it has seen, this pass's draft, its
+  // tokens (pending + draft) and the copy of `state` it runs on (`state` keeps covering only
+  // decided tokens), and the counters.
+  std::unique_ptr<gen::NgramDrafter> drafter;
+  size_t drafter_seen = 0;
+  std::vector<int32_t> draft, seq;
+  State trial;
+  SpeculativeCounters spec;
+  // Back-off: after `misses` drafts in a row of which nothing was accepted, the next `skip`
+  // passes take plain steps (1, 2, 4 ... up to 64) and the next draft is at most n_max >> misses
+  // tokens (at least 1), so text that does not repeat costs few extra rows.
+  int misses = 0, skip = 0;
   int cached = 0;
   CacheTier tier = CacheTier::kNone;
   EngineClock::time_point admitted, prefill_done;
@@ -114,6 +131,7 @@ struct Engine::Row {
   std::exception_ptr exception;
   bool finished = false;
   size_t pass_len = 0;  // tokens this row contributes to the current pass
+  size_t out_row = 0;   // its first logits row in the pass's output
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -531,19 +549,129 @@ void Engine::begin_decode(Row& row, std::span<const float> logits) {
     return finish(row, logits);
   }
   const size_t before = row.decoder->tokens().size();
+  pick(row, logits);
+  // A token picked before a callback threw is still absorbed by the next pass (state rule: the
+  // state has absorbed every returned token); the row then ends with the error.
+  if (row.decoder->tokens().size() > before) {
+    row.pending.push_back(row.decoder->tokens().back());
+  } else {
+    finish(row);
+  }
+}
+
+bool Engine::pick(Row& row, std::span<const float> logits) {
   try {
-    row.pending = row.decoder->next(logits, row.ctl->request.on_chunk, row.ctl->request.on_logprob);
+    row.decoder->next(logits, row.ctl->request.on_chunk, row.ctl->request.on_logprob);
     row.token_times.push_back(base::ms_between(row.ctl->submitted, EngineClock::now()));
+    return true;
   } catch (...) {
     mark_failed(row, std::current_exception());
     row.decoder->stop(StopReason::kError);
-    // The callback threw after the token was chosen: the row absorbs it in the next pass (state
-    // rule: the state has absorbed every returned token), then ends with the error.
-    if (row.decoder->tokens().size() > before) {
-      row.pending = row.decoder->tokens().back();
-    } else {
-      finish(row);
+    return false;
+  }
+}
+
+bool Engine::kv_full_at(int64_t length) const {
+  const int64_t limit = model_.attention().kv_max;
+  return model_.geometry().n_attn > 0 && limit > 0 && length >= limit;
+}
+
+void Engine::plan_draft(Row& row) {
+  row.draft.clear();
+  const int k = row.ctl->request.config.speculative.n_max;
+  if (k <= 0 || row.decoder->finished()) return;
+  if (row.skip > 0) {
+    --row.skip;
+    return;
+  }
+  if (!row.drafter) {
+    row.drafter = std::make_unique<gen::NgramDrafter>();
+    row.drafter->push(row.ctl->prompt);
+  }
+  const std::vector<int32_t>& toks = row.decoder->tokens();
+  row.drafter->push(std::span<const int32_t>(toks).subspan(row.drafter_seen));
+  row.drafter_seen = toks.size();
+  // A pass verifies at most the picks left before max_tokens, and (RWKV-X) what the KV cache
+  // still holds after the pending tokens.
+  int64_t room = row.ctl->request.config.max_tokens - static_cast<int64_t>(toks.size());
+  const int64_t kv_max = model_.attention().kv_max;
+  if (model_.geometry().n_attn > 0 && kv_max > 0)
+    room =
+        std::min(room, kv_max - row.state.kv_length() - static_cast<int64_t>(row.pending.size()));
+  const int n = static_cast<int>(std::min<int64_t>(std::max(1, k >> row.misses), room));
+  if (n <= 0 || row.drafter->draft(n, row.draft) == 0) return;
+  row.seq.assign(row.pending.begin(), row.pending.end());
+  row.seq.insert(row.seq.end(), row.draft.begin(), row.draft.end());
+  row.trial = row.state;
+}
+
+void Engine::store_final(Row& row, std::span<const float> logits) {
+  if (row.scope.empty()) return;
+  std::vector<int32_t> all = row.ctl->prompt;
+  const auto& gen = row.decoder->tokens();
+  all.insert(all.end(), gen.begin(), gen.end());
+  store_prefix(row, all, logits);
+}
+
+void Engine::after_decode_pass(Row& row, std::span<const float> out) {
+  const size_t V = static_cast<size_t>(model_.geometry().vocab);
+  const size_t np = row.pending.size(), nd = row.draft.size();
+  ++row.spec.passes;
+  if (nd == 0) {
+    // A plain step (or the pending picks of a rejected draft): the state absorbed them.
+    row.steps += static_cast<int>(np);
+    row.pending.clear();
+    const std::span<const float> last = out.last(V);
+    if (row.decoder->finished()) {
+      store_final(row, last);
+      return finish(row, last);
     }
+    return begin_decode(row, last);
+  }
+  // Verification: position np - 1 + j holds the logits after draft[0..j); the row's sampler picks
+  // from them in order, exactly as plain decoding would after absorbing those tokens, until a
+  // pick differs from the draft (that pick is kept too) or the row stops.
+  const size_t before = row.decoder->tokens().size();
+  for (size_t j = 0; j <= nd && !row.decoder->finished(); ++j) {
+    if (kv_full_at(row.state.kv_length() + static_cast<int64_t>(np + j))) {
+      row.decoder->stop_kv_cache_full();
+      break;
+    }
+    if (!pick(row, out.subspan((np - 1 + j) * V, V))) break;
+    if (j == nd || row.decoder->tokens().back() != row.draft[j]) break;
+  }
+  const std::vector<int32_t>& toks = row.decoder->tokens();
+  const std::span<const int32_t> decided(toks.data() + before, toks.size() - before);
+  size_t accepted = 0;
+  while (accepted < nd && accepted < decided.size() && decided[accepted] == row.draft[accepted])
+    ++accepted;
+  row.spec.drafted += static_cast<int>(nd);
+  row.spec.accepted += static_cast<int>(accepted);
+  if (accepted == 0) {
+    row.misses = std::min(row.misses + 1, 7);
+    row.skip = 1 << (row.misses - 1);
+  } else {
+    row.misses = 0;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.spec_drafted += nd;
+    stats_.spec_accepted += accepted;
+  }
+  std::span<const float> last;
+  if (accepted == nd) {
+    // The whole draft was decided: the pass's state covers pending + draft.
+    std::swap(row.state, row.trial);
+    row.steps += static_cast<int>(np + nd);
+    row.pending.assign(decided.begin() + static_cast<std::ptrdiff_t>(nd), decided.end());
+    last = out.subspan((np + nd - 1) * V, V);
+  } else {
+    // The pass ran past the decided tokens: `state` stays, the next pass absorbs them.
+    row.pending.insert(row.pending.end(), decided.begin(), decided.end());
+  }
+  if (row.decoder->finished() && row.pending.empty()) {
+    store_final(row, last);
+    finish(row, last);
   }
 }
 
@@ -607,6 +735,7 @@ void Engine::finish(Row& row, std::span<const float> logits) {
     r.timings.prefill_ms = base::ms_between(row.admitted, now);
   }
   r.timings.decode_steps = row.steps;
+  if (ctl.request.config.speculative.enabled()) r.speculative = row.spec;
   r.state = std::move(row.state);
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -657,24 +786,28 @@ void Engine::iterate(std::vector<std::unique_ptr<Row>>& rows) {
       finish(*r);
     } else if (!r->decoder->finished()) {
       r->decoder->stop(why);
-      if (r->pending < 0) finish(*r);
+      if (r->pending.empty()) finish(*r);
     }
   }
 
-  // The pass: every decode row's pending token, then prefill chunks within the budget (in
-  // admission order).
+  // The pass: every decode row's pending tokens (plus its draft, when speculating), then prefill
+  // chunks within the budget (in admission order).
   std::vector<Row*> pass;
   std::vector<std::span<const int32_t>> seqs;
   std::vector<State*> states;
-  bool any_decode = false;
+  bool any_decode = false, any_draft = false;
   for (auto& r : rows) {
-    if (r->finished || !r->decoding || r->pending < 0) continue;
-    r->pass_len = 1;
+    if (r->finished || !r->decoding || r->pending.empty()) continue;
+    plan_draft(*r);
+    const bool drafted = !r->draft.empty();
+    any_draft = any_draft || drafted;
+    r->pass_len = drafted ? r->seq.size() : r->pending.size();
     pass.push_back(r.get());
-    seqs.emplace_back(&r->pending, 1);
-    states.push_back(&r->state);
+    seqs.emplace_back(drafted ? r->seq : r->pending);
+    states.push_back(drafted ? &r->trial : &r->state);
     any_decode = true;
   }
+  const size_t n_decode = pass.size();
   int64_t budget = any_decode ? options_.prefill_chunk : options_.prefill_chunk_idle;
   if (any_decode && options_.itl_ratio >= 1) budget = std::min(budget, latency_budget());
   for (auto& r : rows) {
@@ -697,13 +830,33 @@ void Engine::iterate(std::vector<std::unique_ptr<Row>>& rows) {
   }
   if (pass.empty()) return;
 
+  // Logits rows: one per row (its last position); when a draft is verified, the decode rows give
+  // every position (all_positions) and the prefill chunks, computed in a second pass, only their
+  // last (the head is not run over whole prompt chunks). Rows never see each other, so how the
+  // rows are split over passes does not change any result.
+  size_t out_rows = 0, decode_rows = 0;
+  for (size_t i = 0; i < pass.size(); ++i) {
+    pass[i]->out_row = out_rows;
+    out_rows += any_draft && i < n_decode ? pass[i]->pass_len : 1;
+    if (i + 1 == n_decode) decode_rows = out_rows;
+  }
   const size_t V = static_cast<size_t>(model_.geometry().vocab);
   // Logits of the pass in a buffer kept between iterations (grown, never shrunk).
-  if (logits_.size() < pass.size() * V) logits_.resize(pass.size() * V);
-  const std::span<float> logits(logits_.data(), pass.size() * V);
+  if (logits_.size() < out_rows * V) logits_.resize(out_rows * V);
+  const std::span<float> logits(logits_.data(), out_rows * V);
   const auto p0 = EngineClock::now();
   try {
-    model_.forward_batch(seqs, states, logits);
+    if (!any_draft) {
+      model_.forward_batch(seqs, states, logits);
+    } else {
+      const std::span<const std::span<const int32_t>> all_seqs(seqs);
+      const std::span<State* const> all_states(states);
+      model_.forward_batch(all_seqs.first(n_decode), all_states.first(n_decode),
+                           logits.first(decode_rows * V), /*all_positions=*/true);
+      if (pass.size() > n_decode)
+        model_.forward_batch(all_seqs.subspan(n_decode), all_states.subspan(n_decode),
+                             logits.subspan(decode_rows * V));
+    }
   } catch (...) {
     // Input errors are found before any state changes; anything else (out of memory inside the
     // pass) may leave these rows' states part-advanced. Either way these rows end with it.
@@ -729,21 +882,11 @@ void Engine::iterate(std::vector<std::unique_ptr<Row>>& rows) {
   }
   for (size_t i = 0; i < pass.size(); ++i) {
     Row& r = *pass[i];
-    const std::span<const float> row_logits(logits.data() + i * V, V);
+    const size_t n_out = any_draft && i < n_decode ? r.pass_len : 1;
+    const std::span<const float> row_out(logits.data() + r.out_row * V, n_out * V);
+    const std::span<const float> row_logits = row_out.last(V);
     if (r.decoding) {
-      r.pending = -1;
-      ++r.steps;
-      if (r.decoder->finished()) {
-        if (!r.scope.empty()) {
-          std::vector<int32_t> all = r.ctl->prompt;
-          const auto& gen = r.decoder->tokens();
-          all.insert(all.end(), gen.begin(), gen.end());
-          store_prefix(r, all, row_logits);
-        }
-        finish(r, row_logits);
-      } else {
-        begin_decode(r, row_logits);
-      }
+      after_decode_pass(r, row_out);
     } else {
       r.absorbed += r.pass_len;
       if (r.absorbed < r.ctl->prompt.size()) {

@@ -63,6 +63,10 @@ void GenerationConfig::validate(int vocab) const {
   if (logprobs < -1 || logprobs > 20)
     throw InputError("logprobs must be -1 (off) or 0..20 alternatives, got " +
                      std::to_string(logprobs));
+  if (speculative.n_max < 0 || speculative.n_max > SpeculativeConfig::kMaxDraft)
+    throw InputError("speculative.n_max (draft tokens per pass) must be 0 (off) or 1.." +
+                     std::to_string(SpeculativeConfig::kMaxDraft) + ", got " +
+                     std::to_string(speculative.n_max));
   sampling.validate(vocab);
 }
 

@@ -160,6 +160,51 @@ TEST(CliGenerate, BatchFileGivesOneResultPerLineInOrderEqualToSingleRuns) {
   EXPECT_NE(bad.err.find("\"prompt\""), std::string::npos) << bad.err;
 }
 
+// --speculate ngram --draft K: the same tokens as plain decoding, the counters in --json, also in
+// batch files; other methods and a --draft out of range are refused.
+TEST(CliGenerate, SpeculateNgramEqualsPlainAndReportsCounters) {
+  const std::string prompt = shell_quote("Once upon a time, there was a girl. Once upon a time");
+  // Greedy: the tiny model repeats itself, so drafts are accepted.
+  const std::string flags = " --max-tokens 64 --json";
+  const nlohmann::json plain = json_of(run_wick("generate --prompt " + prompt + flags));
+  const nlohmann::json spec =
+      json_of(run_wick("generate --prompt " + prompt + flags + " --speculate ngram --draft 6"));
+  EXPECT_EQ(spec["tokens"], plain["tokens"]);
+  EXPECT_EQ(spec["text"], plain["text"]);
+  EXPECT_FALSE(plain.contains("speculative"));
+  ASSERT_TRUE(spec.contains("speculative")) << spec;
+  EXPECT_GT(spec["speculative"]["accepted"].get<int>(), 0);
+  EXPECT_LE(spec["speculative"]["accepted"].get<int>(), spec["speculative"]["drafted"].get<int>());
+  EXPECT_LT(spec["speculative"]["passes"].get<int>(), 64);
+  // Seeded sampling: equal too, and another seed gives other tokens.
+  const std::string sampled = " --max-tokens 64 --temperature 0.6 --json --speculate ngram";
+  const nlohmann::json s3 = json_of(run_wick("generate --prompt " + prompt + sampled + " --seed 3"));
+  const nlohmann::json p3 = json_of(
+      run_wick("generate --prompt " + prompt + " --max-tokens 64 --temperature 0.6 --json --seed 3"));
+  EXPECT_EQ(s3["tokens"], p3["tokens"]);
+  const nlohmann::json s4 = json_of(run_wick("generate --prompt " + prompt + sampled + " --seed 4"));
+  EXPECT_NE(s4["tokens"], s3["tokens"]);
+  const auto dir = scratch_dir();
+  write_file(dir / "b.jsonl", "{\"prompt\": \"Once upon a time, there was a girl. Once\"}\n");
+  const CliRun batch = run_wick("generate --batch-file " + shell_quote((dir / "b.jsonl").string()) +
+                                " --max-tokens 40 --speculate ngram --draft 4");
+  ASSERT_EQ(batch.status, 0) << batch.err;
+  const nlohmann::json row = nlohmann::json::parse(batch.out);
+  const nlohmann::json single = json_of(
+      run_wick("generate --prompt " + shell_quote("Once upon a time, there was a girl. Once") +
+               " --max-tokens 40 --json"));
+  EXPECT_EQ(row["tokens"], single["tokens"]);
+  EXPECT_GT(row["speculative"]["drafted"].get<int>(), 0);
+  for (const std::string bad : {" --speculate eagle", " --speculate ngram --draft 0",
+                                " --speculate ngram --draft 65", " --draft 4"}) {
+    const CliRun r = run_wick("generate --prompt hi" + bad);
+    EXPECT_EQ(r.status, 1) << bad << ": " << r.err;
+    EXPECT_NE(r.err.find(bad.find("eagle") != std::string::npos ? "ngram" : "draft"),
+              std::string::npos)
+        << bad << ": " << r.err;
+  }
+}
+
 // World-vocabulary models stop at id 0 (end of text) by default; they used to run on through it
 // ([..., 0, 0, 0] with stop_reason max_tokens).
 TEST(CliGenerate, WorldModelsStopAtEndOfTextUnlessTold) {

@@ -315,5 +315,68 @@ TEST(ServerApi, LogprobVolumeIsBounded) {
   }
 }
 
+// `speculative: {"n_max": k}` (docs/serving.md §3.1): validated, the text equal to plain decoding,
+// the counters in usage and in /metrics.
+TEST(ServerApi, SpeculativeFieldIsValidatedExactAndCounted) {
+  TinyServer s;
+  const std::string base =
+      R"("prompt": "Once upon a time, there was a girl. Once upon a time", "max_tokens": 60,
+         "seed": 3, "temperature": 0.5, "logprobs": 2)";
+  const HttpReply plain = s.call(post("/v1/completions", "{" + base + "}"));
+  const HttpReply spec =
+      s.call(post("/v1/completions", "{" + base + R"(, "speculative": {"n_max": 8}})"));
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  ASSERT_EQ(spec.status, 200) << spec.body;
+  const json p = json::parse(plain.body), q = json::parse(spec.body);
+  EXPECT_EQ(q["choices"][0]["text"], p["choices"][0]["text"]);
+  EXPECT_EQ(q["choices"][0]["logprobs"], p["choices"][0]["logprobs"]);
+  EXPECT_FALSE(p["usage"].contains("speculative"));
+  const json& counters = q["usage"]["speculative"];
+  EXPECT_GT(counters["drafted"].get<int>(), 0) << q["usage"];
+  EXPECT_GT(counters["accepted"].get<int>(), 0) << q["usage"];
+  EXPECT_GE(counters["drafted"].get<int>(), counters["accepted"].get<int>());
+  EXPECT_GT(counters["passes"].get<int>(), 0);
+  // Another seed, another text (the equality above can fail).
+  const HttpReply other = s.call(post(
+      "/v1/completions", R"({"prompt": "Once upon a time, there was a girl. Once upon a time",
+      "max_tokens": 60, "seed": 4, "temperature": 0.5, "speculative": {"n_max": 8}})"));
+  EXPECT_NE(json::parse(other.body)["choices"][0]["text"], q["choices"][0]["text"]);
+  // The chat endpoint takes it too.
+  const HttpReply chat = s.call(post("/v1/chat/completions", R"({"messages": [{"role": "user",
+      "content": "Hello Hello Hello"}], "max_tokens": 8, "speculative": {"n_max": 4}})"));
+  EXPECT_EQ(chat.status, 200) << chat.body;
+  for (const auto& [body, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"("speculative": 4)", "speculative"},
+           {R"("speculative": [4])", "speculative"},
+           {R"("speculative": {})", "speculative.n_max"},
+           {R"("speculative": {"n_max": 0})", "speculative.n_max"},
+           {R"("speculative": {"n_max": 65})", "speculative.n_max"},
+           {R"("speculative": {"n_max": "4"})", "speculative.n_max"},
+           {R"("speculative": {"n_max": 2.5})", "speculative.n_max"}}) {
+    for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
+      const std::string prompt = std::string(path) == "/v1/completions"
+                                     ? R"("prompt": "x", )"
+                                     : R"("messages": [{"role": "user", "content": "x"}], )";
+      const HttpReply r = s.call(post(path, "{" + prompt + body + "}"));
+      EXPECT_EQ(r.status, 400) << body << " -> " << r.body;
+      const json e = json::parse(r.body)["error"];
+      EXPECT_EQ(e["param"], param) << r.body;
+      EXPECT_EQ(e["type"], "invalid_request_error") << r.body;
+    }
+  }
+  HttpRequest metrics;
+  metrics.method = "GET";
+  metrics.path = metrics.target = "/metrics";
+  const HttpReply m = s.call(metrics);
+  ASSERT_EQ(m.status, 200);
+  auto value = [&](const std::string& name) {
+    const size_t at = m.body.find("\n" + name + " ");
+    if (at == std::string::npos) return -1.0;
+    return std::stod(m.body.substr(at + name.size() + 2));
+  };
+  EXPECT_GE(value("wick_spec_drafted_total"), counters["drafted"].get<double>()) << m.body;
+  EXPECT_GE(value("wick_spec_accepted_total"), counters["accepted"].get<double>()) << m.body;
+}
+
 }  // namespace
 }  // namespace wick::server
