@@ -29,11 +29,44 @@
 #include "server/serve_context.h"
 #include "wick/errors.h"
 #include "wick/generate.h"
+#include "wick/lora.h"
 #include "wick/state_file.h"
 #include "wick/tuned_state.h"
 
 namespace wick::cli {
 namespace {
+
+// `--adapter NAME=FILE[:ALPHA]`: the text after the last ':' is ALPHA when it is a number, else
+// part of FILE (the file must then store its alpha).
+server::ServedAdapter load_served_adapter(const std::string& spec, const Model& model) {
+  const size_t eq = spec.find('=');
+  if (eq == 0 || eq == std::string::npos || eq + 1 == spec.size())
+    throw InputError(
+        "--adapter: expected NAME=FILE:ALPHA (ALPHA: the adapter's training alpha), "
+        "found '" +
+        spec + "'");
+  server::ServedAdapter a;
+  a.id = spec.substr(0, eq);
+  std::string path = spec.substr(eq + 1);
+  LoraOptions lo;
+  if (const size_t colon = path.rfind(':'); colon != std::string::npos) {
+    const std::string tail = path.substr(colon + 1);
+    char* end = nullptr;
+    const double alpha = std::strtod(tail.c_str(), &end);
+    if (!tail.empty() && end && *end == '\0') {
+      lo.alpha = alpha;
+      path = path.substr(0, colon);
+    }
+  }
+  try {
+    a.adapter = LoraAdapter::load(path, model, lo);
+  } catch (const InputError& e) {
+    throw InputError("--adapter " + a.id + ": " + e.what() +
+                     (lo.alpha ? "" : " (give it as --adapter NAME=FILE:ALPHA)"));
+  }
+  a.source = std::filesystem::path(path).filename().string();
+  return a;
+}
 
 struct ServeOptions {
   std::string model, tokenizer, host = "127.0.0.1", api_key, head, served_name, cors_origin;
@@ -45,7 +78,8 @@ struct ServeOptions {
   int threads = 0;
   int max_rows = 16, prefill_chunk = 256, queue = 256;
   int64_t cache_mib = 1024;
-  std::vector<std::string> states;  // NAME=FILE
+  std::vector<std::string> states;    // NAME=FILE
+  std::vector<std::string> adapters;  // NAME=FILE[:ALPHA]
   size_t max_body_bytes = 8388608;
   int64_t max_prompt_tokens = 65536, max_tokens_limit = 65536;
   double read_timeout_s = 30, idle_timeout_s = 60, shutdown_grace_s = 10;
@@ -267,9 +301,19 @@ void run_serve(const ServeOptions& o) {
       engine->register_state(name, std::move(loaded.state));
       ctx.state_sources[name] = std::filesystem::path(path).filename().string();
     }
+    for (const std::string& spec : o.adapters) {
+      server::ServedAdapter a = load_served_adapter(spec, model);
+      for (const auto& b : ctx.adapters)
+        if (b.id == a.id)
+          throw InputError("--adapter: the name '" + a.id + "' is given twice; names must differ");
+      std::cerr << "wick serve: adapter " << a.id << ": " << a.adapter->describe() << "\n";
+      ctx.adapters.push_back(std::move(a));
+    }
     ctx.engine = engine.get();
   } else {
     if (!o.states.empty()) throw InputError("--state: the model has no LM head to generate with");
+    if (!o.adapters.empty())
+      throw InputError("--adapter: the model has no LM head to generate with");
     if (!ctx.embedder)
       throw InputError(
           "the model has no LM head and no embedding head: nothing to serve (give "
@@ -330,6 +374,11 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--state", o->states,
                   "NAME=FILE: a wick state file or a state-tuning file (RWKV-PEFT time_state) "
                   "offered as initial state NAME (repeatable)");
+  cmd->add_option("--adapter", o->adapters,
+                  "NAME=FILE:ALPHA: a LoRA adapter (RWKV-PEFT or rwkv-metal, .pth/.safetensors; "
+                  "ALPHA its training alpha, optional for a file that stores it) that requests "
+                  "choose with \"lora\": [{\"id\": NAME, \"scale\": s}] (repeatable; "
+                  "GET /v1/adapters lists them)");
   cmd->add_option("--head", o->head,
                   "Reranker or embedding head file (/v1/rerank, /v1/embeddings)");
   cmd->add_option("--max-body-bytes", o->max_body_bytes, "Largest request body (default 8388608)");

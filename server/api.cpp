@@ -48,6 +48,7 @@ std::string route_name(const std::string& path) {
   if (p == "/rerank" || p == "/reranking") return "rerank";
   if (p == "/models") return "models";
   if (p == "/states") return "states";
+  if (p == "/adapters") return "adapters";
   if (path == "/tokenize") return "tokenize";
   if (path == "/detokenize") return "detokenize";
   if (path == "/health") return "health";
@@ -57,7 +58,7 @@ std::string route_name(const std::string& path) {
 }
 
 const char* method_of(const std::string& route) {
-  if (route == "models" || route == "states" || route == "health" || route == "metrics" ||
+  if (route == "models" || route == "states" || route == "adapters" || route == "health" || route == "metrics" ||
       route == "page")
     return "GET";
   return "POST";
@@ -234,6 +235,24 @@ void Api::route(HttpRequest& req, const std::shared_ptr<Exchange>& ex,
     Json data = Json::array();
     for (const auto& [id, source] : ctx_.state_sources)
       data.push_back({{"id", id}, {"object", "state"}, {"name", id}, {"source", source}});
+    return reply_json(ex, endpoint, 200, dump_json({{"object", "list"}, {"data", data}}));
+  }
+  if (endpoint == "adapters") {
+    Json data = Json::array();
+    for (size_t i = 0; i < ctx_.adapters.size(); ++i) {
+      const ServedAdapter& a = ctx_.adapters[i];
+      data.push_back({{"id", a.id},
+                      {"object", "adapter"},
+                      {"index", i},
+                      {"source", a.source},
+                      {"rank", a.adapter->rank()},
+                      {"alpha", a.adapter->alpha()},
+                      {"scale", a.adapter->lora_scale()},
+                      {"adapted", a.adapter->adapted().size()},
+                      {"replaced", a.adapter->replaced()},
+                      {"parameters", a.adapter->parameters()},
+                      {"fingerprint", a.adapter->fingerprint()}});
+    }
     return reply_json(ex, endpoint, 200, dump_json({{"object", "list"}, {"data", data}}));
   }
   // Everything below parses a body (up to --max-body-bytes): on the parse thread.

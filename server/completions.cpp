@@ -34,6 +34,7 @@ struct Job {
   int logprobs = -1;  // alternatives per token; -1: no logprobs
   GenerationConfig config;
   std::string state_id;
+  std::shared_ptr<const LoraAdapter> adapter;  // the request's `lora` choice; null: none
 };
 
 std::string random_id(const char* prefix) {
@@ -71,13 +72,12 @@ void refuse_unsupported(const Json& b) {
                                                "' is not supported: wick serve answers in "
                                                "plain text only (type \"text\")");
   }
-  if (field(b, "lora"))
-    throw bad_request("lora", "'lora': adapters are not available in this version of wick serve "
-                              "(they come with the adapters work); send the request without it");
   (void)opt_string(b, "model");
   (void)opt_string(b, "user");
   (void)opt_string(b, "prompt_cache_key");
 }
+
+std::shared_ptr<const LoraAdapter> parse_lora(const ServeContext& ctx, const Json& b);
 
 void parse_sampling(const ServeContext& ctx, const Json& b, Job& job) {
   const int vocab = ctx.tokenizer->vocab_size();
@@ -168,6 +168,69 @@ void parse_sampling(const ServeContext& ctx, const Json& b, Job& job) {
                                    "wick serve --state NAME=FILE)");
     job.state_id = *st;
   }
+  job.adapter = parse_lora(ctx, b);
+}
+
+// `lora: [{"id": NAME or index, "scale": s}, ...]` (llama.cpp's shape): the registered adapters
+// to apply and their scales (default 1). Entries of scale 0 are off; wick applies one adapter per
+// request, so at most one entry may have another scale.
+std::shared_ptr<const LoraAdapter> parse_lora(const ServeContext& ctx, const Json& b) {
+  const Json* l = field(b, "lora");
+  if (!l) return nullptr;
+  auto names = [&] {
+    std::string s;
+    for (size_t i = 0; i < ctx.adapters.size(); ++i)
+      s += (i ? ", " : "") + ctx.adapters[i].id + " (" + std::to_string(i) + ")";
+    return s.empty() ? std::string("none are registered (wick serve --adapter NAME=FILE:ALPHA)")
+                     : "registered: " + s;
+  };
+  if (!l->is_array())
+    throw bad_request("lora", "'lora' must be an array of {\"id\": name or index, \"scale\": "
+                              "number}, found " +
+                                  json_type(*l));
+  std::vector<bool> seen(ctx.adapters.size(), false);
+  const ServedAdapter* chosen = nullptr;
+  double chosen_scale = 0;
+  for (size_t i = 0; i < l->size(); ++i) {
+    const Json& e = (*l)[i];
+    const std::string where = "lora[" + std::to_string(i) + "]";
+    if (!e.is_object())
+      throw bad_request(where, "'" + where + "' must be an object {\"id\": name or index, " +
+                                   "\"scale\": number}, found " + json_type(e));
+    const Json* id = field(e, "id");
+    size_t index = ctx.adapters.size();
+    if (id && id->is_string()) {
+      for (size_t k = 0; k < ctx.adapters.size(); ++k)
+        if (ctx.adapters[k].id == id->get<std::string>()) index = k;
+    } else if (id && id->is_number_integer()) {
+      const int64_t k = id->get<int64_t>();
+      if (k >= 0 && static_cast<uint64_t>(k) < ctx.adapters.size()) index = static_cast<size_t>(k);
+    } else {
+      throw bad_request(where + ".id", "'" + where + ".id' must be an adapter name or index, found " +
+                                           (id ? json_type(*id) : std::string("nothing")) +
+                                           "; " + names());
+    }
+    if (index == ctx.adapters.size())
+      throw not_found(where + ".id", "'" + where + ".id': no adapter " + id->dump() +
+                                         " (GET /v1/adapters lists them); " + names());
+    if (seen[index])
+      throw bad_request(where + ".id", "'" + where + ".id': adapter '" + ctx.adapters[index].id +
+                                           "' is listed twice");
+    seen[index] = true;
+    const double scale =
+        opt_number(e, "scale", -100, 100, where + ".scale").value_or(1.0);
+    if (scale == 0) continue;
+    if (chosen)
+      throw bad_request(where, "'lora': adapters '" + chosen->id + "' and '" +
+                                   ctx.adapters[index].id +
+                                   "' both have a scale other than 0, but wick applies one "
+                                   "adapter per request; give the others scale 0 or leave them out");
+    chosen = &ctx.adapters[index];
+    chosen_scale = scale;
+  }
+  if (!chosen) return nullptr;
+  return chosen_scale == chosen->adapter->lora_scale() ? chosen->adapter
+                                                       : chosen->adapter->with_scale(chosen_scale);
 }
 
 int64_t max_tokens_field(const ServeContext& ctx, const Json& b, const char* name,
@@ -468,6 +531,7 @@ class Run : public std::enable_shared_from_this<Run> {
       r.config.sampling.seed = job_.config.sampling.seed + i;  // as generate_batch
       r.config.logprobs = job_.logprobs;
       r.state_id = job_.state_id;
+      r.adapter = job_.adapter;
       r.cache_boundaries = p.boundaries;
       if (job_.stream) {
         r.on_chunk = [self, i](std::string_view text, int32_t) { return self->chunk(i, text); };

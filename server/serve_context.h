@@ -16,6 +16,7 @@
 #include "server/metrics.h"
 #include "wick/embed.h"
 #include "wick/engine.h"
+#include "wick/lora.h"
 #include "wick/rerank.h"
 #include "wick/tokenizer.h"
 
@@ -25,6 +26,14 @@ struct ServeLimits {
   int64_t max_prompt_tokens = 65536;  // longer prompts are a 400 naming --max-prompt-tokens
   int64_t max_tokens_limit = 65536;   // larger max_tokens is a 400 naming --max-tokens-limit
   int max_n = 64;                     // choices per request
+};
+
+// A LoRA adapter registered at start-up (`wick serve --adapter NAME=FILE[:ALPHA]`), chosen per
+// request by the `lora` field (docs/serving.md §6.2).
+struct ServedAdapter {
+  std::string id;                              // NAME
+  std::string source;                          // the file's name (no directories)
+  std::shared_ptr<const LoraAdapter> adapter;  // loaded against the served model, lora_scale 1
 };
 
 struct ServeContext {
@@ -41,6 +50,7 @@ struct ServeContext {
   std::string api_key;        // empty: no authentication
   std::string cors_origin;    // empty: no CORS headers
   std::map<std::string, std::string> state_sources;  // registered state id -> where it came from
+  std::vector<ServedAdapter> adapters;               // in registration order (llama.cpp's ids)
   Metrics metrics;
   std::atomic<bool> draining{false};
 };

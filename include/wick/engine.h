@@ -28,12 +28,12 @@
 //
 // Prefix cache. When a row has absorbed its prompt, and when it finishes, the engine stores the
 // state and the logits of its last position in a PrefixCache (wick/prefix_cache.h) under the
-// request's scope (cache_scope(): weights, precision, quantisation, attention options, adapters,
-// initial state, state format) and token ids. A request starts from the longest cached prefix of
-// its prompt and prefills only the rest (EngineResult::cached_tokens); a prompt cached whole needs
-// no pass before its first token. Note: a reply's generated ids need not equal the tokenizer's
-// re-encoding of the same text, so a follow-up that re-sends the history as text may miss the
-// (prompt + reply) entry; the prompt-end entry always matches.
+// request's scope (cache_scope(): weights, precision, quantisation, attention options, the
+// request's LoRA adapter, initial state, state format) and token ids. A request starts from the
+// longest cached prefix of its prompt and prefills only the rest (EngineResult::cached_tokens); a
+// prompt cached whole needs no pass before its first token. Note: a reply's generated ids need not
+// equal the tokenizer's re-encoding of the same text, so a follow-up that re-sends the history as
+// text may miss the (prompt + reply) entry; the prompt-end entry always matches.
 //
 // Threading. submit(), cancel(), register_state(), stats() and RequestHandle's members may be
 // called from any thread. Callbacks (Request::on_chunk, on_done) run on the engine thread: they
@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "wick/generate.h"
+#include "wick/lora.h"
 #include "wick/model.h"
 #include "wick/prefix_cache.h"
 #include "wick/state.h"
@@ -80,8 +81,6 @@ struct EngineOptions {
   int queue_length = 256;                        // requests waiting for a row; >= 1
   size_t cache_bytes = size_t{256} << 20;        // local prefix-cache budget; 0 disables it
   std::shared_ptr<PrefixCacheTier> second_tier;  // optional shared tier (replicas); may be null
-  // Adapter set the model runs with, part of every cache scope (empty: none).
-  std::string adapters;
   // Throws InputError for a value out of range.
   void validate() const;
 };
@@ -118,6 +117,13 @@ struct Request {
   // generate() continues its state argument); `state_id` a state registered with the engine.
   std::optional<State> initial_state;
   std::string state_id;
+  // LoRA adapter (wick/lora.h) for this request's rows in place of the model's own adapter()
+  // (null: the model's own, usually none). Rows of different adapters share the batched pass
+  // (Model::forward_batch with per-sequence adapters), each bit-identical to running alone; the
+  // adapter's fingerprint is part of the request's cache scope, so prefixes computed with one
+  // adapter never serve another. Must have been loaded for this model's geometry. Shared, not
+  // copied; the engine holds it until the request ends.
+  std::shared_ptr<const LoraAdapter> adapter;
   // What continuing the initial state needs (wick/continuation.h, generate()'s `from`): with
   // logits [V] the prompt may be empty (the first token is picked from them); a sampler snapshot
   // replaces the fresh sampler's RNG position and penalty history.
@@ -207,8 +213,8 @@ class Engine {
   // (GenerationConfig::validate), an empty prompt without continuation logits, logits that are not
   // [V], a sampler snapshot that does not fit (Sampler::restore), both prompt forms given, a token
   // id outside the vocabulary, an initial state of another geometry, an unknown state_id or both
-  // initial states given; QueueFullError when queue_length requests are already waiting;
-  // EngineStoppedError after shutdown() began.
+  // initial states given, an adapter loaded for another geometry; QueueFullError when queue_length
+  // requests are already waiting; EngineStoppedError after shutdown() began.
   RequestHandle submit(Request request);
   // Queues several requests at once, all or none: each is checked as submit() checks it (an
   // InputError names the request's index), and a queue without room for all of them throws
@@ -234,8 +240,9 @@ class Engine {
 
   // The cache scope of requests starting from the initial state `init` ("zero", or a registered
   // or given state's content digest) on this engine: the weights' fingerprint, precision,
-  // quantisation, attention options, EngineOptions::adapters and the state format, then `init`.
-  std::string cache_scope(const std::string& init) const;
+  // quantisation, attention options, the kernels' ISA and the state format, then the request's
+  // adapter (`adapter`: LoraAdapter::fingerprint(), "" for none) and `init`.
+  std::string cache_scope(const std::string& init, const std::string& adapter = "") const;
 
  private:
   struct Row;
@@ -258,6 +265,8 @@ class Engine {
   // token when known (the result's continuation), else empty.
   void finish(Row& row, std::span<const float> logits = {});
   void store_prefix(Row& row, std::span<const int32_t> tokens, std::span<const float> logits);
+  // The adapter the row's passes use: its request's, else the model's own (may be null).
+  const LoraAdapter* adapter_of(const Row& row) const;
   void observe_pass(bool any_decode, int64_t prefill_tokens, double ms);
   void mark_failed(Row& row, std::exception_ptr e);
   void fail(Row& row, std::exception_ptr e);

@@ -68,6 +68,12 @@ class LoraAdapter {
   static std::shared_ptr<const LoraAdapter> load(const std::string& path, const Model& base,
                                                  const LoraOptions& options = {});
 
+  // The same adapter with another LoraOptions::scale (a request's `lora` scale in the server):
+  // shares the factors and norms (no copy; cheap), computes with scale = alpha / r · lora_scale,
+  // and has its own fingerprint (equal to this one's when the applied float scale is equal).
+  // Throws InputError when lora_scale is not finite.
+  std::shared_ptr<const LoraAdapter> with_scale(double lora_scale) const;
+
   const std::string& source() const;  // the path given to load()
   int rank() const;                   // r
   double alpha() const;               // the alpha in use (the caller's or the file's)

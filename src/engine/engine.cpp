@@ -154,7 +154,7 @@ Engine::Engine(Model model, const Tokenizer& tokenizer, EngineOptions options,
                (a.moba_past_k_minus_1 ? "k-1" : "k");
         // The kernels' instruction set: AVX-512 / AVX2 / scalar sums are each exact for their
         // machine but not the same bits as one another.
-        s += ";adapters=" + options_.adapters + ";state_format=2;kernels=" + kernel_isa();
+        s += std::string(";state_format=2;kernels=") + kernel_isa();
         return s;
       }()),
       cache_(options_.cache_bytes) {
@@ -175,8 +175,8 @@ Engine::~Engine() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::string Engine::cache_scope(const std::string& init) const {
-  return scope_base_ + ";init=" + init;
+std::string Engine::cache_scope(const std::string& init, const std::string& adapter) const {
+  return scope_base_ + (adapter.empty() ? "" : ";adapter=" + adapter) + ";init=" + init;
 }
 
 void Engine::register_state(const std::string& id, State state) {
@@ -235,6 +235,14 @@ std::shared_ptr<detail::RequestControl> Engine::prepare(Request request) const {
       throw InputError("token id " + std::to_string(ctl->prompt[i]) + " at position " +
                        std::to_string(i) + " is outside this model's vocabulary [0, " +
                        std::to_string(vocab) + "); was the text encoded with another tokenizer?");
+  if (request.adapter && !(request.adapter->geometry() == model_.geometry()))
+    throw InputError("the request's LoRA adapter " + request.adapter->source() +
+                     " was loaded for a model of another geometry (" +
+                     std::to_string(request.adapter->geometry().n_layer) + " layers, width " +
+                     std::to_string(request.adapter->geometry().n_embd) + ") than this engine's (" +
+                     std::to_string(model_.geometry().n_layer) + " layers, width " +
+                     std::to_string(model_.geometry().n_embd) +
+                     "); load it against this engine's model");
   if (request.initial_state && !request.state_id.empty())
     throw InputError("a request starts from a given State or from a registered state id, not both");
   if (request.initial_state) {
@@ -481,7 +489,8 @@ void Engine::admit(Row& row) {
   std::shared_ptr<const CachedPrefix> hit;
   if (req.use_cache && !ctl.init_digest.empty() && !ctl.prompt.empty() &&
       (options_.cache_bytes > 0 || options_.second_tier)) {
-    row.scope = cache_scope(ctl.init_digest);
+    row.scope =
+        cache_scope(ctl.init_digest, req.adapter ? req.adapter->fingerprint() : std::string());
     hit = cache_.lookup(row.scope, ctl.prompt);
     if (hit) row.tier = CacheTier::kLocal;
     if (options_.second_tier) {
@@ -760,6 +769,11 @@ void Engine::observe_pass(bool any_decode, int64_t prefill_tokens, double ms) {
   }
 }
 
+const LoraAdapter* Engine::adapter_of(const Row& row) const {
+  const auto& own = row.ctl->request.adapter;
+  return own ? own.get() : model_.adapter().get();
+}
+
 int64_t Engine::latency_budget() const {
   // Until both costs are measured, a small chunk (it measures them).
   if (decode_ms_ <= 0 || token_ms_ <= 0) return std::min<int64_t>(options_.prefill_chunk, 16);
@@ -795,6 +809,7 @@ void Engine::iterate(std::vector<std::unique_ptr<Row>>& rows) {
   std::vector<Row*> pass;
   std::vector<std::span<const int32_t>> seqs;
   std::vector<State*> states;
+  std::vector<const LoraAdapter*> adapters;  // each row's (per-sequence adapters)
   bool any_decode = false, any_draft = false;
   for (auto& r : rows) {
     if (r->finished || !r->decoding || r->pending.empty()) continue;
@@ -805,6 +820,7 @@ void Engine::iterate(std::vector<std::unique_ptr<Row>>& rows) {
     pass.push_back(r.get());
     seqs.emplace_back(drafted ? r->seq : r->pending);
     states.push_back(drafted ? &r->trial : &r->state);
+    adapters.push_back(adapter_of(*r));
     any_decode = true;
   }
   const size_t n_decode = pass.size();
@@ -827,6 +843,7 @@ void Engine::iterate(std::vector<std::unique_ptr<Row>>& rows) {
     pass.push_back(r.get());
     seqs.emplace_back(r->ctl->prompt.data() + r->absorbed, static_cast<size_t>(n));
     states.push_back(&r->state);
+    adapters.push_back(adapter_of(*r));
   }
   if (pass.empty()) return;
 
@@ -846,16 +863,27 @@ void Engine::iterate(std::vector<std::unique_ptr<Row>>& rows) {
   const std::span<float> logits(logits_.data(), out_rows * V);
   const auto p0 = EngineClock::now();
   try {
+    // Requests that bring their own adapter take the per-sequence overload (each row with its
+    // adapter); otherwise every row runs with the model's own.
+    const bool own_adapters =
+        std::any_of(pass.begin(), pass.end(), [](const Row* r) { return r->ctl->request.adapter; });
+    const std::span<const std::span<const int32_t>> all_seqs(seqs);
+    const std::span<State* const> all_states(states);
+    const std::span<const LoraAdapter* const> all_adapters(adapters);
+    auto run = [&](size_t first, size_t count, std::span<float> out, bool all_positions) {
+      if (own_adapters)
+        model_.forward_batch(all_seqs.subspan(first, count), all_states.subspan(first, count),
+                             all_adapters.subspan(first, count), out, all_positions);
+      else
+        model_.forward_batch(all_seqs.subspan(first, count), all_states.subspan(first, count), out,
+                             all_positions);
+    };
     if (!any_draft) {
-      model_.forward_batch(seqs, states, logits);
+      run(0, pass.size(), logits, false);
     } else {
-      const std::span<const std::span<const int32_t>> all_seqs(seqs);
-      const std::span<State* const> all_states(states);
-      model_.forward_batch(all_seqs.first(n_decode), all_states.first(n_decode),
-                           logits.first(decode_rows * V), /*all_positions=*/true);
+      run(0, n_decode, logits.first(decode_rows * V), /*all_positions=*/true);
       if (pass.size() > n_decode)
-        model_.forward_batch(all_seqs.subspan(n_decode), all_states.subspan(n_decode),
-                             logits.subspan(decode_rows * V));
+        run(n_decode, pass.size() - n_decode, logits.subspan(decode_rows * V), false);
     }
   } catch (...) {
     // Input errors are found before any state changes; anything else (out of memory inside the

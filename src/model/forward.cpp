@@ -46,6 +46,7 @@ struct Segment {
   State* state = nullptr;
   int64_t pos0 = 0;  // RWKV-X: KV-cache rows before this call (position of the first row)
   const model::LoraWeights* lora = nullptr;  // this sequence's LoRA adapter, or null
+  float lora_scale = 0.f;                    // its multiplier of B·A
 };
 
 // Activation buffers of a pass, kept in the Runtime between passes (RuntimeLease::workspace) and
@@ -113,7 +114,7 @@ void add_adapter_terms(int64_t in, int64_t out, const float* x, float* y, Worksp
   while (b < segs.size()) {
     const model::LoraWeights* ad = segs[b].lora;
     size_t e = b + 1;
-    while (e < segs.size() && segs[e].lora == ad) ++e;
+    while (e < segs.size() && segs[e].lora == ad && segs[e].lora_scale == segs[b].lora_scale) ++e;
     const model::LoraPair* p = ad ? &ad->layers[static_cast<size_t>(layer)].pairs[target] : nullptr;
     if (p && p->down) {
       const int64_t row0 = segs[b].row0, n = segs[e - 1].row0 + segs[e - 1].T - row0;
@@ -122,7 +123,7 @@ void add_adapter_terms(int64_t in, int64_t out, const float* x, float* y, Worksp
       p->down->apply(x + row0 * in, n, u, *ws.pool);
       p->up->apply(u, n, d, *ws.pool);
       float* yo = y + row0 * out;
-      const float scale = ad->scale;
+      const float scale = segs[b].lora_scale;
       for (int64_t i = 0; i < n * out; ++i) yo[i] += scale * d[i];
     }
     b = e;
@@ -514,8 +515,12 @@ void run(const Model::Impl& m, const Runtime& runtime, const AttentionOptions& a
       check_kv_room(g, attention, *states[b], static_cast<int64_t>(seqs[b].size()), where());
     const LoraAdapter* ad = adapters.empty() ? own : adapters[b];
     if (ad) model::check_adapter_geometry(*ad, g);
-    segs[b] = Segment{total, static_cast<int64_t>(seqs[b].size()), states[b],
-                      states[b]->kv_length(), ad ? &ad->impl().weights : nullptr};
+    segs[b] = Segment{total,
+                      static_cast<int64_t>(seqs[b].size()),
+                      states[b],
+                      states[b]->kv_length(),
+                      ad ? ad->impl().weights.get() : nullptr,
+                      ad ? model::applied_scale(*ad) : 0.f};
     total += segs[b].T;
   }
   const int64_t C = g.n_embd;

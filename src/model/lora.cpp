@@ -114,6 +114,17 @@ std::optional<double> parse_decimal(const std::string& s) {
   return v;
 }
 
+// The adapter's fingerprint: its content digest and the scale as the passes apply it (float), so
+// two adapters that compute the same terms share it.
+std::string scaled_fingerprint(const std::string& content_digest, double scale) {
+  const float applied = static_cast<float>(scale);
+  const char zero = 0;
+  base::Sha256 h;
+  h.update("wick-lora-adapter-v1").update(&zero, 1).update(content_digest).update(&zero, 1);
+  h.update(&applied, sizeof applied);
+  return "sha256:" + h.hex_digest();
+}
+
 std::string num(double v) {
   return fmt::format("{}", v);
 }
@@ -377,10 +388,10 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path, co
   impl->alpha = alpha;
   impl->lora_scale = options.scale;
   impl->scale = rank > 0 ? alpha / rank * options.scale : 0.0;
-  model::LoraWeights& w = impl->weights;
+  auto weights = std::make_shared<model::LoraWeights>();
+  model::LoraWeights& w = *weights;
   w.geometry = g;
   w.rank = rank;
-  w.scale = static_cast<float>(impl->scale);
   w.layers.resize(static_cast<size_t>(g.n_layer));
   base::Sha256 h;
   const char zero = 0;
@@ -417,8 +428,20 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path, co
     else
       w.norms.*nv.model_member = std::move(v);
   }
-  h.update(&w.scale, sizeof w.scale);
-  impl->fingerprint = "sha256:" + h.hex_digest();
+  impl->content_digest = h.hex_digest();
+  impl->fingerprint = scaled_fingerprint(impl->content_digest, impl->scale);
+  impl->weights = std::move(weights);
+  return std::make_shared<const LoraAdapter>(std::move(impl));
+}
+
+std::shared_ptr<const LoraAdapter> LoraAdapter::with_scale(double lora_scale) const {
+  if (!std::isfinite(lora_scale))
+    throw InputError("LoRA scale " + num(lora_scale) + " for " + impl_->source +
+                     ": expected a finite number (1 = as trained, 0 = off)");
+  auto impl = std::make_shared<Impl>(*impl_);
+  impl->lora_scale = lora_scale;
+  impl->scale = impl->weights->rank > 0 ? impl->alpha / impl->weights->rank * lora_scale : 0.0;
+  impl->fingerprint = scaled_fingerprint(impl->content_digest, impl->scale);
   return std::make_shared<const LoraAdapter>(std::move(impl));
 }
 
@@ -426,7 +449,7 @@ const std::string& LoraAdapter::source() const {
   return impl_->source;
 }
 int LoraAdapter::rank() const {
-  return impl_->weights.rank;
+  return impl_->weights->rank;
 }
 double LoraAdapter::alpha() const {
   return impl_->alpha;
@@ -453,7 +476,7 @@ const std::string& LoraAdapter::fingerprint() const {
   return impl_->fingerprint;
 }
 const Geometry& LoraAdapter::geometry() const {
-  return impl_->weights.geometry;
+  return impl_->weights->geometry;
 }
 std::string LoraAdapter::describe() const {
   return fmt::format("{} (rank {}, alpha {}, scale {}, {} matrices, {} norms replaced)",

@@ -47,7 +47,6 @@ struct LoraWeights {
   Geometry geometry;
   std::vector<LoraLayer> layers;  // one per RWKV layer
   ModelWeights norms;             // ln0 / ln_out replacements (vectors only; empty = the base's)
-  float scale = 0.f;              // alpha / r · lora_scale, as applied
   int rank = 0;
 };
 
@@ -55,6 +54,11 @@ struct LoraWeights {
 inline const std::vector<float>& pick_norm(const std::vector<float>& replacement,
                                            const std::vector<float>& base) {
   return replacement.empty() ? base : replacement;
+}
+
+// The multiplier of B·A as the passes apply it.
+inline float applied_scale(const LoraAdapter& adapter) {
+  return static_cast<float>(adapter.scale());
 }
 
 // Throws InputError when `adapter` was loaded for another geometry than `g`.
@@ -70,7 +74,10 @@ struct LoraAdapter::Impl {
   std::vector<std::string> adapted, replaced;
   uint64_t parameters = 0;
   std::string fingerprint;
-  model::LoraWeights weights;
+  std::string content_digest;  // SHA-256 (hex) of names, shapes and fp32 values, without the scale
+  // The factors and norms: shared by every LoraAdapter made from one load() (with_scale()), which
+  // differ only in the scale above (applied as float).
+  std::shared_ptr<const model::LoraWeights> weights;
 };
 
 }  // namespace wick

@@ -69,7 +69,7 @@ LoraMergeSummary merge_lora(const std::string& base_path, const LoraAdapter& ada
   model::check_adapter_geometry(adapter, base.geometry());
   const io::OfficialNames names = io::map_to_official_names(set);
 
-  const model::LoraWeights& w = adapter.impl().weights;
+  const model::LoraWeights& w = *adapter.impl().weights;
   std::map<std::string, MergeAction> actions;  // stored name -> action
   size_t merged = 0, replaced = 0;
   auto stored_of = [&](const std::string& official) -> const io::MappedTensor* {
@@ -139,7 +139,7 @@ LoraMergeSummary merge_lora(const std::string& base_path, const LoraAdapter& ada
   std::map<std::string, std::string> metadata = set.metadata();
   metadata["wick.lora_merged"] = adapter.describe();
 
-  const float scale = w.scale;
+  const float scale = model::applied_scale(adapter);
   std::vector<float> acc;
   int64_t acc_row = -1;
   size_t acc_tensor = static_cast<size_t>(-1);

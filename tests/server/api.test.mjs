@@ -260,7 +260,8 @@ describe("wick serve with the openai client", { skip }, () => {
       [{ tools: [{ type: "function", function: { name: "f", parameters: {} } }] }, "tools", 400],
       [{ functions: [{ name: "f", parameters: {} }] }, "functions", 400],
       [{ response_format: { type: "json_object" } }, "response_format", 400],
-      [{ lora: [{ id: "a", scale: 1 }] }, "lora", 400],
+      [{ lora: [{ id: "a", scale: 1 }] }, "lora[0].id", 404],
+      [{ lora: { id: "a" } }, "lora", 400],
       [{ speculative: 4 }, "speculative", 400],
       [{ speculative: { n_max: 0 } }, "speculative.n_max", 400],
       [{ temperature: 3 }, "temperature", 400],
@@ -351,19 +352,47 @@ describe("--max-prompt-tokens on embeddings and rerank", { skip: skipReason((!er
 
 // A RWKV-PEFT state-tuning file (safetensors, written here): blocks.{i}.att.time_state
 // [H, N, N] for the model `wick info --json` describes, filled with fixed non-zero values.
+// A safetensors file of F32 tensors [{ name, shape, data: Float32Array }].
+function writeSafetensors(file, tensors) {
+  const header = {};
+  let offset = 0;
+  for (const t of tensors) {
+    header[t.name] = { dtype: "F32", shape: t.shape, data_offsets: [offset, offset + t.data.length * 4] };
+    offset += t.data.length * 4;
+  }
+  let json = JSON.stringify(header);
+  json += " ".repeat((8 - (json.length % 8)) % 8);
+  const len = Buffer.alloc(8);
+  len.writeBigUInt64LE(BigInt(json.length));
+  writeFileSync(file, Buffer.concat([len, Buffer.from(json), ...tensors.map((t) => Buffer.from(t.data.buffer))]));
+}
+
 function writeTimeState(file) {
   const g = JSON.parse(cli(["info", "--json"])).geometry;
   const per = g.n_head * g.head_size * g.head_size;
-  const header = {};
+  const tensors = [];
   for (let i = 0; i < g.n_layer; i++)
-    header[`blocks.${i}.att.time_state`] = { dtype: "F32", shape: [g.n_head, g.head_size, g.head_size],
-      data_offsets: [i * per * 4, (i + 1) * per * 4] };
-  let json = JSON.stringify(header);
-  json += " ".repeat((8 - (json.length % 8)) % 8);
-  const data = new Float32Array(per * g.n_layer).map((_, k) => 0.3 * Math.sin(0.7 * k + 1));
-  const len = Buffer.alloc(8);
-  len.writeBigUInt64LE(BigInt(json.length));
-  writeFileSync(file, Buffer.concat([len, Buffer.from(json), Buffer.from(data.buffer)]));
+    tensors.push({ name: `blocks.${i}.att.time_state`, shape: [g.n_head, g.head_size, g.head_size],
+      data: new Float32Array(per).map((_, k) => 0.3 * Math.sin(0.7 * (k + i * per) + 1)) });
+  writeSafetensors(file, tensors);
+}
+
+// An RWKV-PEFT LoRA adapter of rank r for the served model: every adapted matrix of every layer,
+// deterministic factors from `seed`.
+function writeLora(file, r, seed) {
+  const g = JSON.parse(cli(["info", "--json"])).geometry;
+  const C = g.n_embd, F = g.ffn_dim;
+  const targets = [["att.receptance", C, C], ["att.key", C, C], ["att.value", C, C],
+    ["att.output", C, C], ["ffn.key", F, C], ["ffn.value", C, F]];
+  const tensors = [];
+  let k = seed;
+  const values = (n) => new Float32Array(n).map(() => 0.2 * Math.sin(1.3 * ++k));
+  for (let i = 0; i < g.n_layer; i++)
+    for (const [name, out, inp] of targets) {
+      tensors.push({ name: `blocks.${i}.${name}.lora_A`, shape: [r, inp], data: values(r * inp) });
+      tensors.push({ name: `blocks.${i}.${name}.lora_B`, shape: [out, r], data: values(out * r) });
+    }
+  writeSafetensors(file, tensors);
 }
 
 describe("state-tuned initial states (--state NAME=FILE)", { skip }, () => {
@@ -386,6 +415,73 @@ describe("state-tuned initial states (--state NAME=FILE)", { skip }, () => {
     assert.notEqual(await http({}), ref, "the zero state gives another text");
     const states = await (await fetch(srv.url + "/v1/states")).json();
     assert.ok(JSON.stringify(states).includes("tuned"), JSON.stringify(states));
+  });
+});
+
+describe("LoRA adapters (--adapter NAME=FILE:ALPHA, lora per request)", { skip }, () => {
+  let srv, client, dir, fileA, fileB;
+  before(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), "wick-lora-"));
+    fileA = path.join(dir, "a.safetensors");
+    fileB = path.join(dir, "b.safetensors");
+    writeLora(fileA, 4, 1);
+    writeLora(fileB, 8, 500);
+    srv = await startServer(["--adapter", "style=" + fileA + ":16", "--adapter", "other=" + fileB + ":8"]);
+    client = new OpenAI({ baseURL: srv.url + "/v1", apiKey: "unused", maxRetries: 0 });
+  });
+  after(async () => { assert.equal((await srv.stop()).code, 0); });
+
+  const prompt = "Once upon a time";
+  const req = (extra) => ({ prompt, seed: 5, temperature: 1, top_p: 1, max_tokens: 24, ...extra });
+  const ref = (file, alpha, scale = 1) => JSON.parse(cli(["generate", "-p", prompt, "--seed", "5",
+    "--temperature", "1", "--top-p", "1", "-n", "24", "--json", "--lora", file, "--lora-alpha",
+    String(alpha), "--lora-scale", String(scale)])).text;
+
+  test("GET /v1/adapters lists them in order", async () => {
+    const list = await (await fetch(srv.url + "/v1/adapters")).json();
+    assert.equal(list.object, "list");
+    assert.deepEqual(list.data.map((a) => [a.id, a.index, a.source, a.rank, a.alpha]),
+      [["style", 0, "a.safetensors", 4, 16], ["other", 1, "b.safetensors", 8, 8]]);
+    assert.equal(list.data[0].adapted, 6 * JSON.parse(cli(["info", "--json"])).geometry.n_layer);
+    assert.match(list.data[0].fingerprint, /^sha256:[0-9a-f]{64}$/);
+  });
+
+  test("a request with lora equals wick generate --lora; by name, index and scale", async () => {
+    const text = async (extra) => (await client.completions.create(req(extra))).choices[0].text;
+    const base = await text({});
+    const style = ref(fileA, 16);
+    assert.notEqual(style, base, "the adapter changes the text");
+    assert.equal(await text({ lora: [{ id: "style", scale: 1 }] }), style);
+    assert.equal(await text({ lora: [{ id: 0 }] }), style);
+    assert.equal(await text({ lora: [{ id: "style", scale: 1 }, { id: "other", scale: 0 }] }), style);
+    assert.equal(await text({ lora: [{ id: "style", scale: 0 }] }), base);
+    assert.equal(await text({ lora: [] }), base);
+    assert.equal(await text({ lora: [{ id: "style", scale: 0.5 }] }), ref(fileA, 16, 0.5));
+    assert.equal(await text({ lora: [{ id: 1, scale: 1 }] }), ref(fileB, 8));
+  });
+
+  test("requests with different adapters at once each equal their solo text", async () => {
+    const variants = [{}, { lora: [{ id: "style" }] }, { lora: [{ id: "other" }] }, { lora: [{ id: "style", scale: 2 }] }];
+    const solo = [];
+    for (const v of variants) solo.push((await client.completions.create(req(v))).choices[0].text);
+    const together = await Promise.all(variants.map((v) => client.completions.create(req(v))));
+    assert.deepEqual(together.map((r) => r.choices[0].text), solo);
+    assert.equal(new Set(solo).size, variants.length, "four different texts");
+  });
+
+  test("bad lora fields are a 400 naming them; an unknown adapter a 404", async () => {
+    for (const [lora, param, status] of [
+      [[{ id: "nope" }], "lora[0].id", 404],
+      [[{ id: 7 }], "lora[0].id", 404],
+      [[{ id: true }], "lora[0].id", 400],
+      [["style"], "lora[0]", 400],
+      [[{ id: "style", scale: "x" }], "lora[0].scale", 400],
+      [[{ id: "style" }, { id: "style" }], "lora[1].id", 400],
+      [[{ id: "style" }, { id: "other" }], "lora[1]", 400],
+    ]) {
+      await assert.rejects(client.chat.completions.create({ messages: [{ role: "user", content: "x" }], lora }),
+        (err) => err.status === status && err.param === param, JSON.stringify(lora));
+    }
   });
 });
 
