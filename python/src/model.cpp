@@ -46,6 +46,7 @@ py::dict info_dict(const Model& model) {
   d["quantization"] = std::string(weight_quantization_name(i.quantization));
   d["precision"] = std::string(precision_name(model.precision()));
   d["fingerprint"] = i.fingerprint;
+  d["adapter"] = i.adapter;
   d["embedding_rwkv"] = i.embedding_rwkv;
   d["has_lm_head"] = model.has_lm_head();
   py::dict dtypes;
@@ -67,8 +68,13 @@ py::object new_state_object(const Model& model) {
 }  // namespace
 
 Model load_model_with(const py::object& path, const std::string& quantize,
-                      const std::string& precision, const py::object& threads) {
+                      const std::string& precision, const py::object& threads,
+                      const py::object& lora, std::optional<double> lora_alpha,
+                      double lora_scale) {
   LoadOptions options;
+  if (!lora.is_none()) options.lora = path_arg(lora, "Model(lora)");
+  options.lora_alpha = lora_alpha;
+  options.lora_scale = lora_scale;
   options.quantize = parse_quantize(quantize);
   options.precision = parse_precision(precision);
   int n_threads = 0;
@@ -96,20 +102,25 @@ void register_model(py::module_& m) {
       "a .safetensors file, an official .pth, an rwkv-quant .rwkvq file or a HuggingFace / fla "
       "folder (None: the tiny model embedded in wick); quantize \"none\" | \"int8\" (per-row INT8 "
       "at load); precision \"fp32\" | \"bf16\" (input precision of the large matrix products); "
-      "threads: kernel threads (None: one per core). Raises wick.FileError, wick.FormatError, "
+      "threads: kernel threads (None: one per core); lora: a LoRA adapter file (RWKV-PEFT or "
+      "rwkv-metal) applied at run time with lora_alpha (its training alpha; required unless the "
+      "file stores it) and lora_scale (extra multiplier), as `wick generate --lora`. Raises wick.FileError, wick.FormatError, "
       "wick.CheckpointError, wick.InputError. Immutable: threads may share it, each with its "
       "own State.")
       .def(py::init([](const py::object& path, const std::string& quantize,
-                       const std::string& precision, const py::object& threads) {
-             return std::make_shared<ModelBox>(
-                 ModelBox{load_model_with(path, quantize, precision, threads)});
+                       const std::string& precision, const py::object& threads,
+                       const py::object& lora, std::optional<double> lora_alpha,
+                       double lora_scale) {
+             return std::make_shared<ModelBox>(ModelBox{load_model_with(
+                 path, quantize, precision, threads, lora, lora_alpha, lora_scale)});
            }),
            py::arg("path"), py::arg("quantize") = "none", py::arg("precision") = "fp32",
-           py::arg("threads") = py::none())
+           py::arg("threads") = py::none(), py::kw_only(), py::arg("lora") = py::none(),
+           py::arg("lora_alpha") = py::none(), py::arg("lora_scale") = 1.0)
       .def_property_readonly(
           "info", [](const ModelBox& b) { return info_dict(b.model); },
           "dict: source, container, naming, architecture, parameters, file_bytes, weight_bytes, "
-          "bytes_per_token, quantization, precision, fingerprint (\"sha256:...\"), dtypes, "
+          "bytes_per_token, quantization, precision, fingerprint (\"sha256:...\"), adapter, dtypes, "
           "layouts, state_bytes, threads, geometry (n_layer, n_embd, n_head, head_size, ffn_dim, "
           "vocab, LoRA ranks, n_attn, attn_ffn_dim).")
       .def_property_readonly(

@@ -264,3 +264,44 @@ def test_state_tuned_initial_state(tiny, tiny_tok, cli_json, tmp_path):
         saved = tmp_path / "wick.state"
         trained.save(str(saved))
         wick.State.load_tuned(str(saved), tiny)
+
+
+def _write_lora(path, model, rank, seed):
+    """A RWKV-PEFT LoRA adapter (safetensors, written by hand) for every adapted matrix."""
+    g = model.info["geometry"]
+    C, F = g["n_embd"], g["ffn_dim"]
+    targets = [("att.receptance", C, C), ("att.key", C, C), ("att.value", C, C),
+               ("att.output", C, C), ("ffn.key", F, C), ("ffn.value", C, F)]
+    rng = np.random.default_rng(seed)
+    header, blobs, offset = {}, [], 0
+    for i in range(g["n_layer"]):
+        for name, out, inp in targets:
+            for suffix, shape in (("lora_A", (rank, inp)), ("lora_B", (out, rank))):
+                b = (0.2 * rng.standard_normal(shape)).astype(np.float32).tobytes()
+                header["blocks.%d.%s.%s" % (i, name, suffix)] = {
+                    "dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + len(b)]}
+                blobs.append(b)
+                offset += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+
+
+def test_lora_adapter_at_load(tiny, tiny_tok, cli_json, tmp_path):
+    """Model(..., lora=, lora_alpha=, lora_scale=) runs the adapter as `wick generate --lora`."""
+    path = tmp_path / "adapter.safetensors"
+    _write_lora(str(path), tiny, 4, 3)
+    adapted = wick.Model(None, lora=str(path), lora_alpha=16)
+    assert "adapter.safetensors" in adapted.info["adapter"]
+    assert adapted.info["fingerprint"] != tiny.info["fingerprint"]
+    ids = tiny_tok.encode("Once upon")
+    assert not np.array_equal(np.asarray(adapted.forward(ids)[0]), np.asarray(tiny.forward(ids)[0]))
+    for scale in (1.0, 0.5):
+        m = wick.Model(None, lora=str(path), lora_alpha=16, lora_scale=scale)
+        r = wick.generate(m, tiny_tok, "Once upon", max_tokens=16)
+        from_cli = cli_json("generate", "--prompt", "Once upon", "--max-tokens", 16, "--json",
+                            "--lora", path, "--lora-alpha", 16, "--lora-scale", scale)
+        assert from_cli["tokens"] == r.tokens
+    with pytest.raises(wick.InputError, match="alpha"):
+        wick.Model(None, lora=str(path))
