@@ -119,8 +119,9 @@ struct Engine::Row {
   State trial;
   SpeculativeCounters spec;
   // Back-off: after `misses` drafts in a row of which nothing was accepted, the next `skip`
-  // passes take plain steps (1, 2, 4 ... up to 64) and the next draft is at most n_max >> misses
-  // tokens (at least 1), so text that does not repeat costs few extra rows.
+  // passes take plain steps (1, 2, 4 ... up to 64), the next draft is at most n_max >> misses
+  // tokens (at least 1) and needs a recurring suffix of at least 2 + misses tokens (at most 8),
+  // so text that does not repeat costs few extra rows.
   int misses = 0, skip = 0;
   int cached = 0;
   CacheTier tier = CacheTier::kNone;
@@ -608,7 +609,15 @@ void Engine::plan_draft(Row& row) {
     room =
         std::min(room, kv_max - row.state.kv_length() - static_cast<int64_t>(row.pending.size()));
   const int n = static_cast<int>(std::min<int64_t>(std::max(1, k >> row.misses), room));
-  if (n <= 0 || row.drafter->draft(n, row.draft) == 0) return;
+  // After misses only a longer recurring suffix drafts (text that repeats matches at the longest
+  // n; text that does not mostly matches short n-grams, whose drafts fail).
+  const int min_n = std::min(gen::NgramDrafter::kMaxN, gen::NgramDrafter::kMinN + row.misses);
+  const int used = n > 0 ? row.drafter->draft(n, row.draft, min_n) : 0;
+  if (used == 0) return;
+  // A short recurring suffix is weak evidence: it drafts 2^(n-2) tokens at most (1 for a
+  // bigram), so a failed guess costs one extra row, not k.
+  const size_t cap = size_t{1} << std::min(used - gen::NgramDrafter::kMinN, 6);
+  if (row.draft.size() > cap) row.draft.resize(cap);
   row.seq.assign(row.pending.begin(), row.pending.end());
   row.seq.insert(row.seq.end(), row.draft.begin(), row.draft.end());
   row.trial = row.state;

@@ -68,6 +68,28 @@ TEST(NgramDrafter, LatestMatchLongestSuffixAtMostK) {
   g.push(nine);
   EXPECT_EQ(g.draft(1, out), 8);
   EXPECT_EQ(out, (std::vector<int32_t>{40}));
+  // min_n: only suffixes of at least that many tokens draft (the back-off's rule).
+  EXPECT_EQ(e.draft(2, out, 3), 3);
+  EXPECT_EQ(e.draft(2, out, 4), 0);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(d.draft(3, out, 1), 2);  // below kMinN counts as kMinN
+  EXPECT_EQ(d.draft(3, out, 3), 0);
+  EXPECT_EQ(g.draft(1, out, 8), 8);
+}
+
+TEST(NgramDrafter, LongHistoriesStayExact) {
+  // The table grows (rehashes) many times over a long history; drafts still follow the rule.
+  std::mt19937 rng(9);
+  gen::NgramDrafter d;
+  std::vector<int32_t> h, out;
+  for (int i = 0; i < 20000; ++i) {
+    const int32_t t = static_cast<int32_t>(rng() % 5u);
+    d.push(t);
+    h.push_back(t);
+  }
+  d.draft(6, out);
+  EXPECT_EQ(out, reference_draft(h, 6));
+  EXPECT_FALSE(out.empty());
 }
 
 TEST(NgramDrafter, IncrementalIndexEqualsTheDirectRuleOnRandomText) {
