@@ -32,10 +32,8 @@
 #include <limits>
 #include <optional>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
+#include "kernels/sampler_loops.h"
+#include "kernels/sampler_math.h"
 #include "wick/errors.h"
 
 namespace wick {
@@ -43,89 +41,39 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// The loops over all V ids get an AVX2 copy chosen at run time where the CPU has it (GCC/Clang
-// function multi-versioning, ELF ifunc). AVX2 without FMA: the same IEEE operations in wider
-// registers, lane for lane, so both copies give bit-identical results. Not under ThreadSanitizer:
-// the ifunc resolvers run before its runtime is up and crash an instrumented binary at start.
-#if defined(__x86_64__) && defined(__linux__) && defined(__has_attribute) && \
-    !defined(__SANITIZE_THREAD__)
-#if __has_attribute(target_clones)
-#define WICK_VECTOR_LOOP __attribute__((target_clones("avx2", "default")))
-#endif
-#endif
-#ifndef WICK_VECTOR_LOOP
-#define WICK_VECTOR_LOOP
-#endif
+// The passes over all V ids: the kernels' sampler loops (kernels/sampler_loops.h) for the
+// instruction set in use, and their scalar numerics (kernels/sampler_math.h).
+using kernels::exp_clamped;
+using kernels::prob_of;
+constexpr int kBins = kernels::kSamplerBins;  // bins of the lazy order; the last takes the rest
 
-// ---------------------------------------------------------------------------------------------
-// Numerics shared by softmax() and the samplers (one definition, so they agree bit for bit).
-
-// e^x for x in [-100, 0] (callers clamp: -inf and NaN become -100), f32, branch-free so that
-// loops over it vectorise. Cephes expf: x = n ln2 + r with |r| <= ln2/2, degree-6 polynomial for
-// e^r, times 2^n built from the exponent bits; 2^n is 0 for n <= -127 (x below about -87.7), so
-// the clamped values give exactly 0. Relative error < 1e-7 against exp(); monotone (checked over
-// every float in [-100, 0]).
-inline float exp_clamped(float x) {
-  const float t =
-      x * 1.44269504088896341f + 12582912.0f;  // 1.5 * 2^23: t - 1.5 * 2^23 = round(x log2 e)
-  const float n = t - 12582912.0f;
-  const int32_t ni = std::bit_cast<int32_t>(t) - 0x4B400000;  // the same n as an integer
-  float r = x - n * 0.693359375f;  // ln 2 split in two (Cody-Waite) keeps r exact enough
-  r = r - n * -2.12194440e-4f;
-  const float r2 = r * r;
-  float y = 1.9875691500e-4f;
-  y = y * r + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
-  y = y * r2 + r + 1.0f;
-  int32_t biased = ni + 127;
-  biased = biased > 0 ? biased : 0;  // 2^n below the normal range -> 0
-  return y * std::bit_cast<float>(biased << 23);
+const kernels::SamplerLoops& loops() {
+  return kernels::sampler_loops();
 }
-
-// e[i] = exp_clamped(e[i]) for every i; returns the sum of the results in double as 8
-// interleaved partial sums (index mod 8) added pairwise. (One loop: it vectorises.)
-WICK_VECTOR_LOOP double exp_in_place_sum(float* e, size_t n) {
-  double a[8] = {};
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) {
-      const float v = exp_clamped(e[i + j]);
-      e[i + j] = v;
-      a[j] += v;
-    }
-  }
-  for (int j = 0; i < n; ++i, ++j) {
-    const float v = exp_clamped(e[i]);
-    e[i] = v;
-    a[j] += v;
-  }
-  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+void shift_clamp(const float* z, size_t n, float max, float* e) {
+  loops().shift_clamp(z, n, max, e);
 }
-
-constexpr int kBins = 1024;  // bins of the lazy order; the last takes everything beyond (and -inf)
-
-// e[i] = max(z[i] - max, -100) (-inf and NaN give -100).
-WICK_VECTOR_LOOP void shift_clamp(const float* z, size_t n, float max, float* e) {
-  for (size_t i = 0; i < n; ++i) {
-    const float d = z[i] - max;
-    e[i] = d > -100.f ? d : -100.f;
-  }
+void shift_clamp_bin(const float* z, size_t n, float max, float* e, uint16_t* bin) {
+  loops().shift_clamp_bin(z, n, max, e, bin);
 }
-
-// shift_clamp, and bin[i] = the logit bin of z[i]: 16 per nat below the maximum,
-// floor(fl(max - z) * 16) capped at kBins - 1 (monotone in z: a lower bin never holds a smaller z).
-WICK_VECTOR_LOOP void shift_clamp_bin(const float* z, size_t n, float max, float* e,
-                                      uint16_t* bin) {
-  for (size_t i = 0; i < n; ++i) {
-    const float d = z[i] - max;  // fl(z - max) = -fl(max - z)
-    float b = d * -16.f;
-    b = b < static_cast<float>(kBins - 1) ? b : static_cast<float>(kBins - 1);  // +inf
-    bin[i] = static_cast<uint16_t>(static_cast<int>(b));
-    e[i] = d > -100.f ? d : -100.f;
-  }
+double exp_in_place_sum(float* e, size_t n) {
+  return loops().exp_in_place_sum(e, n);
+}
+void sanitize_copy(const float* in, float* out, size_t n) {
+  loops().sanitize_copy(in, out, n);
+}
+void probs_and_bins(const float* e, size_t n, double inv_sum, float* p, uint16_t* bin) {
+  loops().probs_and_bins(e, n, inv_sum, p, bin);
+}
+size_t collect_below(const uint16_t* bin, size_t n, uint32_t until, uint32_t* out) {
+  return loops().collect_below(bin, n, until, out);
+}
+size_t collect_equal(const uint16_t* bin, size_t n, uint16_t value, uint32_t* out) {
+  return loops().collect_equal(bin, n, value, out);
+}
+void units_of(bool from_prob, const float* prob, const float* ex, double inv_sum, size_t n,
+              double per_ulp, uint32_t* units) {
+  loops().units_of(from_prob, prob, ex, inv_sum, n, per_ulp, units);
 }
 
 // e[i] = exp(z[i] - max) for every i (see softmax() in the header); returns their sum. `max` is
@@ -150,51 +98,14 @@ double exp_shifted(const float* z, size_t n, float max, float* e, uint16_t* bin 
   return exp_in_place_sum(e, n);
 }
 
-inline float prob_of(float e, double inv_sum) {
-  return static_cast<float>(static_cast<double>(e) * inv_sum);
-}
-
-// Largest value of x[0, n), NaN ignored (-inf if none). If `divisor` is given, first replaces
-// every x[i] by x[i] / divisor (the max of the quotients is the quotient of the max: division by a
-// positive number is monotone). SSE2 where available: compilers do not vectorise this reduction
-// without -ffast-math, and _mm_max_ps(v, m) = (v > m ? v : m) is exactly the scalar rule.
-template <bool kDivide>
-float max_impl(float* x, size_t n, float divisor) {
-  size_t i = 0;
-  float r = -kInf;
-#if defined(__SSE2__)
-  __m128 m = _mm_set1_ps(-kInf);
-  const __m128 d = _mm_set1_ps(divisor);
-  for (; i + 4 <= n; i += 4) {
-    __m128 v = _mm_loadu_ps(x + i);
-    if constexpr (kDivide) {
-      v = _mm_div_ps(v, d);
-      _mm_storeu_ps(x + i, v);
-    }
-    m = _mm_max_ps(v, m);
-  }
-  alignas(16) float lanes[4];
-  _mm_store_ps(lanes, m);
-  for (float v : lanes) r = v > r ? v : r;
-#endif
-  for (; i < n; ++i) {
-    if constexpr (kDivide) x[i] = x[i] / divisor;
-    r = x[i] > r ? x[i] : r;
-  }
-  return r;
-}
-
+// Largest value of x[0, n), NaN ignored (-inf if none).
 float max_of(const float* x, size_t n) {
-  return max_impl<false>(const_cast<float*>(x), n, 1);
+  return loops().max_of(x, n);
 }
 
+// x[i] /= divisor (> 0) in place, then the largest quotient (the quotient of the max).
 float divide_and_max(float* x, size_t n, float divisor) {
-  return divisor == 1 ? max_impl<false>(x, n, 1) : max_impl<true>(x, n, divisor);  // x / 1 == x
-}
-
-// out[i] = in[i], NaN -> -inf.
-WICK_VECTOR_LOOP void sanitize_copy(const float* in, float* out, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = in[i] == in[i] ? in[i] : -kInf;
+  return loops().divide_and_max(x, n, divisor);
 }
 
 // Half the distance from positive normal `acc` to the next float up: fl(acc + w) == acc for every
@@ -249,79 +160,6 @@ struct Walk {
   bool reached = false;  // stopped because acc >= target (at position count - 1)
   bool inert = false;    // stopped because no later weight can change acc
 };
-
-// p[i] = prob_of(e[i], inv_sum) and bin[i] = its probability bin: 16 per octave below 1
-// ((bits(1) - bits(p)) >> 19, capped at kBins - 1; monotone in p, equal p share a bin).
-WICK_VECTOR_LOOP void probs_and_bins(const float* e, size_t n, double inv_sum, float* p,
-                                     uint16_t* bin) {
-  for (size_t i = 0; i < n; ++i) {
-    const float x = prob_of(e[i], inv_sum);
-    p[i] = x;
-    const uint32_t b = (0x3F800000u - std::bit_cast<uint32_t>(x)) >> 19;  // x <= 1
-    bin[i] = static_cast<uint16_t>(b < kBins - 1u ? b : kBins - 1u);
-  }
-}
-
-// Writes to out the indices i with bin[i] < until, ascending; returns their number. Four 16-bit
-// bins per 64-bit word: lane v < until iff (v | 0x8000) - until has its top bit clear (v, until
-// <= 1024, so no borrow crosses lanes); words without such a lane are skipped.
-WICK_VECTOR_LOOP size_t collect_below(const uint16_t* bin, size_t n, uint32_t until,
-                                      uint32_t* out) {
-  constexpr uint64_t kTop = 0x8000800080008000ull;
-  const uint64_t limit = until * 0x0001000100010001ull;
-  size_t count = 0, i = 0;
-  for (; i + 4 <= n; i += 4) {
-    uint64_t word;
-    std::memcpy(&word, bin + i, sizeof word);
-    if ((~((word | kTop) - limit) & kTop) == 0) continue;
-    for (size_t j = i; j < i + 4; ++j) {
-      if (bin[j] < until) out[count++] = static_cast<uint32_t>(j);
-    }
-  }
-  for (; i < n; ++i) {
-    if (bin[i] < until) out[count++] = static_cast<uint32_t>(i);
-  }
-  return count;
-}
-
-// Writes to out the indices i with bin[i] == value, ascending; returns their number. A word has a
-// zero 16-bit lane after XOR with the value iff (y - 0x0001...) & ~y & 0x8000... is non-zero.
-WICK_VECTOR_LOOP size_t collect_equal(const uint16_t* bin, size_t n, uint16_t value,
-                                      uint32_t* out) {
-  constexpr uint64_t kOne = 0x0001000100010001ull, kTop = 0x8000800080008000ull;
-  const uint64_t pattern = value * kOne;
-  size_t count = 0, i = 0;
-  for (; i + 4 <= n; i += 4) {
-    uint64_t word;
-    std::memcpy(&word, bin + i, sizeof word);
-    const uint64_t y = word ^ pattern;
-    if (((y - kOne) & ~y & kTop) == 0) continue;
-    for (size_t j = i; j < i + 4; ++j) {
-      if (bin[j] == value) out[count++] = static_cast<uint32_t>(j);
-    }
-  }
-  for (; i < n; ++i) {
-    if (bin[i] == value) out[count++] = static_cast<uint32_t>(i);
-  }
-  return count;
-}
-
-// units[i] = round(p[i] * per_ulp), or 2^30 when p[i] * per_ulp ends in exactly .5 (its rounding
-// then depends on the sum's parity): 2^30 ulps leave any binade, so a bin holding such an id is
-// never summed from the table. p[i] = prob[i] (kProb) or prob_of(ex[i], inv_sum). The caller
-// guarantees p * per_ulp < 2^24 (every p is at most the running sum whose ulp is used).
-// (A run-time flag, not a template parameter: clang cannot multiversion templates; the branch is
-// loop-invariant and unswitched.)
-WICK_VECTOR_LOOP void units_of(bool from_prob, const float* prob, const float* ex, double inv_sum,
-                               size_t n, double per_ulp, uint32_t* units) {
-  for (size_t i = 0; i < n; ++i) {
-    const float p = from_prob ? prob[i] : prob_of(ex[i], inv_sum);
-    const double t = static_cast<double>(p) * per_ulp;  // exact
-    const int32_t k = static_cast<int32_t>(t + 0.5);
-    const bool tie = static_cast<double>(k) - t == 0.5;
-    units[i] = tie ? (1u << 30) : static_cast<uint32_t>(k);
-  }
-}
 
 // The exponent k of a positive normal acc: acc in [2^(k-1), 2^k), ulp(acc) = 2^(k-24).
 inline int binade(float acc) {
