@@ -162,10 +162,10 @@ void loop_units_of(bool from_prob, const float* prob, const float* ex, double in
 }
 
 const SamplerLoops& make_table() {
-  static const SamplerLoops table{loop_max_of,           loop_divide_and_max, loop_sanitize_copy,
-                                  loop_shift_clamp,      loop_shift_clamp_bin,
-                                  loop_exp_in_place_sum, loop_probs_and_bins, loop_collect_below,
-                                  loop_collect_equal,    loop_units_of};
+  static const SamplerLoops table{loop_max_of,         loop_divide_and_max,  loop_sanitize_copy,
+                                  loop_shift_clamp,    loop_shift_clamp_bin, loop_exp_in_place_sum,
+                                  loop_probs_and_bins, loop_collect_below,   loop_collect_equal,
+                                  loop_units_of};
   return table;
 }
 
