@@ -9,14 +9,14 @@
 // per lane per 32 columns) and they are added up exactly in int32 (|total| < 2^31 by
 // kInt8MaxCols). Integer addition is associative, so the result equals the scalar reference.
 //
-// Register blocking (results do not depend on it): one input x 4 rows (GEMV: the input's |x|
-// and sign are used by four rows), 4 inputs x 2 rows in batches (a row's 32 codes are loaded once
-// for four inputs).
+// The loops are the skeleton of kernels/int8_sums_impl.h (register blocking there; results do not
+// depend on it); this file supplies the vpmaddubsw steps.
 #include <immintrin.h>
 
 #include <algorithm>
 
 #include "kernels/int8_matmul_impl.h"
+#include "kernels/int8_sums_impl.h"
 
 namespace wick::kernels::int8 {
 namespace {
@@ -28,83 +28,39 @@ inline int32_t hsum(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
-// Rows r .. r + NR - 1 times inputs 0 .. NT - 1; sums[t * ss + k] for row r + k.
-template <int NR, int NT>
-inline void tile(const Int8Matrix& w, int64_t r, const int8_t* xq, int64_t xs, int32_t* sums,
-                 int64_t ss) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  const int8_t* row[NR];
-  for (int k = 0; k < NR; ++k) row[k] = w.codes + (r + k) * w.stride;
-  // GEMV: prefetch the rows two tiles ahead (the hardware prefetcher alone left the 65536-row
-  // head at ~80 % of the bandwidth bf16 reaches; with this it reads at or above it). Rows past
-  // the end are not addressed: a row prefetches itself then.
-  const int8_t* ahead[NR];
-  for (int k = 0; k < NR; ++k)
-    ahead[k] = r + k + 2 * NR < w.rows ? row[k] + 2 * NR * w.stride : row[k];
-  __m256i acc[NR][NT];
-  for (int k = 0; k < NR; ++k)
-    for (int t = 0; t < NT; ++t) acc[k][t] = _mm256_setzero_si256();
-  for (int64_t i = 0; i < w.stride; i += 32) {
-    if (NT == 1 && (i & 63) == 0)
-      for (int k = 0; k < NR; ++k)
-        _mm_prefetch(reinterpret_cast<const char*>(ahead[k] + i), _MM_HINT_T0);
-    __m256i wv[NR];
-    for (int k = 0; k < NR; ++k)
-      wv[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row[k] + i));
-    for (int t = 0; t < NT; ++t) {
-      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + t * xs + i));
-      const __m256i ax = _mm256_abs_epi8(x);
-      for (int k = 0; k < NR; ++k) {
-        const __m256i p = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv[k], x));
-        acc[k][t] = _mm256_add_epi32(acc[k][t], _mm256_madd_epi16(p, ones));
-      }
-    }
+// The trait of the skeleton (kernels/int8_sums_impl.h): 32 codes per step; 4 rows per tile for
+// one input (the input's |x| and sign are used by four rows), 2 rows for a batch of up to 4 inputs
+// (a row's 32 codes are loaded once for four inputs).
+struct Avx2 {
+  using Acc = __m256i;
+  using W = __m256i;
+  struct In {
+    __m256i x, ax;  // the codes and their absolute values
+  };
+  static constexpr int kBytes = 32;
+  static constexpr int kGemvRows = 4;
+  static constexpr int kBatchRows = 2;
+  static constexpr bool kOffset = false;
+  static Acc zero() { return _mm256_setzero_si256(); }
+  static W load_w(const int8_t* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   }
-  for (int k = 0; k < NR; ++k)
-    for (int t = 0; t < NT; ++t) sums[t * ss + k] = hsum(acc[k][t]);
-}
-
-template <int NT>
-void rows_of(const Int8Matrix& w, int64_t r0, int64_t r1, const int8_t* xq, int64_t xs,
-             int32_t* sums, int64_t ss) {
-  constexpr int kRows = NT == 1 ? 4 : 2;
-  int64_t r = r0;
-  for (; r + kRows <= r1; r += kRows) tile<kRows, NT>(w, r, xq, xs, sums + (r - r0), ss);
-  for (; r < r1; ++r) tile<1, NT>(w, r, xq, xs, sums + (r - r0), ss);
-}
-
-void sums_avx2(const Int8Matrix& w, int64_t r0, int64_t r1, const int8_t* xq, int64_t x_stride,
-               int64_t nt, int32_t* sums, int64_t s_stride) {
-  for (int64_t t = 0; t < nt; t += 4) {
-    const int8_t* x = xq + t * x_stride;
-    int32_t* s = sums + t * s_stride;
-    switch (std::min<int64_t>(4, nt - t)) {
-      case 4:
-        rows_of<4>(w, r0, r1, x, x_stride, s, s_stride);
-        break;
-      case 3:
-        rows_of<3>(w, r0, r1, x, x_stride, s, s_stride);
-        break;
-      case 2:
-        rows_of<2>(w, r0, r1, x, x_stride, s, s_stride);
-        break;
-      default:
-        rows_of<1>(w, r0, r1, x, x_stride, s, s_stride);
-        break;
-    }
+  static In load_x(const int8_t* p) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return In{x, _mm256_abs_epi8(x)};
   }
-}
-
-void epilogue_avx2(const Int8Matrix& w, int64_t r0, int64_t r1, const int32_t* s, int64_t s_stride,
-                   const InputRow* in, int64_t nt, const float* x, int64_t cols, float* y,
-                   int64_t y_stride, const int32_t* cols_buf, int64_t n_cols, float* tile) {
-  epilogue_rows(w, r0, r1, s, s_stride, in, nt, x, cols, y, y_stride, cols_buf, n_cols, tile);
-}
+  static Acc dot(Acc acc, W w, const In& x) {
+    const __m256i p = _mm256_maddubs_epi16(x.ax, _mm256_sign_epi8(w, x.x));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+  }
+  static Acc offset(Acc off, const In&) { return off; }
+  static uint32_t lane_sum(Acc v) { return static_cast<uint32_t>(hsum(v)); }
+};
 
 }  // namespace
 
 const Kernels& kernels_avx2() {
-  static const Kernels k{sums_avx2, epilogue_avx2, "avx2"};
+  static const Kernels k{sums_of<Avx2>, epilogue_here, "avx2"};
   return k;
 }
 

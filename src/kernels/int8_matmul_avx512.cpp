@@ -10,15 +10,15 @@
 // (|S| <= cols * 127 * 127 < 2^31 by kInt8MaxCols), so the wrapped result is the exact sum, equal
 // to the scalar reference. (Intermediate values may wrap; the end result cannot.)
 //
-// Register blocking (results do not depend on it): one input x 4 rows (GEMV), 4 inputs x 4 rows
-// in batches: 16 accumulators, 4 offset sums, 4 weight vectors and the input in the 32 zmm
-// registers.
+// The loops are the skeleton of kernels/int8_sums_impl.h (register blocking there; results do not
+// depend on it); this file supplies the VNNI steps.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/int8_matmul_impl.h"
+#include "kernels/int8_sums_impl.h"
 
 // GCC 12 reports the _mm512_undefined_* operands inside its own reduction intrinsics as (maybe)
 // used uninitialized once they are inlined into loops (false positives).
@@ -39,85 +39,30 @@ inline uint32_t lane_sum_mod32(__m512i v) {
   return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
 }
 
-template <int NR, int NT>
-inline void tile(const Int8Matrix& w, int64_t r, const int8_t* xq, int64_t xs, int32_t* sums,
-                 int64_t ss) {
-  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));  // as u8: 128
-  const int8_t* row[NR];
-  for (int k = 0; k < NR; ++k) row[k] = w.codes + (r + k) * w.stride;
-  // GEMV: prefetch the rows two tiles ahead (the hardware prefetcher alone left the 65536-row
-  // head at ~80 % of the bandwidth bf16 reaches; with this it reads at or above it). Rows past
-  // the end are not addressed: a row prefetches itself then.
-  const int8_t* ahead[NR];
-  for (int k = 0; k < NR; ++k)
-    ahead[k] = r + k + 2 * NR < w.rows ? row[k] + 2 * NR * w.stride : row[k];
-  __m512i acc[NR][NT], off[NT];
-  for (int t = 0; t < NT; ++t) {
-    off[t] = _mm512_setzero_si512();
-    for (int k = 0; k < NR; ++k) acc[k][t] = _mm512_setzero_si512();
-  }
-  for (int64_t i = 0; i < w.stride; i += 64) {
-    if (NT == 1)
-      for (int k = 0; k < NR; ++k)
-        _mm_prefetch(reinterpret_cast<const char*>(ahead[k] + i), _MM_HINT_T0);
-    __m512i u[NR];
-    for (int k = 0; k < NR; ++k) u[k] = _mm512_xor_si512(_mm512_loadu_si512(row[k] + i), bias);
-    for (int t = 0; t < NT; ++t) {
-      const __m512i x = _mm512_loadu_si512(xq + t * xs + i);
-      off[t] = _mm512_dpbusd_epi32(off[t], bias, x);
-      for (int k = 0; k < NR; ++k) acc[k][t] = _mm512_dpbusd_epi32(acc[k][t], u[k], x);
-    }
-  }
-  for (int t = 0; t < NT; ++t) {
-    const uint32_t o = lane_sum_mod32(off[t]);
-    for (int k = 0; k < NR; ++k) {
-      const uint32_t a = lane_sum_mod32(acc[k][t]);
-      sums[t * ss + k] = static_cast<int32_t>(a - o);
-    }
-  }
-}
-
-template <int NT>
-void rows_of(const Int8Matrix& w, int64_t r0, int64_t r1, const int8_t* xq, int64_t xs,
-             int32_t* sums, int64_t ss) {
-  int64_t r = r0;
-  for (; r + 4 <= r1; r += 4) tile<4, NT>(w, r, xq, xs, sums + (r - r0), ss);
-  for (; r < r1; ++r) tile<1, NT>(w, r, xq, xs, sums + (r - r0), ss);
-}
-
-void sums_avx512_vnni(const Int8Matrix& w, int64_t r0, int64_t r1, const int8_t* xq,
-                      int64_t x_stride, int64_t nt, int32_t* sums, int64_t s_stride) {
-  for (int64_t t = 0; t < nt; t += 4) {
-    const int8_t* x = xq + t * x_stride;
-    int32_t* s = sums + t * s_stride;
-    switch (std::min<int64_t>(4, nt - t)) {
-      case 4:
-        rows_of<4>(w, r0, r1, x, x_stride, s, s_stride);
-        break;
-      case 3:
-        rows_of<3>(w, r0, r1, x, x_stride, s, s_stride);
-        break;
-      case 2:
-        rows_of<2>(w, r0, r1, x, x_stride, s, s_stride);
-        break;
-      default:
-        rows_of<1>(w, r0, r1, x, x_stride, s, s_stride);
-        break;
-    }
-  }
-}
-
-void epilogue_avx512_vnni(const Int8Matrix& w, int64_t r0, int64_t r1, const int32_t* s,
-                          int64_t s_stride, const InputRow* in, int64_t nt, const float* x,
-                          int64_t cols, float* y, int64_t y_stride, const int32_t* cols_buf,
-                          int64_t n_cols, float* tile) {
-  epilogue_rows(w, r0, r1, s, s_stride, in, nt, x, cols, y, y_stride, cols_buf, n_cols, tile);
-}
+// The trait of the skeleton (kernels/int8_sums_impl.h): 64 codes per step, 4 rows per tile for
+// one input and for a batch (16 accumulators, 4 offset sums, 4 weight vectors and the input in
+// the 32 zmm registers).
+struct Vnni {
+  using Acc = __m512i;
+  using W = __m512i;
+  using In = __m512i;
+  static constexpr int kBytes = 64;
+  static constexpr int kGemvRows = 4;
+  static constexpr int kBatchRows = 4;
+  static constexpr bool kOffset = true;
+  static Acc zero() { return _mm512_setzero_si512(); }
+  static __m512i bias() { return _mm512_set1_epi8(static_cast<char>(0x80)); }  // as u8: 128
+  static W load_w(const int8_t* p) { return _mm512_xor_si512(_mm512_loadu_si512(p), bias()); }
+  static In load_x(const int8_t* p) { return _mm512_loadu_si512(p); }
+  static Acc dot(Acc acc, W u, In x) { return _mm512_dpbusd_epi32(acc, u, x); }
+  static Acc offset(Acc off, In x) { return _mm512_dpbusd_epi32(off, bias(), x); }
+  static uint32_t lane_sum(Acc v) { return lane_sum_mod32(v); }
+};
 
 }  // namespace
 
 const Kernels& kernels_avx512_vnni() {
-  static const Kernels k{sums_avx512_vnni, epilogue_avx512_vnni, "avx512-vnni"};
+  static const Kernels k{sums_of<Vnni>, epilogue_here, "avx512-vnni"};
   return k;
 }
 

@@ -37,28 +37,13 @@
 
 #include "kernels/hsum_avx2.h"
 #include "kernels/qmatmul_impl.h"
+#include "kernels/qmatmul_row_state.h"
+#include "kernels/qmatmul_rows_impl.h"
 
 namespace wick::kernels::qmat {
 namespace {
 
 constexpr int kTile = 4;  // inputs per decoded unit: 4 x 2 accumulators + 4 decoded vectors
-
-inline uint32_t load_u32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-inline float f16_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-
-// half(v) per lane: round to fp16 (nearest even, subnormals kept) and widen back.
-inline __m256 half_of(__m256 v) {
-  return _mm256_cvtph_ps(_mm256_cvtps_ph(v, 0));
-}
 
 // 0xff in byte i of the result where the plane word at p has the bit of byte i's column set.
 // Byte i holds column i (Sym6 = false) or sym@6's column order below (Sym6 = true); either way the
@@ -101,59 +86,11 @@ inline __m256 unit_dot(const __m256* f, const __m256* x) {
 // ---- sb6 -----------------------------------------------------------------------------------
 
 template <int Bits>
-struct Sb6 {
+struct Sb6 : Sb6RowScales {
   using Matrix = Sb6Matrix;
   static constexpr bool kAffine = true;
-  const uint8_t *nib, *qh, *qh2, *qsqm, *d, *dm;
-  int64_t nsb;
-  bool last_row;  // the 16-byte load of the last superblock's 12 scale bytes would overrun
-  alignas(32) float s[8];
-  __m256 m;
 
-  void init(const Sb6Matrix& w, int64_t r) {
-    const int64_t cols = w.cols;
-    nsb = cols / 256;
-    nib = w.codes_packed + r * (cols / 2);
-    qh = Bits >= 5 ? w.qh + r * (cols / 8) : nullptr;
-    qh2 = Bits >= 6 ? w.qh2 + r * (cols / 8) : nullptr;
-    qsqm = w.qsqm + r * nsb * 12;
-    d = w.d + r * nsb * 2;
-    dm = w.dm + r * nsb * 2;
-    last_row = r == w.rows - 1;
-  }
-
-  // The 8 block scales s_b = max(half(qs_i d), 1e-8) (to s[]) and offsets m_b = half(qm_i dm).
-  void superblock(int64_t j) {
-    const uint8_t* p = qsqm + 12 * j;
-    __m128i raw;
-    if (!last_row || j + 1 < nsb) {
-      raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));  // 4 bytes of the next one
-    } else {
-      raw = _mm_insert_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)),
-                             static_cast<int>(load_u32(p + 8)), 2);
-    }
-    const __m256i v = _mm256_broadcastsi128_si256(raw);
-    // Lane i takes the byte(s) holding bits 6i .. 6i+5 of the 6-bit stream, then shifts.
-    const __m256i qs_idx = _mm256_setr_epi8(0, -1, -1, -1, 0, 1, -1, -1,   // values 0, 1
-                                            1, 2, -1, -1, 2, -1, -1, -1,   // 2, 3
-                                            3, -1, -1, -1, 3, 4, -1, -1,   // 4, 5
-                                            4, 5, -1, -1, 5, -1, -1, -1);  // 6, 7
-    const __m256i qm_idx = _mm256_setr_epi8(6, -1, -1, -1, 6, 7, -1, -1,   // the same, 6 bytes on
-                                            7, 8, -1, -1, 8, -1, -1, -1,   //
-                                            9, -1, -1, -1, 9, 10, -1, -1,  //
-                                            10, 11, -1, -1, 11, -1, -1, -1);
-    const __m256i shifts = _mm256_setr_epi32(0, 6, 4, 2, 0, 6, 4, 2);
-    const __m256i six = _mm256_set1_epi32(63);
-    const __m256i qs =
-        _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v, qs_idx), shifts), six);
-    const __m256i qm = _mm256_sub_epi32(
-        _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v, qm_idx), shifts), six),
-        _mm256_set1_epi32(31));
-    const __m256 dv = _mm256_set1_ps(f16_at(d + 2 * j)), dmv = _mm256_set1_ps(f16_at(dm + 2 * j));
-    const __m256 sv = half_of(_mm256_mul_ps(_mm256_cvtepi32_ps(qs), dv));
-    _mm256_store_ps(s, _mm256_max_ps(sv, _mm256_set1_ps(1e-8f)));
-    m = half_of(_mm256_mul_ps(_mm256_cvtepi32_ps(qm), dmv));
-  }
+  void init(const Sb6Matrix& w, int64_t r) { init_row(w, r, Bits); }
 
   void decode(int64_t u, __m256* f) const {
     const uint8_t* p = nib + 16 * u;
@@ -190,24 +127,13 @@ struct Sb6 {
 // ---- sym -----------------------------------------------------------------------------------
 
 template <int Bits>
-struct Sym {
+struct Sym : SymRowStreams {
   using Matrix = SymMatrix;
   static constexpr bool kAffine = false;
-  const int8_t* codes;
-  const uint8_t *nib, *qh, *qh2, *d;
-  const int8_t* qs;
   // sym@8: s_b per block of the superblock; sym@6: per unit, the scale of each lane's block.
   alignas(32) float s[Bits == 8 ? 16 : 64];
 
-  void init(const SymMatrix& w, int64_t r) {
-    const int64_t cols = w.cols;
-    codes = Bits == 8 ? w.codes + r * cols : nullptr;
-    nib = Bits == 6 ? w.codes_packed + r * (cols / 2) : nullptr;
-    qh = Bits == 6 ? w.qh + r * (cols / 8) : nullptr;
-    qh2 = Bits == 6 ? w.qh2 + r * (cols / 8) : nullptr;
-    qs = w.qs + r * (cols / 16);
-    d = w.d + r * (cols / 256) * 2;
-  }
+  void init(const SymMatrix& w, int64_t r) { init_row(w, r, Bits); }
 
   // s_b = half(qs_b d) for the 16 blocks of superblock j.
   void superblock(int64_t j) {
@@ -269,95 +195,22 @@ struct Sym {
 
 // ---- row kernels ---------------------------------------------------------------------------
 
-// Rows r + k * rs (k < NR) for NT inputs (px, xbsum already offset to the first input); output
-// (row k, input t) goes to y[t * ys + k * rs].
-template <class Fmt, int NR, int NT>
-void tile(const typename Fmt::Matrix& w, int64_t r, int64_t rs, const float* px, const float* xbsum,
-          float* y, int64_t ys) {
-  const int64_t cols = w.cols, nsb = cols / 256, ng = cols / kGroup;
-  Fmt fmt[NR];
-  for (int k = 0; k < NR; ++k) fmt[k].init(w, r + k * rs);
-  __m256 acc[NR][NT][2];
-  for (int k = 0; k < NR; ++k)
-    for (int t = 0; t < NT; ++t) acc[k][t][0] = acc[k][t][1] = _mm256_setzero_ps();
-  for (int64_t j = 0; j < nsb; ++j) {
-    for (int k = 0; k < NR; ++k) {
-      fmt[k].superblock(j);
-      if constexpr (Fmt::kAffine) {
-        for (int t = 0; t < NT; ++t)
-          acc[k][t][0] =
-              _mm256_fmadd_ps(fmt[k].m, _mm256_loadu_ps(xbsum + t * ng + 8 * j), acc[k][t][0]);
-      }
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) {
-      const int64_t u = 8 * j + i;
-      __m256 f[NR][4];
-      for (int k = 0; k < NR; ++k) fmt[k].decode(u, f[k]);
-      for (int t = 0; t < NT; ++t) {
-        const float* xp = px + t * cols + kGroup * u;
-        const __m256 x[4] = {_mm256_loadu_ps(xp), _mm256_loadu_ps(xp + 8), _mm256_loadu_ps(xp + 16),
-                             _mm256_loadu_ps(xp + 24)};
-        for (int k = 0; k < NR; ++k) fmt[k].accumulate(i, f[k], x, acc[k][t]);
-      }
-    }
+// The trait of the row kernel and driver (kernels/qmatmul_rows_impl.h).
+struct Avx2Rows {
+  static constexpr int kTile = ::wick::kernels::qmat::kTile;
+  using Vec = __m256;
+  static constexpr int kParts = 4;
+  static Vec zero() { return _mm256_setzero_ps(); }
+  static Vec load(const float* p) { return _mm256_loadu_ps(p); }
+  static Vec affine(__m256 m, const float* xb, Vec acc) {
+    return _mm256_fmadd_ps(m, _mm256_loadu_ps(xb), acc);
   }
-  for (int k = 0; k < NR; ++k)
-    for (int t = 0; t < NT; ++t)
-      y[t * ys + k * rs] = hsum(_mm256_add_ps(acc[k][t][0], acc[k][t][1]));
-}
-
-template <class Fmt>
-void rows(const typename Fmt::Matrix& w, int64_t r0, int64_t r1, const float* px,
-          const float* xbsum, int64_t nt, float* y, int64_t ys) {
-  const int64_t cols = w.cols, ng = cols / kGroup;
-  // Inputs outermost: a tile's inputs stay in L1 while the item's rows stream past them.
-  for (int64_t t = 0; t < nt; t += kTile) {
-    const int n = static_cast<int>(std::min<int64_t>(kTile, nt - t));
-    const float* p = px + t * cols;
-    const float* xb = xbsum ? xbsum + t * ng : nullptr;
-    float* o = y + t * ys - r0;
-    int64_t r = r0;
-    switch (n) {
-      case 4:
-        for (; r < r1; ++r) tile<Fmt, 1, 4>(w, r, 0, p, xb, o + r, ys);
-        break;
-      case 3:
-        for (; r < r1; ++r) tile<Fmt, 1, 3>(w, r, 0, p, xb, o + r, ys);
-        break;
-      case 2:
-        for (; r < r1; ++r) tile<Fmt, 1, 2>(w, r, 0, p, xb, o + r, ys);
-        break;
-      default: {
-        // A single input: two rows at a time, from the two halves of the item. Their decodes and
-        // FMA chains interleave, and the two code streams double the memory-level parallelism of
-        // a single sequential stream (the bandwidth-bound layouts stream ~2x faster).
-        const int64_t h = (r1 - r0) / 2;
-        for (int64_t i = 0; i < h; ++i) tile<Fmt, 2, 1>(w, r0 + i, h, p, xb, o + r0 + i, ys);
-        if (r0 + 2 * h < r1) tile<Fmt, 1, 1>(w, r1 - 1, 0, p, xb, o + r1 - 1, ys);
-        break;
-      }
-    }
-  }
-}
-
-void sb6_rows(const Sb6Matrix& w, int64_t r0, int64_t r1, const float* px, const float* xbsum,
-              int64_t nt, float* y, int64_t ys) {
-  switch (w.bits) {
-    case 4:
-      return rows<Sb6<4>>(w, r0, r1, px, xbsum, nt, y, ys);
-    case 5:
-      return rows<Sb6<5>>(w, r0, r1, px, xbsum, nt, y, ys);
-    default:
-      return rows<Sb6<6>>(w, r0, r1, px, xbsum, nt, y, ys);
-  }
-}
-
-void sym_rows(const SymMatrix& w, int64_t r0, int64_t r1, const float* px, int64_t nt, float* y,
-              int64_t ys) {
-  if (w.bits == 8) return rows<Sym<8>>(w, r0, r1, px, nullptr, nt, y, ys);
-  return rows<Sym<6>>(w, r0, r1, px, nullptr, nt, y, ys);
-}
+  static float reduce(Vec a, Vec b) { return hsum(_mm256_add_ps(a, b)); }
+  template <int Bits>
+  using Sb6Fmt = Sb6<Bits>;
+  template <int Bits>
+  using SymFmt = Sym<Bits>;
+};
 
 // ---- input preparation ---------------------------------------------------------------------
 
@@ -400,7 +253,7 @@ const float* prepare_sym(const SymMatrix& w, const float* x, int64_t T, float* p
 }  // namespace
 
 const Kernels& kernels_avx2() {
-  static const Kernels k{prepare_sb6, prepare_sym, sb6_rows, sym_rows, kTile};
+  static const Kernels k{prepare_sb6, prepare_sym, sb6_rows<Avx2Rows>, sym_rows<Avx2Rows>, kTile};
   return k;
 }
 

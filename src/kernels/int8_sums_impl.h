@@ -1,0 +1,107 @@
+// The INT8 integer sums (kernels/int8_matmul_impl.h Kernels::sums), written once: the register
+// blocking, the GEMV prefetch and the input batching below, instantiated by
+// int8_matmul_avx2.cpp and int8_matmul_avx512.cpp with a trait V that supplies only the
+// instruction-set pieces:
+//
+//   using Acc, W, In;                    accumulator, loaded weight codes, loaded input codes
+//   static constexpr int kBytes;         codes per step (the vector width in bytes)
+//   static constexpr int kGemvRows;      rows per tile for one input (GEMV)
+//   static constexpr int kBatchRows;     rows per tile for 2..4 inputs
+//   static constexpr bool kOffset;       whether a per-input offset sum is subtracted (VNNI)
+//   Acc zero(); W load_w(const int8_t*); In load_x(const int8_t*);
+//   Acc dot(Acc acc, W w, const In& x);  acc + the products of 4-byte groups, in int32 lanes
+//   Acc offset(Acc off, const In& x);    the offset sum's step (kOffset only)
+//   uint32_t lane_sum(Acc acc);          the int32 lanes added modulo 2^32
+//
+// Every kernel's sums are exact integer sums (each file says why its products cannot saturate),
+// so the blocking never changes a result. Each including file gets its own copy (unnamed
+// namespace).
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/int8_matmul_impl.h"
+
+namespace wick::kernels::int8 {
+namespace {
+
+// Rows r .. r + NR - 1 times inputs 0 .. NT - 1; sums[t * ss + k] for row r + k.
+template <class V, int NR, int NT>
+inline void tile(const Int8Matrix& w, int64_t r, const int8_t* xq, int64_t xs, int32_t* sums,
+                 int64_t ss) {
+  const int8_t* row[NR];
+  for (int k = 0; k < NR; ++k) row[k] = w.codes + (r + k) * w.stride;
+  // GEMV: prefetch the rows two tiles ahead, one cache line per 64 codes (the hardware prefetcher
+  // alone left the 65536-row head at ~80 % of the bandwidth bf16 reaches; with this it reads at
+  // or above it). Rows past the end are not addressed: a row prefetches itself then.
+  const int8_t* ahead[NR];
+  for (int k = 0; k < NR; ++k)
+    ahead[k] = r + k + 2 * NR < w.rows ? row[k] + 2 * NR * w.stride : row[k];
+  typename V::Acc acc[NR][NT], off[NT];
+  for (int t = 0; t < NT; ++t) {
+    off[t] = V::zero();
+    for (int k = 0; k < NR; ++k) acc[k][t] = V::zero();
+  }
+  for (int64_t i = 0; i < w.stride; i += V::kBytes) {
+    if (NT == 1 && (i & 63) == 0)
+      for (int k = 0; k < NR; ++k)
+        _mm_prefetch(reinterpret_cast<const char*>(ahead[k] + i), _MM_HINT_T0);
+    typename V::W wv[NR];
+    for (int k = 0; k < NR; ++k) wv[k] = V::load_w(row[k] + i);
+    for (int t = 0; t < NT; ++t) {
+      const typename V::In x = V::load_x(xq + t * xs + i);
+      if constexpr (V::kOffset) off[t] = V::offset(off[t], x);
+      for (int k = 0; k < NR; ++k) acc[k][t] = V::dot(acc[k][t], wv[k], x);
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    const uint32_t o = V::kOffset ? V::lane_sum(off[t]) : 0u;
+    for (int k = 0; k < NR; ++k)
+      sums[t * ss + k] = static_cast<int32_t>(V::lane_sum(acc[k][t]) - o);
+  }
+}
+
+template <class V, int NT>
+void rows_of(const Int8Matrix& w, int64_t r0, int64_t r1, const int8_t* xq, int64_t xs,
+             int32_t* sums, int64_t ss) {
+  constexpr int kRows = NT == 1 ? V::kGemvRows : V::kBatchRows;
+  int64_t r = r0;
+  for (; r + kRows <= r1; r += kRows) tile<V, kRows, NT>(w, r, xq, xs, sums + (r - r0), ss);
+  for (; r < r1; ++r) tile<V, 1, NT>(w, r, xq, xs, sums + (r - r0), ss);
+}
+
+template <class V>
+void sums_of(const Int8Matrix& w, int64_t r0, int64_t r1, const int8_t* xq, int64_t x_stride,
+             int64_t nt, int32_t* sums, int64_t s_stride) {
+  for (int64_t t = 0; t < nt; t += 4) {
+    const int8_t* x = xq + t * x_stride;
+    int32_t* s = sums + t * s_stride;
+    switch (std::min<int64_t>(4, nt - t)) {
+      case 4:
+        rows_of<V, 4>(w, r0, r1, x, x_stride, s, s_stride);
+        break;
+      case 3:
+        rows_of<V, 3>(w, r0, r1, x, x_stride, s, s_stride);
+        break;
+      case 2:
+        rows_of<V, 2>(w, r0, r1, x, x_stride, s, s_stride);
+        break;
+      default:
+        rows_of<V, 1>(w, r0, r1, x, x_stride, s, s_stride);
+        break;
+    }
+  }
+}
+
+// epilogue_rows() compiled in the including file (its instruction set).
+void epilogue_here(const Int8Matrix& w, int64_t r0, int64_t r1, const int32_t* s, int64_t s_stride,
+                   const InputRow* in, int64_t nt, const float* x, int64_t cols, float* y,
+                   int64_t y_stride, const int32_t* cols_buf, int64_t n_cols, float* tile) {
+  epilogue_rows(w, r0, r1, s, s_stride, in, nt, x, cols, y, y_stride, cols_buf, n_cols, tile);
+}
+
+}  // namespace
+}  // namespace wick::kernels::int8

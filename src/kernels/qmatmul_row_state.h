@@ -1,0 +1,109 @@
+// Pieces the AVX2 and AVX-512 quantised kernels share (both files are compiled with AVX2 and
+// F16C): unaligned loads, fp16 scalars, the fp16 rounding of scales, the row streams of a sym
+// decoder, and the per-row state of an sb6 decoder with its superblock scales (8 blocks of 32
+// columns per 256-column superblock: s_b = max(half(qs_b d), 1e-8) and m_b = half(qm_b dm), qs/qm
+// 6-bit fields of 12 packed bytes, docs/rwkvq-format.md). Each including file gets its own copy
+// (unnamed namespace).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/qmatmul.h"
+
+namespace wick::kernels::qmat {
+namespace {
+
+inline uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+inline float f16_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// half(v) per lane: round to fp16 (nearest even, subnormals kept) and widen back.
+inline __m256 half_of(__m256 v) {
+  return _mm256_cvtph_ps(_mm256_cvtps_ph(v, 0));
+}
+
+// One sym row: where its streams start (codes for sym@8; nibbles and the two bit planes for
+// sym@6; the 8-bit block scales qs and the superblock scales d).
+struct SymRowStreams {
+  const int8_t* codes;
+  const uint8_t *nib, *qh, *qh2, *d;
+  const int8_t* qs;
+
+  void init_row(const SymMatrix& w, int64_t r, int bits) {
+    const int64_t cols = w.cols;
+    codes = bits == 8 ? w.codes + r * cols : nullptr;
+    nib = bits == 6 ? w.codes_packed + r * (cols / 2) : nullptr;
+    qh = bits == 6 ? w.qh + r * (cols / 8) : nullptr;
+    qh2 = bits == 6 ? w.qh2 + r * (cols / 8) : nullptr;
+    qs = w.qs + r * (cols / 16);
+    d = w.d + r * (cols / 256) * 2;
+  }
+};
+
+// One sb6 row: where its streams start, and the scales of the current superblock.
+struct Sb6RowScales {
+  const uint8_t *nib, *qh, *qh2, *qsqm, *d, *dm;
+  int64_t nsb;
+  bool last_row;  // the 16-byte load of the last superblock's 12 scale bytes would overrun
+  alignas(32) float s[8];
+  __m256 m;
+
+  void init_row(const Sb6Matrix& w, int64_t r, int bits) {
+    const int64_t cols = w.cols;
+    nsb = cols / 256;
+    last_row = r == w.rows - 1;
+    nib = w.codes_packed + r * (cols / 2);
+    qh = bits >= 5 ? w.qh + r * (cols / 8) : nullptr;
+    qh2 = bits >= 6 ? w.qh2 + r * (cols / 8) : nullptr;
+    qsqm = w.qsqm + r * nsb * 12;
+    d = w.d + r * nsb * 2;
+    dm = w.dm + r * nsb * 2;
+  }
+
+  // s_b = max(half(qs_i d), 1e-8) (to s[]) and m_b = half(qm_i dm) for the 8 blocks.
+  void superblock(int64_t j) {
+    const uint8_t* p = qsqm + 12 * j;
+    __m128i raw;
+    if (!last_row || j + 1 < nsb) {
+      raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));  // 4 bytes of the next one
+    } else {
+      raw = _mm_insert_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)),
+                             static_cast<int>(load_u32(p + 8)), 2);
+    }
+    const __m256i v = _mm256_broadcastsi128_si256(raw);
+    // Lane i takes the byte(s) holding bits 6i .. 6i+5 of the 6-bit stream, then shifts.
+    const __m256i qs_idx = _mm256_setr_epi8(0, -1, -1, -1, 0, 1, -1, -1,   // values 0, 1
+                                            1, 2, -1, -1, 2, -1, -1, -1,   // 2, 3
+                                            3, -1, -1, -1, 3, 4, -1, -1,   // 4, 5
+                                            4, 5, -1, -1, 5, -1, -1, -1);  // 6, 7
+    const __m256i qm_idx = _mm256_setr_epi8(6, -1, -1, -1, 6, 7, -1, -1,   // the same, 6 bytes on
+                                            7, 8, -1, -1, 8, -1, -1, -1,   //
+                                            9, -1, -1, -1, 9, 10, -1, -1,  //
+                                            10, 11, -1, -1, 11, -1, -1, -1);
+    const __m256i shifts = _mm256_setr_epi32(0, 6, 4, 2, 0, 6, 4, 2);
+    const __m256i six = _mm256_set1_epi32(63);
+    const __m256i qs =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v, qs_idx), shifts), six);
+    const __m256i qm = _mm256_sub_epi32(
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v, qm_idx), shifts), six),
+        _mm256_set1_epi32(31));
+    const __m256 dv = _mm256_set1_ps(f16_at(d + 2 * j)), dmv = _mm256_set1_ps(f16_at(dm + 2 * j));
+    const __m256 sv = half_of(_mm256_mul_ps(_mm256_cvtepi32_ps(qs), dv));
+    _mm256_store_ps(s, _mm256_max_ps(sv, _mm256_set1_ps(1e-8f)));
+    m = half_of(_mm256_mul_ps(_mm256_cvtepi32_ps(qm), dmv));
+  }
+};
+
+}  // namespace
+}  // namespace wick::kernels::qmat
