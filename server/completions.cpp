@@ -191,6 +191,7 @@ std::shared_ptr<const LoraAdapter> parse_lora(const ServeContext& ctx, const Jso
   std::vector<bool> seen(ctx.adapters.size(), false);
   const ServedAdapter* chosen = nullptr;
   double chosen_scale = 0;
+  size_t chosen_at = 0;
   for (size_t i = 0; i < l->size(); ++i) {
     const Json& e = (*l)[i];
     const std::string where = "lora[" + std::to_string(i) + "]";
@@ -227,10 +228,16 @@ std::shared_ptr<const LoraAdapter> parse_lora(const ServeContext& ctx, const Jso
                                    "adapter per request; give the others scale 0 or leave them out");
     chosen = &ctx.adapters[index];
     chosen_scale = scale;
+    chosen_at = i;
   }
   if (!chosen) return nullptr;
-  return chosen_scale == chosen->adapter->lora_scale() ? chosen->adapter
-                                                       : chosen->adapter->with_scale(chosen_scale);
+  if (chosen_scale == chosen->adapter->lora_scale()) return chosen->adapter;
+  try {
+    return chosen->adapter->with_scale(chosen_scale);
+  } catch (const InputError& e) {
+    const std::string where = "lora[" + std::to_string(chosen_at) + "].scale";
+    throw bad_request(where, "'" + where + "': " + e.what());
+  }
 }
 
 int64_t max_tokens_field(const ServeContext& ctx, const Json& b, const char* name,

@@ -69,6 +69,10 @@ Json parse_body(const std::string& body) {
   } catch (const Json::parse_error& e) {
     throw bad_request("", std::string("the request body is not valid JSON (") + e.what() +
                               "); send a JSON object with Content-Type: application/json");
+  } catch (const Json::out_of_range& e) {
+    // A number beyond the range of a double (1e400) anywhere in the body.
+    throw bad_request("", std::string("the request body holds a number out of range (") +
+                              e.what() + "); numbers must fit a 64-bit float");
   }
   if (!j.is_object())
     throw bad_request("", "the request body must be a JSON object, found " + json_type(j));

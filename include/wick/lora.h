@@ -45,7 +45,9 @@ struct LoraOptions {
   // alpha of the training run (RWKV-PEFT --lora_alpha). Required unless the file carries wick's
   // `lora_alpha` metadata; when both are given they must be equal. Finite and > 0.
   std::optional<double> alpha;
-  // Extra multiplier (`--lora-scale`): scale = alpha / r · this. Finite; 1 = as trained, 0 = off.
+  // Extra multiplier (`--lora-scale`): scale = alpha / r · this. Finite; 1 = as trained. It
+  // multiplies the low-rank term only: at 0 the term vanishes but the file's replacement norms
+  // still apply (norm replacement is all or nothing; to run without the adapter, load none).
   double scale = 1.0;
 };
 
@@ -86,8 +88,9 @@ class LoraAdapter {
   // Parameters held (factors + replacement norms) and their bytes in memory (fp32).
   uint64_t parameters() const;
   uint64_t bytes() const;
-  // "sha256:<64 hex>" over the adapter's content as used (names, shapes, fp32 values) and its
-  // scale: part of the fingerprint of a Model running with it (ModelInfo::fingerprint).
+  // "sha256:<64 hex>" over the adapter's content as used (names and fp32 values, which fix the
+  // shapes) and its scale as applied (float): part of the fingerprint of a Model running with it
+  // (ModelInfo::fingerprint).
   const std::string& fingerprint() const;
   // The geometry the adapter was checked against.
   const Geometry& geometry() const;

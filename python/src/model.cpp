@@ -72,7 +72,14 @@ Model load_model_with(const py::object& path, const std::string& quantize,
                       const py::object& lora, std::optional<double> lora_alpha,
                       double lora_scale) {
   LoadOptions options;
-  if (!lora.is_none()) options.lora = path_arg(lora, "Model(lora)");
+  if (!lora.is_none()) {
+    options.lora = path_arg(lora, "Model(lora)");
+    if (options.lora.empty())
+      throw InputError("Model: lora is an adapter file's path or None, got an empty string");
+  } else if (lora_alpha || lora_scale != 1.0) {
+    throw InputError(
+        "Model: lora_alpha and lora_scale describe a LoRA adapter; give its file as lora=PATH");
+  }
   options.lora_alpha = lora_alpha;
   options.lora_scale = lora_scale;
   options.quantize = parse_quantize(quantize);

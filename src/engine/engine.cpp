@@ -10,6 +10,7 @@
 #include "engine/request_control.h"
 #include "generate/ngram_drafter.h"
 #include "generate/row_decoder.h"
+#include "model/lora.h"
 #include "model/state_geometry.h"
 #include "wick/errors.h"
 
@@ -236,14 +237,7 @@ std::shared_ptr<detail::RequestControl> Engine::prepare(Request request) const {
       throw InputError("token id " + std::to_string(ctl->prompt[i]) + " at position " +
                        std::to_string(i) + " is outside this model's vocabulary [0, " +
                        std::to_string(vocab) + "); was the text encoded with another tokenizer?");
-  if (request.adapter && !(request.adapter->geometry() == model_.geometry()))
-    throw InputError("the request's LoRA adapter " + request.adapter->source() +
-                     " was loaded for a model of another geometry (" +
-                     std::to_string(request.adapter->geometry().n_layer) + " layers, width " +
-                     std::to_string(request.adapter->geometry().n_embd) + ") than this engine's (" +
-                     std::to_string(model_.geometry().n_layer) + " layers, width " +
-                     std::to_string(model_.geometry().n_embd) +
-                     "); load it against this engine's model");
+  if (request.adapter) model::check_adapter_geometry(*request.adapter, model_.geometry());
   if (request.initial_state && !request.state_id.empty())
     throw InputError("a request starts from a given State or from a registered state id, not both");
   if (request.initial_state) {

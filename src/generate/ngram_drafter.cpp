@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <random>
 
 namespace wick::gen {
 namespace {
@@ -16,9 +17,14 @@ uint64_t mix(uint64_t x) {
 
 }  // namespace
 
+uint64_t NgramDrafter::fresh_seed() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
 int NgramDrafter::keys(size_t end, uint64_t (&out)[kMaxN + 1]) const {
   const int count = static_cast<int>(std::min<size_t>(kMaxN, end + 1));
-  uint64_t h = 0x5bd1e995u;
+  uint64_t h = seed_;
   for (int n = 1; n <= count; ++n) {
     h = mix(h ^ static_cast<uint32_t>(history_[end - static_cast<size_t>(n - 1)]));
     out[n] = mix(h + static_cast<uint64_t>(n));  // n is part of the key

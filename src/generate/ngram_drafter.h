@@ -47,6 +47,10 @@ class NgramDrafter {
   // The end position stored under `key`, or SIZE_MAX.
   size_t find(uint64_t key) const;
   std::vector<int32_t> history_;
+  // Mixed into every key: random per drafter, so that no prompt can be crafted to make its
+  // n-grams collide in one probe chain (results never depend on it, only the lookup's speed).
+  uint64_t seed_ = fresh_seed();
+  static uint64_t fresh_seed();
   // The table: key -> end + 1 of the latest occurrence followed by a token (0: empty slot);
   // a power-of-two size kept at most half full.
   struct Slot {

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -114,6 +115,17 @@ std::optional<double> parse_decimal(const std::string& s) {
   return v;
 }
 
+std::string num(double v) {
+  return fmt::format("{}", v);
+}
+
+// The multiplier alpha / r · lora_scale is applied as a float: it must be one.
+void check_applied_scale(double scale, const std::string& path) {
+  if (!(std::fabs(scale) <= std::numeric_limits<float>::max()))
+    throw InputError("LoRA scale alpha / rank * lora_scale = " + num(scale) + " for " + path +
+                     " is beyond the float range; give a smaller alpha or scale");
+}
+
 // The adapter's fingerprint: its content digest and the scale as the passes apply it (float), so
 // two adapters that compute the same terms share it.
 std::string scaled_fingerprint(const std::string& content_digest, double scale) {
@@ -123,10 +135,6 @@ std::string scaled_fingerprint(const std::string& content_digest, double scale) 
   h.update("wick-lora-adapter-v1").update(&zero, 1).update(content_digest).update(&zero, 1);
   h.update(&applied, sizeof applied);
   return "sha256:" + h.hex_digest();
-}
-
-std::string num(double v) {
-  return fmt::format("{}", v);
 }
 
 void check_dtype_and_values(const std::string& path, const io::TensorView& t) {
@@ -388,6 +396,7 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path, co
   impl->alpha = alpha;
   impl->lora_scale = options.scale;
   impl->scale = rank > 0 ? alpha / rank * options.scale : 0.0;
+  check_applied_scale(impl->scale, path);
   auto weights = std::make_shared<model::LoraWeights>();
   model::LoraWeights& w = *weights;
   w.geometry = g;
@@ -437,10 +446,11 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path, co
 std::shared_ptr<const LoraAdapter> LoraAdapter::with_scale(double lora_scale) const {
   if (!std::isfinite(lora_scale))
     throw InputError("LoRA scale " + num(lora_scale) + " for " + impl_->source +
-                     ": expected a finite number (1 = as trained, 0 = off)");
+                     ": expected a finite number (1 = as trained)");
   auto impl = std::make_shared<Impl>(*impl_);
   impl->lora_scale = lora_scale;
   impl->scale = impl->weights->rank > 0 ? impl->alpha / impl->weights->rank * lora_scale : 0.0;
+  check_applied_scale(impl->scale, impl->source);
   impl->fingerprint = scaled_fingerprint(impl->content_digest, impl->scale);
   return std::make_shared<const LoraAdapter>(std::move(impl));
 }

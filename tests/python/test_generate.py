@@ -305,3 +305,5 @@ def test_lora_adapter_at_load(tiny, tiny_tok, cli_json, tmp_path):
         assert from_cli["tokens"] == r.tokens
     with pytest.raises(wick.InputError, match="alpha"):
         wick.Model(None, lora=str(path))
+    with pytest.raises(wick.InputError, match="lora=PATH"):
+        wick.Model(None, lora_alpha=16)

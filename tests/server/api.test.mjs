@@ -482,6 +482,11 @@ describe("LoRA adapters (--adapter NAME=FILE:ALPHA, lora per request)", { skip }
       await assert.rejects(client.chat.completions.create({ messages: [{ role: "user", content: "x" }], lora }),
         (err) => err.status === status && err.param === param, JSON.stringify(lora));
     }
+    // A number beyond a double is a 400 too (the JSON parser's range error), not a 500.
+    const huge = await fetch(srv.url + "/v1/completions", { method: "POST",
+      body: '{"prompt":"x","max_tokens":2,"lora":[{"id":"style","scale":1e400}]}' });
+    assert.equal(huge.status, 400);
+    assert.match((await huge.json()).error.message, /out of range/);
   });
 });
 
