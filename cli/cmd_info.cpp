@@ -11,6 +11,17 @@
 namespace wick::cli {
 namespace {
 
+// "avx512 (dot avx512, int8 avx512-vnni, ...)": the level and each family's variant.
+std::string kernels_line() {
+  std::string s = std::string(kernel_isa()) + " (";
+  bool first = true;
+  for (const auto& [family, variant] : kernel_choices()) {
+    s += (first ? "" : ", ") + family + " " + variant;
+    first = false;
+  }
+  return s + ")";
+}
+
 void run_info(const std::string& path, const LoadOptions& load, bool json,
               const AttentionFlags& attention) {
   Model model = with_attention_flags(load_model_or_default(path, load), attention);
@@ -29,6 +40,9 @@ void run_info(const std::string& path, const LoadOptions& load, bool json,
     j["precision"] = std::string(precision_name(model.precision()));
     j["state_bytes"] = state_bytes;
     j["kernel_isa"] = kernel_isa();  // the instruction set the kernels run (WICK_ISA may lower it)
+    nlohmann::json kc = nlohmann::json::object();
+    for (const auto& [family, variant] : kernel_choices()) kc[family] = variant;
+    j["kernels"] = kc;  // what each kernel family runs at that level
     nlohmann::json dt = nlohmann::json::object();
     for (auto& [d, n] : i.dtype_parameters) dt[std::string(dtype_name(d))] = n;
     j["dtypes"] = dt;
@@ -79,7 +93,7 @@ void run_info(const std::string& path, const LoadOptions& load, bool json,
       i.source, i.container, naming_convention_name(i.convention), i.file_bytes,
       i.file_bytes / 1048576.0, i.parameters, i.parameters / 1e6, i.weight_bytes, dts, g.n_layer,
       g.n_embd, g.n_head, g.head_size, g.ffn_dim, g.vocab, g.lora_w, g.lora_a, g.lora_v, g.lora_g,
-      state_bytes, kernel_isa(),
+      state_bytes, kernels_line(),
       g.n_attn == 0
           ? std::string()
           : fmt::format("RWKV-X     {} attention blocks (C/64 = {} heads of 64, FFN {}) after "

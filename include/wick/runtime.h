@@ -18,6 +18,9 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace wick {
 
@@ -44,7 +47,15 @@ class Runtime {
 int default_thread_count();
 
 // The instruction set the kernels dispatch to: "avx512", "avx2" or "scalar" (read-only, chosen
-// once from the CPU and WICK_ISA).
+// once from the CPU and WICK_ISA). Throws InputError for a WICK_ISA that cannot be honoured.
 const char* kernel_isa();
+
+// What each kernel family runs at that level, in a fixed order: ("dot", ...) the dense dot /
+// GEMV / GEMM, ("int8", ...) the --quantize int8 products, ("packed", ...) the .rwkvq kernels,
+// ("wkv", ...) the WKV recurrence at head size 64, ("attention", ...) RWKV-X attention,
+// ("sampler", ...) the sampler's passes over the vocabulary. Variants: "scalar", "avx2",
+// "avx512", "avx512-vnni" - a family may run a lower level than kernel_isa() where that build is
+// the faster or the only one. Throws like kernel_isa().
+std::vector<std::pair<std::string, std::string>> kernel_choices();
 
 }  // namespace wick

@@ -42,7 +42,7 @@ void accumulate_avx2(const float* w, const float* v, size_t stride, int64_t begi
 }  // namespace
 
 const AttentionKernels& attention_kernels_avx2() {
-  static const AttentionKernels k{scores_avx2, accumulate_avx2};
+  static const AttentionKernels k{scores_avx2, accumulate_avx2, "avx2"};
   return k;
 }
 

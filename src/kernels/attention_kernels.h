@@ -22,9 +22,12 @@ struct AttentionKernels {
   // acc[n] += Σ_i w[i] · v[(begin + i) * stride + n] for n < 64, i < end - begin, in order of i.
   void (*accumulate)(const float* w, const float* v, size_t stride, int64_t begin, int64_t end,
                      float* acc);
+  const char* name;  // "scalar", "avx2"
 };
 
-const AttentionKernels& attention_kernels();  // for active_isa()
+const AttentionKernels& attention_kernels();  // kernel_table().attention
+// The kernels for `isa`: the AVX2 build also on AVX-512 CPUs (there is no AVX-512 one).
+const AttentionKernels& attention_kernels_for(Isa isa);
 const AttentionKernels& attention_kernels_scalar();
 const AttentionKernels& attention_kernels_avx2();  // also used on AVX-512 machines
 

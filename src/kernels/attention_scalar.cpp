@@ -1,4 +1,5 @@
 #include "kernels/attention_kernels.h"
+#include "kernels/kernel_table.h"
 
 namespace wick::kernels {
 namespace {
@@ -25,14 +26,16 @@ void accumulate_scalar(const float* w, const float* v, size_t stride, int64_t be
 }  // namespace
 
 const AttentionKernels& attention_kernels_scalar() {
-  static const AttentionKernels k{scores_scalar, accumulate_scalar};
+  static const AttentionKernels k{scores_scalar, accumulate_scalar, "scalar"};
   return k;
 }
 
+const AttentionKernels& attention_kernels_for(Isa isa) {
+  return isa == Isa::kScalar ? attention_kernels_scalar() : attention_kernels_avx2();
+}
+
 const AttentionKernels& attention_kernels() {
-  static const AttentionKernels& k =
-      active_isa() == Isa::kScalar ? attention_kernels_scalar() : attention_kernels_avx2();
-  return k;
+  return kernel_table().attention;
 }
 
 }  // namespace wick::kernels

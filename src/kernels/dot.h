@@ -45,9 +45,10 @@ struct DotKernels {
   Widen widen_bf16;
   int tile_rows;  // the GEMM tile's register blocking
   int tile_inputs;
+  const char* name;  // "scalar", "avx2", "avx512"
 };
 
-const DotKernels& dot_kernels();
+const DotKernels& dot_kernels();  // kernel_table().dot
 const DotKernels& dot_kernels_for(Isa isa);
 
 // Per-ISA tables (defined in the dot_*.cpp files).

@@ -17,6 +17,7 @@ using dot_impl::F16;
 using dot_impl::F32;
 
 struct Avx2 {
+  static constexpr const char* kName = "avx2";
   using Vec = __m256;
   using Tail = size_t;  // elements left
   static constexpr size_t kLanes = 8;

@@ -21,6 +21,7 @@ using dot_impl::F16;
 using dot_impl::F32;
 
 struct Avx512 {
+  static constexpr const char* kName = "avx512";
   using Vec = __m512;
   using Tail = __mmask16;  // the lanes of the partial last chunk
   static constexpr size_t kLanes = 16;

@@ -198,9 +198,10 @@ void widen(const typename E::W* src, float* dst, size_t n) {
 // The kernel table of V's instruction set.
 template <class V>
 const DotKernels& kernels() {
-  static const DotKernels k{dot<V, F32>,       dot<V, F16>,        dot<V, BF16>,  gemv_rows<V, F32>,
-                            gemv_rows<V, F16>, gemv_rows<V, BF16>, gemm_tile<V>,  widen<V, F16>,
-                            widen<V, BF16>,    V::kTileRows,       V::kTileInputs};
+  static const DotKernels k{dot<V, F32>,       dot<V, F16>,       dot<V, BF16>,
+                            gemv_rows<V, F32>, gemv_rows<V, F16>, gemv_rows<V, BF16>,
+                            gemm_tile<V>,      widen<V, F16>,     widen<V, BF16>,
+                            V::kTileRows,      V::kTileInputs,    V::kName};
   return k;
 }
 

@@ -6,6 +6,7 @@
 // tile: 1 x 1.
 #include "kernels/dot.h"
 #include "kernels/dot_impl.h"
+#include "kernels/kernel_table.h"
 
 namespace wick::kernels {
 namespace {
@@ -15,6 +16,7 @@ using dot_impl::F16;
 using dot_impl::F32;
 
 struct Scalar {
+  static constexpr const char* kName = "scalar";
   static constexpr size_t kLanes = 8;
   struct Vec {
     float v[kLanes];
@@ -76,8 +78,7 @@ const DotKernels& dot_kernels_for(Isa isa) {
 }
 
 const DotKernels& dot_kernels() {
-  static const DotKernels& k = dot_kernels_for(active_isa());
-  return k;
+  return kernel_table().dot;
 }
 
 }  // namespace wick::kernels

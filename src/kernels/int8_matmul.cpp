@@ -14,6 +14,7 @@
 #include "base/check.h"
 #include "kernels/dot.h"
 #include "kernels/int8_matmul_impl.h"
+#include "kernels/kernel_table.h"
 #include "kernels/thread_pool.h"
 
 namespace wick::kernels {
@@ -172,14 +173,14 @@ const Kernels& kernels_for(Isa isa) {
   return kernels_scalar();
 }
 
-void int8_matmul_isa(Isa isa, const Int8Matrix& w, const float* x, int64_t T, float* y,
-                     ThreadPool& pool) {
+// int8_matmul with the kernels `k`.
+static void int8_matmul_with(const Kernels& k, const Int8Matrix& w, const float* x, int64_t T,
+                             float* y, ThreadPool& pool) {
   WICK_CHECK(T >= 1 && w.cols >= 1 && w.cols <= kInt8MaxCols &&
                  w.stride == int8_padded_cols(w.cols) && w.n_outliers >= 0 &&
                  w.n_outliers <= int8_max_outliers(w.cols),
              "Int8Linear builds valid views");
   if (w.rows == 0) return;
-  const Kernels& k = kernels_for(isa);
   const int64_t cols = w.cols, stride = w.stride;
 
   // The quantised inputs and their scales and outlier columns, in the caller's arena (grown,
@@ -235,6 +236,11 @@ void int8_matmul_isa(Isa isa, const Int8Matrix& w, const float* x, int64_t T, fl
   } else {
     parallel_for(pool, row_blocks * input_blocks, item);
   }
+}
+
+void int8_matmul_isa(Isa isa, const Int8Matrix& w, const float* x, int64_t T, float* y,
+                     ThreadPool& pool) {
+  int8_matmul_with(kernels_for(isa), w, x, T, y, pool);
 }
 
 }  // namespace int8
@@ -372,7 +378,7 @@ Int8Weights quantize_matrix_int8(const MatrixRef& w, ThreadPool& pool, int64_t m
 }
 
 void int8_matmul(const Int8Matrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
-  int8::int8_matmul_isa(active_isa(), w, x, T, y, pool);
+  int8::int8_matmul_with(kernel_table().int8, w, x, T, y, pool);
 }
 
 }  // namespace wick::kernels

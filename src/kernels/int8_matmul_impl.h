@@ -40,10 +40,11 @@ struct InputRow {
 // gathered once per call for all nt inputs (channel outliers recur from token to token) into
 // `tile` [n_cols, r1 - r0]. Nothing from <algorithm> here: a template instantiated in this file
 // could be merged by the linker with the copy compiled for another instruction set.
-static void epilogue_rows(const Int8Matrix& w, int64_t r0, int64_t r1, const int32_t* s,
-                          int64_t s_stride, const InputRow* in, int64_t nt, const float* x,
-                          int64_t cols, float* y, int64_t y_stride, const int32_t* cols_buf,
-                          int64_t n_cols, float* tile) {
+[[maybe_unused]] static void epilogue_rows(const Int8Matrix& w, int64_t r0, int64_t r1,
+                                           const int32_t* s, int64_t s_stride, const InputRow* in,
+                                           int64_t nt, const float* x, int64_t cols, float* y,
+                                           int64_t y_stride, const int32_t* cols_buf,
+                                           int64_t n_cols, float* tile) {
   const int64_t n = r1 - r0;
   const float* sw = w.scales + r0;
   for (int64_t u = 0; u < n_cols; ++u) {

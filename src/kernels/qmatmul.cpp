@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "kernels/kernel_table.h"
 #include "kernels/qmatmul_impl.h"
 #include "kernels/thread_pool.h"
 
@@ -101,32 +102,40 @@ const Kernels& kernels_for(Isa isa) {
   return kernels_scalar();
 }
 
-void qmatmul_isa(Isa isa, const Sb6Matrix& w, const float* x, int64_t T, float* y,
-                 ThreadPool& pool) {
-  const Kernels& k = kernels_for(isa);
+static void qmatmul_with(const Kernels& k, const Sb6Matrix& w, const float* x, int64_t T, float* y,
+                         ThreadPool& pool) {
   run(
       w, x, T, y, pool, [&](float* px, float* xbsum) { return k.prepare_sb6(w, x, T, px, xbsum); },
       [&](int64_t r0, int64_t r1, const float* px, const float* xbsum, int64_t nt, float* out,
           int64_t ys) { k.sb6(w, r0, r1, px, xbsum, nt, out, ys); });
 }
 
-void qmatmul_isa(Isa isa, const SymMatrix& w, const float* x, int64_t T, float* y,
-                 ThreadPool& pool) {
-  const Kernels& k = kernels_for(isa);
+static void qmatmul_with(const Kernels& k, const SymMatrix& w, const float* x, int64_t T, float* y,
+                         ThreadPool& pool) {
   run(
       w, x, T, y, pool, [&](float* px, float*) { return k.prepare_sym(w, x, T, px); },
       [&](int64_t r0, int64_t r1, const float* px, const float*, int64_t nt, float* out,
           int64_t ys) { k.sym(w, r0, r1, px, nt, out, ys); });
 }
 
+void qmatmul_isa(Isa isa, const Sb6Matrix& w, const float* x, int64_t T, float* y,
+                 ThreadPool& pool) {
+  qmatmul_with(kernels_for(isa), w, x, T, y, pool);
+}
+
+void qmatmul_isa(Isa isa, const SymMatrix& w, const float* x, int64_t T, float* y,
+                 ThreadPool& pool) {
+  qmatmul_with(kernels_for(isa), w, x, T, y, pool);
+}
+
 }  // namespace qmat
 
 void qmatmul(const Sb6Matrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
-  qmat::qmatmul_isa(active_isa(), w, x, T, y, pool);
+  qmat::qmatmul_with(kernel_table().packed, w, x, T, y, pool);
 }
 
 void qmatmul(const SymMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
-  qmat::qmatmul_isa(active_isa(), w, x, T, y, pool);
+  qmat::qmatmul_with(kernel_table().packed, w, x, T, y, pool);
 }
 
 }  // namespace wick::kernels

@@ -253,7 +253,8 @@ const float* prepare_sym(const SymMatrix& w, const float* x, int64_t T, float* p
 }  // namespace
 
 const Kernels& kernels_avx2() {
-  static const Kernels k{prepare_sb6, prepare_sym, sb6_rows<Avx2Rows>, sym_rows<Avx2Rows>, kTile};
+  static const Kernels k{prepare_sb6,        prepare_sym, sb6_rows<Avx2Rows>,
+                         sym_rows<Avx2Rows>, kTile,       "avx2"};
   return k;
 }
 

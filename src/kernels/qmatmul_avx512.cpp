@@ -161,8 +161,8 @@ const float* prepare_sym(const SymMatrix& w, const float* x, int64_t T, float* p
 }  // namespace
 
 const Kernels& kernels_avx512() {
-  static const Kernels k{prepare_sb6, prepare_sym, sb6_rows<Avx512Rows>, sym_rows<Avx512Rows>,
-                         kTile};
+  static const Kernels k{prepare_sb6,          prepare_sym, sb6_rows<Avx512Rows>,
+                         sym_rows<Avx512Rows>, kTile,       "avx512"};
   return k;
 }
 

@@ -39,7 +39,8 @@ struct Kernels {
               int64_t nt, float* y, int64_t y_stride);
   void (*sym)(const SymMatrix& w, int64_t r0, int64_t r1, const float* px, int64_t nt, float* y,
               int64_t y_stride);
-  int tile_inputs;  // register blocking of the row kernels (inputs decoded per pass over a row)
+  int tile_inputs;   // register blocking of the row kernels (inputs decoded per pass over a row)
+  const char* name;  // "scalar", "avx2", "avx512"
 };
 
 const Kernels& kernels_scalar();

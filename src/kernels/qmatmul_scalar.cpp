@@ -117,7 +117,7 @@ void sym_rows(const SymMatrix& w, int64_t r0, int64_t r1, const float* px, int64
 }  // namespace
 
 const Kernels& kernels_scalar() {
-  static const Kernels k{prepare_sb6, prepare_sym, sb6_rows, sym_rows, /*tile_inputs=*/1};
+  static const Kernels k{prepare_sb6, prepare_sym, sb6_rows, sym_rows, /*tile_inputs=*/1, "scalar"};
   return k;
 }
 

@@ -1,12 +1,13 @@
 // The sampler loops' baseline build (SSE2 on x86-64) and their dispatch.
 #include "kernels/sampler_loops.h"
 
+#include "kernels/kernel_table.h"
 #include "kernels/sampler_loops_impl.h"
 
 namespace wick::kernels {
 
 const SamplerLoops& sampler_loops_scalar() {
-  return make_table();
+  return make_table("scalar");
 }
 
 const SamplerLoops& sampler_loops_for(Isa isa) {
@@ -21,8 +22,7 @@ const SamplerLoops& sampler_loops_for(Isa isa) {
 }
 
 const SamplerLoops& sampler_loops() {
-  static const SamplerLoops& table = sampler_loops_for(active_isa());
-  return table;
+  return kernel_table().sampler;
 }
 
 }  // namespace wick::kernels

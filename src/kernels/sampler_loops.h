@@ -44,9 +44,10 @@ struct SamplerLoops {
   // from_prob, else prob_of(ex[i], inv_sum). The caller guarantees p * per_ulp < 2^24.
   void (*units_of)(bool from_prob, const float* prob, const float* ex, double inv_sum, size_t n,
                    double per_ulp, uint32_t* units);
+  const char* name;  // "scalar", "avx2"
 };
 
-// The table of active_isa() (throws InputError as active_isa() does).
+// kernel_table().sampler: the table of active_isa() (throws InputError as active_isa() does).
 const SamplerLoops& sampler_loops();
 // The table for `isa` (the caller makes sure the CPU has it).
 const SamplerLoops& sampler_loops_for(Isa isa);

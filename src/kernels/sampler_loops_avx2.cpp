@@ -4,7 +4,7 @@
 namespace wick::kernels {
 
 const SamplerLoops& sampler_loops_avx2() {
-  return make_table();
+  return make_table("avx2");
 }
 
 }  // namespace wick::kernels

@@ -1,5 +1,5 @@
 // The sampler's loops (kernels/sampler_loops.h), written once: each sampler_loops*.cpp includes
-// this file, compiled for its instruction set with -ffp-contract=off, and returns make_table().
+// this file, compiled for its instruction set with -ffp-contract=off, and returns make_table(NAME).
 // The definitions live in an unnamed namespace, so every file has its own copy.
 #pragma once
 
@@ -161,11 +161,19 @@ void loop_units_of(bool from_prob, const float* prob, const float* ex, double in
   }
 }
 
-const SamplerLoops& make_table() {
-  static const SamplerLoops table{loop_max_of,         loop_divide_and_max,  loop_sanitize_copy,
-                                  loop_shift_clamp,    loop_shift_clamp_bin, loop_exp_in_place_sum,
-                                  loop_probs_and_bins, loop_collect_below,   loop_collect_equal,
-                                  loop_units_of};
+// The table of this file's build, named `name` (each file passes one name).
+const SamplerLoops& make_table(const char* name) {
+  static const SamplerLoops table{loop_max_of,
+                                  loop_divide_and_max,
+                                  loop_sanitize_copy,
+                                  loop_shift_clamp,
+                                  loop_shift_clamp_bin,
+                                  loop_exp_in_place_sum,
+                                  loop_probs_and_bins,
+                                  loop_collect_below,
+                                  loop_collect_equal,
+                                  loop_units_of,
+                                  name};
   return table;
 }
 

@@ -44,6 +44,11 @@ Wkv7HeadFn wkv7_head_kernel(Isa isa, int N) {
   return wkv7_head_scalar;
 }
 
+const char* wkv7_head_kernel_name(Isa isa, int N) {
+  const Wkv7HeadFn f = wkv7_head_kernel(isa, N);
+  return f == wkv7_head_avx512 ? "avx512" : f == wkv7_head_avx2 ? "avx2" : "scalar";
+}
+
 namespace {
 
 Wkv7HeadFn head_kernel(int N) {

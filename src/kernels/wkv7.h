@@ -33,5 +33,7 @@ void wkv7_sequence(int64_t T, int H, int N, float* S, const float* r, const floa
 using Wkv7HeadFn = void (*)(int N, float* S, const float* r, const float* w, const float* k,
                             const float* v, const float* kk, const float* a, float* y);
 Wkv7HeadFn wkv7_head_kernel(Isa isa, int N);
+// "scalar", "avx2" or "avx512": the build wkv7_head_kernel(isa, N) picks.
+const char* wkv7_head_kernel_name(Isa isa, int N);
 
 }  // namespace wick::kernels

@@ -1,6 +1,7 @@
 #include "wick/runtime.h"
 
 #include "kernels/cpu_features.h"
+#include "kernels/kernel_table.h"
 #include "runtime/runtime_impl.h"
 #include "wick/errors.h"
 
@@ -24,6 +25,10 @@ int Runtime::threads() const {
 
 const char* kernel_isa() {
   return kernels::isa_name(kernels::active_isa()).data();
+}
+
+std::vector<std::pair<std::string, std::string>> kernel_choices() {
+  return kernels::kernel_table().describe();
 }
 
 RuntimeLease::RuntimeLease(const Runtime& runtime) : impl_(runtime.impl()) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/cpu_features.h"
+#include "kernels/kernel_table.h"
 #include "test_util.h"
 #include "wick/errors.h"
 
@@ -59,6 +60,34 @@ TEST(IsaChoice, TheCliNamesItsIsaAndRefusesOneItCannotRun) {
       << unknown.err;
   ASSERT_EQ(scalar.status, 0) << scalar.err;
   EXPECT_NE(scalar.out.find("\"kernel_isa\": \"scalar\""), std::string::npos) << scalar.out;
+  EXPECT_NE(scalar.out.find("\"sampler\": \"scalar\""), std::string::npos) << scalar.out;
+  // The text names every family's variant after the level.
+  EXPECT_NE(info.out.find("(dot " + std::string(isa_name(active_isa())) + ", int8 "),
+            std::string::npos)
+      << info.out;
+}
+
+TEST(KernelTable, OneTableNamesEveryFamily) {
+  const KernelTable& t = kernel_table();
+  EXPECT_EQ(t.isa, active_isa());
+  EXPECT_EQ(&t.dot, &dot_kernels());
+  EXPECT_EQ(&t.attention, &attention_kernels());
+  EXPECT_EQ(&t.sampler, &sampler_loops());
+  const auto d = t.describe();
+  ASSERT_EQ(d.size(), 6u);
+  const char* families[] = {"dot", "int8", "packed", "wkv", "attention", "sampler"};
+  for (size_t i = 0; i < d.size(); ++i) EXPECT_EQ(d[i].first, families[i]);
+  EXPECT_EQ(d[0].second, isa_name(active_isa()));
+  EXPECT_EQ(d[2].second, isa_name(active_isa()));
+  // Scalar everywhere at the scalar level; at AVX2 and above the attention and sampler loops run
+  // their AVX2 build.
+  for (const auto& [family, variant] : kernel_table_for(Isa::kScalar).describe())
+    EXPECT_EQ(variant, "scalar") << family;
+  if (best_supported_isa() >= Isa::kAvx2) {
+    const auto a = kernel_table_for(best_supported_isa()).describe();
+    EXPECT_EQ(a[4].second, "avx2");
+    EXPECT_EQ(a[5].second, "avx2");
+  }
 }
 
 }  // namespace

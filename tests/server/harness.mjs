@@ -66,8 +66,20 @@ export function cli(args) {
   return execFileSync(WICK, args, { encoding: "utf8", maxBuffer: 64 << 20 });
 }
 
+// GET /metrics is idempotent: a fetch that fails is retried twice. (undici may reuse a kept-alive
+// socket at the moment the server closes it at its idle timeout - the tests exercise that timeout
+// - and then fails the request without sending it; a server that is really gone fails all three.)
 export async function metric(url, name, headers = {}) {
-  const text = await (await fetch(url + "/metrics", { headers })).text();
+  let text;
+  for (let attempt = 0; ; ++attempt) {
+    try {
+      text = await (await fetch(url + "/metrics", { headers })).text();
+      break;
+    } catch (e) {
+      if (attempt >= 2) throw e;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
   const line = text.split("\n").find((l) => l.startsWith(name + " ") || l.startsWith(name + "{"));
   return line ? Number(line.split(" ").pop()) : NaN;
 }

@@ -140,11 +140,14 @@ describe("hostile input", () => {
     const s = net.connect(srv.port, "127.0.0.1");
     await new Promise((r) => s.on("connect", r));
     s.pause();  // never read
-    s.write(post("/v1/chat/completions", body));
-    assert.ok(await waitFor(async () => (await metric(srv.url, "wick_requests_running")) === 1, 5000));
-    assert.ok(await waitFor(async () => (await metric(srv.url, "wick_requests_running")) === 0, 30000),
-      "the unread stream's row is freed");
-    s.destroy();
+    try {
+      s.write(post("/v1/chat/completions", body));
+      assert.ok(await waitFor(async () => (await metric(srv.url, "wick_requests_running")) === 1, 5000));
+      assert.ok(await waitFor(async () => (await metric(srv.url, "wick_requests_running")) === 0, 30000),
+        "the unread stream's row is freed");
+    } finally {
+      s.destroy();  // also when an assertion failed, so the next test starts clean
+    }
     await healthy();
   });
 
