@@ -47,6 +47,12 @@ struct Avx2 {
   }
   static Vec fma(Vec w, Vec x, Vec acc) { return _mm256_fmadd_ps(w, x, acc); }
   static float reduce(Vec v) { return hsum(v); }
+  static void reduce4(Vec a, Vec b, Vec c, Vec d, float* y) {
+    y[0] = reduce(a);
+    y[1] = reduce(b);
+    y[2] = reduce(c);
+    y[3] = reduce(d);
+  }
   static void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
   static void store_tail(float* p, Vec v, Tail left) {
     alignas(32) float buf[8];

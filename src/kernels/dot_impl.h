@@ -26,6 +26,8 @@
 //   load_tail(E{}, p, t)    the same for a partial chunk, zero in the lanes past its end
 //   fma(w, x, acc)          acc + w * x, lane-wise (fused or not: the ISA's choice, fixed)
 //   reduce(v)               the sum of the lanes, in the ISA's fixed order
+//   reduce4(a, b, c, d, y)  y[0..3] = reduce(a), reduce(b), reduce(c), reduce(d), bit for bit (an
+//                           ISA may share the shuffles of the four trees)
 //   store(p, v), store_tail(p, v, t)
 #pragma once
 
@@ -57,6 +59,14 @@ struct BF16 {
 // Bytes one prefetch instruction covers (a cache line).
 constexpr size_t kLineBytes = 64;
 
+// y[r] = V::reduce(acc[r]) for r < N: four at a time through V::reduce4, the rest alone.
+template <class V, int N>
+inline void reduce_n(const typename V::Vec* acc, float* y) {
+  int r = 0;
+  for (; r + 4 <= N; r += 4) V::reduce4(acc[r], acc[r + 1], acc[r + 2], acc[r + 3], y + r);
+  for (; r < N; ++r) y[r] = V::reduce(acc[r]);
+}
+
 // NR rows of W (row stride `stride` elements) times x, n elements each: y[r] = w_r . x.
 // `next`, when given, is where the rows after these begin: while the NR rows stream, the same
 // number of bytes from there is prefetched, one group of rows ahead of the hardware prefetcher,
@@ -84,7 +94,7 @@ inline void gemv_rows_n(const typename E::W* w, size_t stride, const float* x, s
     for (int r = 0; r < NR; ++r)
       acc[r] = V::fma(V::load_tail(E{}, w + r * stride + i, t), xv, acc[r]);
   }
-  for (int r = 0; r < NR; ++r) y[r] = V::reduce(acc[r]);
+  reduce_n<V, NR>(acc, y);
 }
 
 // The last nr (< K + 1) rows of a GEMV: one call of the K-row kernel that fits.
@@ -141,8 +151,11 @@ inline void gemm_tile_n(const float* w, size_t ws, const float* x, size_t xs, si
       for (int r = 0; r < NR; ++r) acc[r][t] = V::fma(wv[r], xv, acc[r][t]);
     }
   }
-  for (int t = 0; t < NT; ++t)
-    for (int r = 0; r < NR; ++r) y[t * ys + r] = V::reduce(acc[r][t]);
+  for (int t = 0; t < NT; ++t) {
+    typename V::Vec col[NR];
+    for (int r = 0; r < NR; ++r) col[r] = acc[r][t];
+    reduce_n<V, NR>(col, y + t * ys);
+  }
 }
 
 // NR rows x the last nt (< K + 1) inputs.

@@ -51,6 +51,12 @@ struct Scalar {
     const float* s = a.v;
     return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
   }
+  static void reduce4(const Vec& a, const Vec& b, const Vec& c, const Vec& d, float* y) {
+    y[0] = reduce(a);
+    y[1] = reduce(b);
+    y[2] = reduce(c);
+    y[3] = reduce(d);
+  }
   static void store(float* p, const Vec& v) {
     for (size_t j = 0; j < kLanes; ++j) p[j] = v.v[j];
   }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/fp16.h"
+#include "kernels/activations.h"
 #include "kernels/dot.h"
 #include "kernels/norm.h"
 #include "kernels/thread_pool.h"
@@ -105,6 +106,26 @@ void for_each_row(kernels::ThreadPool& pool, int64_t T, Fn&& fn) {
   });
 }
 
+// fn(i0, i1) over the index range [0, n) in blocks on the kernel threads: the flat element-wise
+// loops of a pass (every element's arithmetic is its own, so the blocking changes no result).
+template <typename Fn>
+void for_each_span(kernels::ThreadPool& pool, int64_t n, Fn&& fn) {
+  constexpr int64_t kBlock = 8192;
+  if (n < 2 * kBlock) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  kernels::parallel_for(pool, (n + kBlock - 1) / kBlock,
+                        [&](int64_t b) { fn(b * kBlock, std::min(n, (b + 1) * kBlock)); });
+}
+
+// x[i] += d[i], i < n (a residual connection).
+void add_rows(float* x, const float* d, int64_t n, kernels::ThreadPool& pool) {
+  for_each_span(pool, n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) x[i] += d[i];
+  });
+}
+
 // y += scale·(x·Aᵀ)·Bᵀ for the rows of every segment whose adapter adapts projection `target` of
 // RWKV layer `layer`. Consecutive segments with the same adapter form one product (the matrix
 // kernels are row-invariant, so a row's result does not depend on its neighbours).
@@ -124,7 +145,9 @@ void add_adapter_terms(int64_t in, int64_t out, const float* x, float* y, Worksp
       p->up->apply(u, n, d, *ws.pool);
       float* yo = y + row0 * out;
       const float scale = segs[b].lora_scale;
-      for (int64_t i = 0; i < n * out; ++i) yo[i] += scale * d[i];
+      for_each_span(*ws.pool, n * out, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) yo[i] += scale * d[i];
+      });
     }
     b = e;
   }
@@ -164,21 +187,30 @@ void trace_out(const ActivationTrace* trace, const char* name, int layer, const 
 
 // LayerNorm (eps 1e-5) of each of T rows of C channels; an empty bias means zero.
 void layer_norm_rows(const float* x, const std::vector<float>& w, const std::vector<float>& b,
-                     float* y, int64_t T, int64_t C) {
-  for (int64_t t = 0; t < T; ++t)
+                     float* y, int64_t T, int64_t C, kernels::ThreadPool& pool) {
+  for_each_row(pool, T, [&](int64_t t) {
     kernels::layer_norm(x + t * C, w.data(), b.empty() ? nullptr : b.data(), y + t * C, C,
                         kLayerNormEps);
+  });
 }
 
-// out[t] = x[t] + (prev[t] - x[t]) * mix, where prev[0] = shift and prev[t] = x[t-1].
-void token_shift_mix(const float* x, const float* shift, const float* mix, float* out, int64_t T,
-                     int64_t C) {
-  for (int64_t t = 0; t < T; ++t) {
+// Token shift of T rows: for each (mix, out) pair, out[t] = x[t] + (prev[t] - x[t]) * mix, where
+// prev[0] = shift and prev[t] = x[t-1]; then shift = x[T-1] (the state's next shift).
+struct ShiftMix {
+  const float* mix;
+  float* out;
+};
+void token_shift_mix(const float* x, float* shift, std::initializer_list<ShiftMix> mixes, int64_t T,
+                     int64_t C, kernels::ThreadPool& pool) {
+  for_each_row(pool, T, [&](int64_t t) {
     const float* cur = x + t * C;
     const float* prev = t == 0 ? shift : x + (t - 1) * C;
-    float* o = out + t * C;
-    for (int64_t c = 0; c < C; ++c) o[c] = cur[c] + (prev[c] - cur[c]) * mix[c];
-  }
+    for (const ShiftMix& m : mixes) {
+      float* o = m.out + t * C;
+      for (int64_t c = 0; c < C; ++c) o[c] = cur[c] + (prev[c] - cur[c]) * m.mix[c];
+    }
+  });
+  std::memcpy(shift, x + (T - 1) * C, C * sizeof(float));
 }
 
 void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
@@ -187,19 +219,21 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
   const int H = g.n_head, N = g.head_size;
   float* x = ws.x.data();
   float* xa = ws.xa.data();
+  kernels::ThreadPool& pool = *ws.pool;
   for (const Segment& s : segs)
     layer_norm_rows(x + s.row0 * C, layer_norm_of(s, layer, &LayerWeights::ln1_w, L),
-                    layer_norm_of(s, layer, &LayerWeights::ln1_b, L), xa + s.row0 * C, s.T, C);
+                    layer_norm_of(s, layer, &LayerWeights::ln1_b, L), xa + s.row0 * C, s.T, C,
+                    pool);
   for (const Segment& s : segs) {
-    float* shift = s.state->att_shift(layer);
     const int64_t o = s.row0 * C;
-    token_shift_mix(xa + o, shift, L.x_r.data(), ws.xr.data() + o, s.T, C);
-    token_shift_mix(xa + o, shift, L.x_w.data(), ws.xw.data() + o, s.T, C);
-    token_shift_mix(xa + o, shift, L.x_k.data(), ws.xk.data() + o, s.T, C);
-    token_shift_mix(xa + o, shift, L.x_v.data(), ws.xv.data() + o, s.T, C);
-    token_shift_mix(xa + o, shift, L.x_a.data(), ws.xaa.data() + o, s.T, C);
-    token_shift_mix(xa + o, shift, L.x_g.data(), ws.xg.data() + o, s.T, C);
-    std::memcpy(shift, xa + (s.row0 + s.T - 1) * C, C * sizeof(float));
+    token_shift_mix(xa + o, s.state->att_shift(layer),
+                    {{L.x_r.data(), ws.xr.data() + o},
+                     {L.x_w.data(), ws.xw.data() + o},
+                     {L.x_k.data(), ws.xk.data() + o},
+                     {L.x_v.data(), ws.xv.data() + o},
+                     {L.x_a.data(), ws.xaa.data() + o},
+                     {L.x_g.data(), ws.xg.data() + o}},
+                    s.T, C, pool);
   }
 
   float *r = ws.r.data(), *k = ws.k.data(), *v = ws.v.data(), *w = ws.w.data(), *a = ws.a.data();
@@ -212,16 +246,19 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
   project(*L.value, ws.xv.data(), T, v, ws, segs, layer, model::kLoraValue);
 
   // Decay: w = exp(-e^(-1/2) * sigmoid(w0 + tanh(xw @ w1) @ w2)).
-  kernels::ThreadPool& pool = *ws.pool;
   L.w1->apply(ws.xw.data(), T, lora, pool);
-  for (int64_t i = 0; i < T * L.w1->out_features(); ++i) lora[i] = std::tanh(lora[i]);
+  for_each_span(pool, T * L.w1->out_features(), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) lora[i] = std::tanh(lora[i]);
+  });
   L.w2->apply(lora, T, w, pool);
   // In-context learning rate: a = sigmoid(a0 + (xa @ a1) @ a2).
   L.a1->apply(ws.xaa.data(), T, lora, pool);
   L.a2->apply(lora, T, a, pool);
   // Output gate: g = sigmoid(xg @ g1) @ g2.
   L.g1->apply(ws.xg.data(), T, lora, pool);
-  for (int64_t i = 0; i < T * L.g1->out_features(); ++i) lora[i] = sigmoid(lora[i]);
+  for_each_span(pool, T * L.g1->out_features(), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) lora[i] = sigmoid(lora[i]);
+  });
   L.g2->apply(lora, T, gate, pool);
 
   const bool tracing = trace && *trace;
@@ -259,10 +296,12 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
   } else {
     L.v1->apply(ws.xv.data(), T, lora, pool);
     L.v2->apply(lora, T, tmp, pool);
-    for (int64_t i = 0; i < T * C; ++i) {
-      const float mix = sigmoid(L.v0[i % C] + tmp[i]);
-      v[i] = v[i] + (ws.v_first[i] - v[i]) * mix;
-    }
+    for_each_span(pool, T * C, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const float mix = sigmoid(L.v0[i % C] + tmp[i]);
+        v[i] = v[i] + (ws.v_first[i] - v[i]) * mix;
+      }
+    });
   }
 
   float* y = ws.y.data();
@@ -309,7 +348,7 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
   trace_out(trace, "in.att.output", layer, y, T, C);
   project(*L.output, y, T, tmp, ws, segs, layer, model::kLoraOutput);
   trace_out(trace, "att_out", layer, tmp, T, C);
-  for (int64_t i = 0; i < T * C; ++i) x[i] += tmp[i];
+  add_rows(x, tmp, T * C, pool);
 }
 
 // The x070 channel mix (token shift + squared-ReLU FFN) of an RWKV layer or of an RWKV-X
@@ -331,35 +370,32 @@ void channel_mix(const ChannelMixRef& L, const Geometry& g, int layer, int64_t T
   const int64_t C = g.n_embd, F = L.key.out_features();
   float* x = ws.x.data();
   float* xb = ws.xb.data();
+  kernels::ThreadPool& pool = *ws.pool;
   if (L.rwkv) {
     for (const Segment& s : segs)
       layer_norm_rows(x + s.row0 * C, layer_norm_of(s, layer, &LayerWeights::ln2_w, *L.rwkv),
                       layer_norm_of(s, layer, &LayerWeights::ln2_b, *L.rwkv), xb + s.row0 * C, s.T,
-                      C);
+                      C, pool);
   } else {
-    layer_norm_rows(x, L.ln_w, L.ln_b, xb, T, C);
+    layer_norm_rows(x, L.ln_w, L.ln_b, xb, T, C, pool);
   }
   for (const Segment& s : segs) {
-    float* shift = shift_of(*s.state);
     const int64_t o = s.row0 * C;
-    token_shift_mix(xb + o, shift, L.x_k.data(), ws.xk.data() + o, s.T, C);
-    std::memcpy(shift, xb + (s.row0 + s.T - 1) * C, C * sizeof(float));
+    token_shift_mix(xb + o, shift_of(*s.state), {{L.x_k.data(), ws.xk.data() + o}}, s.T, C, pool);
   }
   float* h = ws.ffn_h.data();
   trace_out(trace, "in.ffn.key", layer, ws.xk.data(), T, C);
   const int target_layer = L.rwkv ? layer : -1;
   project(L.key, ws.xk.data(), T, h, ws, segs, target_layer,
           L.rwkv ? model::kLoraFfnKey : model::kLoraNone);
-  for (int64_t i = 0; i < T * F; ++i) {
-    const float relu = h[i] > 0.f ? h[i] : 0.f;
-    h[i] = relu * relu;
-  }
+  for_each_span(pool, T * F,
+                [&](int64_t i0, int64_t i1) { kernels::relu_squared(h + i0, i1 - i0); });
   trace_out(trace, "in.ffn.value", layer, h, T, F);
   float* out = ws.tmpc.data();
   project(L.value, h, T, out, ws, segs, target_layer,
           L.rwkv ? model::kLoraFfnValue : model::kLoraNone);
   trace_out(trace, "ffn_out", layer, out, T, C);
-  for (int64_t i = 0; i < T * C; ++i) x[i] += out[i];
+  add_rows(x, out, T * C, pool);
 }
 
 void channel_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
@@ -377,7 +413,7 @@ void attention_block(const AttentionBlockWeights& A, const Geometry& g, int j, i
   const int64_t C = g.n_embd;
   float* x = ws.x.data();
   float* xa = ws.xa.data();
-  layer_norm_rows(x, A.ln1_w, A.ln1_b, xa, T, C);
+  layer_norm_rows(x, A.ln1_w, A.ln1_b, xa, T, C, *ws.pool);
   float *q = ws.r.data(), *k = ws.k.data(), *v = ws.v.data(), *y = ws.y.data();
   project(*A.query, xa, T, q, ws);
   project(*A.key, xa, T, k, ws);
@@ -392,7 +428,7 @@ void attention_block(const AttentionBlockWeights& A, const Geometry& g, int j, i
   trace_out(trace, "attn.y", j, y, T, C);
   float* out = ws.tmpc.data();
   project(*A.output, y, T, out, ws);
-  for (int64_t i = 0; i < T * C; ++i) x[i] += out[i];
+  add_rows(x, out, T * C, *ws.pool);
   trace_out(trace, "attn_out", j, out, T, C);
   // The attention block's channel mix is not reported under the RWKV layers' matrix-input names.
   channel_mix(ChannelMixRef{A.ln2_w, A.ln2_b, A.ffn_x_k, *A.ffn_key, *A.ffn_value}, g, j, T, segs,
@@ -580,7 +616,7 @@ void run(const Model::Impl& m, const Runtime& runtime, const AttentionOptions& a
         ad ? model::pick_norm(ad->norms.ln_out_w, m.weights.ln_out_w) : m.weights.ln_out_w;
     const std::vector<float>& ln_b =
         ad ? model::pick_norm(ad->norms.ln_out_b, m.weights.ln_out_b) : m.weights.ln_out_b;
-    layer_norm_rows(ws.x.data() + rows[i] * C, ln_w, ln_b, normed + i * C, 1, C);
+    layer_norm_rows(ws.x.data() + rows[i] * C, ln_w, ln_b, normed + i * C, 1, C, *ws.pool);
   }
   if (output == Output::kHidden) return;
   trace_out(trace, "in.head", -1, normed, n, C);
