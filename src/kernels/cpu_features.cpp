@@ -62,6 +62,26 @@ Isa active_isa() {
   return isa;
 }
 
+// (__builtin_cpu_supports takes only a literal, hence a macro.)
+#if defined(__x86_64__) || defined(__i386__)
+#define WICK_AVX512_WITH(feature) \
+  (best_supported_isa() == Isa::kAvx512 && __builtin_cpu_supports(feature) != 0)
+#else
+#define WICK_AVX512_WITH(feature) false
+#endif
+
+bool cpu_has_avx512_vnni() {
+  static const bool has = WICK_AVX512_WITH("avx512vnni");
+  return has;
+}
+
+bool cpu_has_avx512_bf16() {
+  static const bool has = WICK_AVX512_WITH("avx512bf16");
+  return has;
+}
+
+#undef WICK_AVX512_WITH
+
 std::string_view isa_name(Isa isa) {
   switch (isa) {
     case Isa::kScalar:

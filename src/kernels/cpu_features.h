@@ -20,5 +20,10 @@ Isa isa_from_env(const char* env, Isa best);
 // Best level this CPU supports, ignoring WICK_ISA.
 Isa best_supported_isa();
 std::string_view isa_name(Isa isa);
+// Extensions of the AVX-512 level, each false unless best_supported_isa() is kAvx512 too:
+// VNNI (vpdpbusd, the INT8 kernel) and BF16 (vdpbf16ps, the --precision bf16 product of bf16
+// weights). Detected once; thread-safe. WICK_ISA below avx512 makes the kernel tables ignore them.
+bool cpu_has_avx512_vnni();
+bool cpu_has_avx512_bf16();
 
 }  // namespace wick::kernels

@@ -56,4 +56,28 @@ const DotKernels& dot_kernels_scalar();
 const DotKernels& dot_kernels_avx2();
 const DotKernels& dot_kernels_avx512();
 
+// The products of Precision::kBf16 (wick/model.h) with bf16 weights, on CPUs with AVX-512 BF16
+// (vdpbf16ps): weights and inputs are both bf16 bit patterns (the inputs already rounded), each
+// step multiplies 32 elements as 16 adjacent pairs, adding both exact products of a pair to one
+// of 16 fp32 lanes; per (row, input) one accumulator over the row in order, the last chunk
+// zero-padded, then the AVX-512 lane tree. The GEMV and the GEMM tile share that order, so a
+// GEMM row equals the GEMV of its input bit for bit (the passes stay equal at bf16 precision).
+// Element counts n are in elements (not pairs); odd n is fine.
+using Bf16Gemv = void (*)(const uint16_t* w, size_t stride, const uint16_t* x, size_t n, int nr,
+                          float* y);
+using Bf16GemmTile = void (*)(const uint16_t* w, size_t w_stride, const uint16_t* x,
+                              size_t x_stride, size_t n, int nr, int nt, float* y, size_t y_stride);
+struct Bf16DotKernels {
+  Bf16Gemv gemv;           // y[r] = w_r . x, r < nr (rows `stride` elements apart)
+  Bf16GemmTile gemm_tile;  // y[t * y_stride + r] = w_r . x_t, r < nr, t < nt
+  int tile_rows;
+  int tile_inputs;
+  const char* name;  // "avx512-bf16"
+};
+// The set for `isa`: the AVX-512 BF16 kernels when isa is kAvx512 and the CPU has AVX512_BF16,
+// else null (products of bf16-rounded inputs then take the fp32 kernels above).
+const Bf16DotKernels* bf16_dot_kernels_for(Isa isa);
+const Bf16DotKernels* bf16_dot_kernels();         // kernel_table().bf16_dot
+const Bf16DotKernels& bf16_dot_kernels_avx512();  // dot_bf16_avx512.cpp; CPU must have BF16
+
 }  // namespace wick::kernels

@@ -67,14 +67,17 @@ inline void reduce_n(const typename V::Vec* acc, float* y) {
   for (; r < N; ++r) y[r] = V::reduce(acc[r]);
 }
 
+// In every kernel below, E is the weights' element tag and X the inputs' (F32 but for the bf16
+// dot product of V = the AVX-512 BF16 trait, where both are BF16 and a step multiplies pairs).
+
 // NR rows of W (row stride `stride` elements) times x, n elements each: y[r] = w_r . x.
 // `next`, when given, is where the rows after these begin: while the NR rows stream, the same
 // number of bytes from there is prefetched, one group of rows ahead of the hardware prefetcher,
 // which ramps up slowly on many short interleaved row streams (measured: the 65536 x 768 bf16
 // head GEMV read at ~55 % of the bandwidth without it). Prefetching changes no result.
-template <class V, class E, int NR>
-inline void gemv_rows_n(const typename E::W* w, size_t stride, const float* x, size_t n, float* y,
-                        const char* next) {
+template <class V, class E, class X, int NR>
+inline void gemv_rows_n(const typename E::W* w, size_t stride, const typename X::W* x, size_t n,
+                        float* y, const char* next) {
   using Vec = typename V::Vec;
   constexpr size_t L = V::kLanes;
   constexpr size_t kStepBytes = NR * L * sizeof(typename E::W);  // weight bytes per step
@@ -85,12 +88,12 @@ inline void gemv_rows_n(const typename E::W* w, size_t stride, const float* x, s
     if (next != nullptr)
       for (size_t b = 0; b < kStepBytes; b += kLineBytes)
         __builtin_prefetch(next + i * NR * sizeof(typename E::W) + b, 0, 3);
-    const Vec xv = V::load(F32{}, x + i);
+    const auto xv = V::load(X{}, x + i);
     for (int r = 0; r < NR; ++r) acc[r] = V::fma(V::load(E{}, w + r * stride + i), xv, acc[r]);
   }
   if (i < n) {
     const typename V::Tail t = V::tail(n - i);
-    const Vec xv = V::load_tail(F32{}, x + i, t);
+    const auto xv = V::load_tail(X{}, x + i, t);
     for (int r = 0; r < NR; ++r)
       acc[r] = V::fma(V::load_tail(E{}, w + r * stride + i, t), xv, acc[r]);
   }
@@ -98,102 +101,106 @@ inline void gemv_rows_n(const typename E::W* w, size_t stride, const float* x, s
 }
 
 // The last nr (< K + 1) rows of a GEMV: one call of the K-row kernel that fits.
-template <class V, class E, int K>
-inline void gemv_rows_rest(const typename E::W* w, size_t stride, const float* x, size_t n, int nr,
-                           float* y) {
+template <class V, class E, class X, int K>
+inline void gemv_rows_rest(const typename E::W* w, size_t stride, const typename X::W* x, size_t n,
+                           int nr, float* y) {
   if constexpr (K > 0) {
-    if (nr == K) return gemv_rows_n<V, E, K>(w, stride, x, n, y, nullptr);
-    gemv_rows_rest<V, E, K - 1>(w, stride, x, n, nr, y);
+    if (nr == K) return gemv_rows_n<V, E, X, K>(w, stride, x, n, y, nullptr);
+    gemv_rows_rest<V, E, X, K - 1>(w, stride, x, n, nr, y);
   }
 }
 
 // y[r] = w_r . x for r < nr, V::kGemvRows rows at a time.
-template <class V, class E>
-void gemv_rows(const typename E::W* w, size_t stride, const float* x, size_t n, int nr, float* y) {
+template <class V, class E, class X = F32>
+void gemv_rows(const typename E::W* w, size_t stride, const typename X::W* x, size_t n, int nr,
+               float* y) {
   constexpr int R = V::kGemvRows;
   for (; nr >= R; w += R * stride, y += R, nr -= R)
-    gemv_rows_n<V, E, R>(w, stride, x, n, y,
-                         E::kPrefetch ? reinterpret_cast<const char*>(w + R * stride) : nullptr);
-  gemv_rows_rest<V, E, R - 1>(w, stride, x, n, nr, y);
+    gemv_rows_n<V, E, X, R>(w, stride, x, n, y,
+                            E::kPrefetch ? reinterpret_cast<const char*>(w + R * stride) : nullptr);
+  gemv_rows_rest<V, E, X, R - 1>(w, stride, x, n, nr, y);
 }
 
 template <class V, class E>
 float dot(const typename E::W* w, const float* x, size_t n) {
   float y;
-  gemv_rows_n<V, E, 1>(w, 0, x, n, &y, nullptr);
+  gemv_rows_n<V, E, F32, 1>(w, 0, x, n, &y, nullptr);
   return y;
 }
 
-// NR fp32 weight rows x NT inputs: y[t * ys + r] = w_r . x_t.
-template <class V, int NR, int NT>
-inline void gemm_tile_n(const float* w, size_t ws, const float* x, size_t xs, size_t n, float* y,
-                        size_t ys) {
+// NR weight rows x NT inputs: y[t * ys + r] = w_r . x_t.
+template <class V, class E, class X, int NR, int NT>
+inline void gemm_tile_n(const typename E::W* w, size_t ws, const typename X::W* x, size_t xs,
+                        size_t n, float* y, size_t ys) {
   using Vec = typename V::Vec;
+  using WVec = decltype(V::load(E{}, w));
   constexpr size_t L = V::kLanes;
   Vec acc[NR][NT];
   for (int r = 0; r < NR; ++r)
     for (int t = 0; t < NT; ++t) acc[r][t] = V::zero();
   size_t i = 0;
   for (; i + L <= n; i += L) {
-    Vec wv[NR];
-    for (int r = 0; r < NR; ++r) wv[r] = V::load(F32{}, w + r * ws + i);
+    WVec wv[NR];
+    for (int r = 0; r < NR; ++r) wv[r] = V::load(E{}, w + r * ws + i);
     for (int t = 0; t < NT; ++t) {
-      const Vec xv = V::load(F32{}, x + t * xs + i);
+      const auto xv = V::load(X{}, x + t * xs + i);
       for (int r = 0; r < NR; ++r) acc[r][t] = V::fma(wv[r], xv, acc[r][t]);
     }
   }
   if (i < n) {
     const typename V::Tail tl = V::tail(n - i);
-    Vec wv[NR];
-    for (int r = 0; r < NR; ++r) wv[r] = V::load_tail(F32{}, w + r * ws + i, tl);
+    WVec wv[NR];
+    for (int r = 0; r < NR; ++r) wv[r] = V::load_tail(E{}, w + r * ws + i, tl);
     for (int t = 0; t < NT; ++t) {
-      const Vec xv = V::load_tail(F32{}, x + t * xs + i, tl);
+      const auto xv = V::load_tail(X{}, x + t * xs + i, tl);
       for (int r = 0; r < NR; ++r) acc[r][t] = V::fma(wv[r], xv, acc[r][t]);
     }
   }
   for (int t = 0; t < NT; ++t) {
-    typename V::Vec col[NR];
+    Vec col[NR];
     for (int r = 0; r < NR; ++r) col[r] = acc[r][t];
     reduce_n<V, NR>(col, y + t * ys);
   }
 }
 
 // NR rows x the last nt (< K + 1) inputs.
-template <class V, int NR, int K>
-inline void gemm_tile_inputs_rest(const float* w, size_t ws, const float* x, size_t xs, size_t n,
-                                  int nt, float* y, size_t ys) {
+template <class V, class E, class X, int NR, int K>
+inline void gemm_tile_inputs_rest(const typename E::W* w, size_t ws, const typename X::W* x,
+                                  size_t xs, size_t n, int nt, float* y, size_t ys) {
   if constexpr (K > 0) {
-    if (nt == K) return gemm_tile_n<V, NR, K>(w, ws, x, xs, n, y, ys);
-    gemm_tile_inputs_rest<V, NR, K - 1>(w, ws, x, xs, n, nt, y, ys);
+    if (nt == K) return gemm_tile_n<V, E, X, NR, K>(w, ws, x, xs, n, y, ys);
+    gemm_tile_inputs_rest<V, E, X, NR, K - 1>(w, ws, x, xs, n, nt, y, ys);
   }
 }
 
 // NR rows x any number of inputs, V::kTileInputs at a time.
-template <class V, int NR>
-void gemm_tile_rows(const float* w, size_t ws, const float* x, size_t xs, size_t n, int nt,
-                    float* y, size_t ys) {
+template <class V, class E, class X, int NR>
+void gemm_tile_rows(const typename E::W* w, size_t ws, const typename X::W* x, size_t xs, size_t n,
+                    int nt, float* y, size_t ys) {
   constexpr int T = V::kTileInputs;
-  for (; nt >= T; x += T * xs, y += T * ys, nt -= T) gemm_tile_n<V, NR, T>(w, ws, x, xs, n, y, ys);
-  gemm_tile_inputs_rest<V, NR, T - 1>(w, ws, x, xs, n, nt, y, ys);
+  for (; nt >= T; x += T * xs, y += T * ys, nt -= T)
+    gemm_tile_n<V, E, X, NR, T>(w, ws, x, xs, n, y, ys);
+  gemm_tile_inputs_rest<V, E, X, NR, T - 1>(w, ws, x, xs, n, nt, y, ys);
 }
 
 // The last nr (< K + 1) rows of a tile.
-template <class V, int K>
-inline void gemm_tile_rows_rest(const float* w, size_t ws, const float* x, size_t xs, size_t n,
-                                int nr, int nt, float* y, size_t ys) {
+template <class V, class E, class X, int K>
+inline void gemm_tile_rows_rest(const typename E::W* w, size_t ws, const typename X::W* x,
+                                size_t xs, size_t n, int nr, int nt, float* y, size_t ys) {
   if constexpr (K > 0) {
-    if (nr == K) return gemm_tile_rows<V, K>(w, ws, x, xs, n, nt, y, ys);
-    gemm_tile_rows_rest<V, K - 1>(w, ws, x, xs, n, nr, nt, y, ys);
+    if (nr == K) return gemm_tile_rows<V, E, X, K>(w, ws, x, xs, n, nt, y, ys);
+    gemm_tile_rows_rest<V, E, X, K - 1>(w, ws, x, xs, n, nr, nt, y, ys);
   }
 }
 
-// Any nr x nt, V::kTileRows x V::kTileInputs at a time (dot.h: GemmTile).
-template <class V>
-void gemm_tile(const float* w, size_t ws, const float* x, size_t xs, size_t n, int nr, int nt,
-               float* y, size_t ys) {
+// Any nr x nt, V::kTileRows x V::kTileInputs at a time (dot.h: GemmTile, Bf16GemmTile).
+template <class V, class E = F32, class X = F32>
+void gemm_tile(const typename E::W* w, size_t ws, const typename X::W* x, size_t xs, size_t n,
+               int nr, int nt, float* y, size_t ys) {
   constexpr int R = V::kTileRows;
-  for (; nr >= R; w += R * ws, y += R, nr -= R) gemm_tile_rows<V, R>(w, ws, x, xs, n, nt, y, ys);
-  gemm_tile_rows_rest<V, R - 1>(w, ws, x, xs, n, nr, nt, y, ys);
+  for (; nr >= R; w += R * ws, y += R, nr -= R)
+    gemm_tile_rows<V, E, X, R>(w, ws, x, xs, n, nt, y, ys);
+  gemm_tile_rows_rest<V, E, X, R - 1>(w, ws, x, xs, n, nr, nt, y, ys);
 }
 
 // dst[i] = src[i] as fp32 (exact), i < n.
@@ -206,6 +213,14 @@ void widen(const typename E::W* src, float* dst, size_t n) {
     const typename V::Tail t = V::tail(n - i);
     V::store_tail(dst + i, V::load_tail(E{}, src + i, t), t);
   }
+}
+
+// The bf16 x bf16 table of a trait whose load(BF16, p) gives a step of pairs (kernels/dot.h).
+template <class V>
+const Bf16DotKernels& bf16_kernels() {
+  static const Bf16DotKernels k{gemv_rows<V, BF16, BF16>, gemm_tile<V, BF16, BF16>, V::kTileRows,
+                                V::kTileInputs, V::kName};
+  return k;
 }
 
 // The kernel table of V's instruction set.

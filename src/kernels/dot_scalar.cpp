@@ -87,4 +87,13 @@ const DotKernels& dot_kernels() {
   return kernel_table().dot;
 }
 
+const Bf16DotKernels* bf16_dot_kernels_for(Isa isa) {
+  if (isa != Isa::kAvx512 || !cpu_has_avx512_bf16()) return nullptr;
+  return &bf16_dot_kernels_avx512();
+}
+
+const Bf16DotKernels* bf16_dot_kernels() {
+  return kernel_table().bf16_dot;
+}
+
 }  // namespace wick::kernels

@@ -148,19 +148,6 @@ const Kernels& kernels_scalar() {
   return k;
 }
 
-bool cpu_has_avx512_vnni() {
-#if defined(__x86_64__) || defined(__i386__)
-  static const bool has = [] {
-    if (best_supported_isa() != Isa::kAvx512) return false;
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512vnni") != 0;
-  }();
-  return has;
-#else
-  return false;
-#endif
-}
-
 const Kernels& kernels_for(Isa isa) {
   switch (isa) {
     case Isa::kAvx512:

@@ -102,7 +102,7 @@ const Kernels& kernels_avx512_vnni();
 // which every AVX-512 CPU runs), kAvx2 the AVX2 kernel, kScalar the reference.
 const Kernels& kernels_for(Isa isa);
 // True when the CPU supports AVX-512 F/BW/VL and VNNI (the VNNI kernel may run).
-bool cpu_has_avx512_vnni();
+using kernels::cpu_has_avx512_vnni;
 
 // int8_matmul with an explicit instruction set (tests, benchmarks); int8_matmul() uses
 // active_isa().

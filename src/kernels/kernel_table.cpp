@@ -12,7 +12,8 @@ KernelTable kernel_table_for(Isa isa) {
                      int8::kernels_for(isa),
                      qmat::kernels_for(isa),
                      attention_kernels_for(isa),
-                     sampler_loops_for(isa)};
+                     sampler_loops_for(isa),
+                     bf16_dot_kernels_for(isa)};
 }
 
 const KernelTable& kernel_table() {
@@ -22,6 +23,7 @@ const KernelTable& kernel_table() {
 
 std::vector<std::pair<std::string, std::string>> KernelTable::describe() const {
   return {{"dot", dot.name},
+          {"bf16-dot", bf16_dot ? bf16_dot->name : "fp32-dot"},
           {"int8", int8.name},
           {"packed", packed.name},
           {"wkv", wkv7_head_kernel_name(isa, 64)},

@@ -32,8 +32,10 @@ struct KernelTable {
   const qmat::Kernels& packed;        // .rwkvq sb6 / sym row kernels
   const AttentionKernels& attention;  // RWKV-X softmax attention inner loops
   const SamplerLoops& sampler;        // the sampler's passes over V
-  // (family, variant) in a fixed order: dot, int8, packed, wkv (head size 64), attention,
-  // sampler; variants "scalar", "avx2", "avx512", "avx512-vnni".
+  const Bf16DotKernels* bf16_dot;     // Precision::kBf16 products of bf16 weights, or null
+  // (family, variant) in a fixed order: dot, bf16-dot, int8, packed, wkv (head size 64),
+  // attention, sampler; variants "scalar", "avx2", "avx512", "avx512-vnni", "avx512-bf16", and
+  // "fp32-dot" for bf16-dot where the CPU has no BF16 dot product (the dot kernels serve).
   std::vector<std::pair<std::string, std::string>> describe() const;
 };
 

@@ -27,6 +27,8 @@ constexpr int64_t kGemmBlockBytes = 192 * 1024;
 constexpr int64_t kGemmItemsPerThread = 4;
 // Shortest span of inputs an item is split down to.
 constexpr int64_t kGemmMinInputs = 32;
+// matmul_bf16_inputs: elements of X one block of the bf16 conversion takes.
+constexpr int64_t kBitsBlock = 16384;
 
 const void* row_ptr(const MatrixRef& w, int64_t row) {
   return static_cast<const uint8_t*>(w.data) +
@@ -73,29 +75,32 @@ void gemm_item(const DotKernels& k, const MatrixRef& w, const float* x, int64_t 
   }
 }
 
-}  // namespace
-
-void matmul(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
-  WICK_CHECK(w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16,
-             "the loader only builds F32/F16/BF16 matrices");
-  const DotKernels& k = dot_kernels();
-  if (T == 1) {
-    const int64_t blocks = (w.rows + kGemvBlockRows - 1) / kGemvBlockRows;
-    auto block = [&](int64_t b) {
-      const int64_t r0 = b * kGemvBlockRows, r1 = std::min(w.rows, r0 + kGemvBlockRows);
-      gemv_block(k, w, x, r0, r1, y);
-    };
-    if (w.rows * w.cols < kGemvParallelWeights) {
-      for (int64_t b = 0; b < blocks; ++b) block(b);
-    } else {
-      parallel_for(pool, blocks, block);
-    }
-    return;
+// The blocks of a GEMV of `rows` outputs, run on the pool (or the caller when small): fn(r0, r1).
+template <typename Fn>
+void for_each_gemv_block(const MatrixRef& w, ThreadPool& pool, Fn&& fn) {
+  const int64_t blocks = (w.rows + kGemvBlockRows - 1) / kGemvBlockRows;
+  auto block = [&](int64_t b) {
+    const int64_t r0 = b * kGemvBlockRows;
+    fn(r0, std::min(w.rows, r0 + kGemvBlockRows));
+  };
+  if (w.rows * w.cols < kGemvParallelWeights) {
+    for (int64_t b = 0; b < blocks; ++b) block(b);
+  } else {
+    parallel_for(pool, blocks, block);
   }
+}
+
+// The work items of a GEMM of T inputs, run on the pool (or the caller when small):
+// fn(r0, r1, t0, t1, arena) for blocks of rows (a multiple of tile_rows, each block's weights at
+// most kGemmBlockBytes when held as `block_elem_bytes` per element) x spans of inputs.
+template <typename Fn>
+void for_each_gemm_item(const MatrixRef& w, int64_t T, int64_t tile_rows, int64_t block_elem_bytes,
+                        ThreadPool& pool, Fn&& fn) {
   // Row blocks: as many rows as fit the L2 budget, but enough blocks for every thread.
-  const int64_t tr = k.tile_rows;
+  const int64_t tr = tile_rows;
   const int64_t threads = pool.threads();
-  const int64_t fit_rows = std::max<int64_t>(1, kGemmBlockBytes / (w.cols * 4) / tr) * tr;
+  const int64_t fit_rows =
+      std::max<int64_t>(1, kGemmBlockBytes / (w.cols * block_elem_bytes) / tr) * tr;
   const int64_t want_blocks = kGemmItemsPerThread * threads;
   const int64_t even_rows = ((w.rows + want_blocks - 1) / want_blocks + tr - 1) / tr * tr;
   const int64_t block_rows = std::max(tr, std::min(fit_rows, even_rows));
@@ -107,15 +112,72 @@ void matmul(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool&
   const int64_t input_blocks = (T + span - 1) / span;
   auto item = [&](int64_t i, Arena& arena) {
     const int64_t rb = i % row_blocks, tb = i / row_blocks;
-    const int64_t r0 = rb * block_rows, r1 = std::min(w.rows, r0 + block_rows);
-    const int64_t t0 = tb * span, t1 = std::min(T, t0 + span);
-    gemm_item(k, w, x, T, y, r0, r1, t0, t1, arena);
+    const int64_t r0 = rb * block_rows, t0 = tb * span;
+    fn(r0, std::min(w.rows, r0 + block_rows), t0, std::min(T, t0 + span), arena);
   };
   if (w.rows * w.cols * T < kGemvParallelWeights) {
     for (int64_t i = 0; i < row_blocks * input_blocks; ++i) item(i, pool.caller_arena());
   } else {
     parallel_for(pool, row_blocks * input_blocks, item);
   }
+}
+
+}  // namespace
+
+void matmul(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
+  WICK_CHECK(w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16,
+             "the loader only builds F32/F16/BF16 matrices");
+  const DotKernels& k = dot_kernels();
+  if (T == 1) {
+    for_each_gemv_block(w, pool, [&](int64_t r0, int64_t r1) { gemv_block(k, w, x, r0, r1, y); });
+    return;
+  }
+  for_each_gemm_item(w, T, k.tile_rows, sizeof(float), pool,
+                     [&](int64_t r0, int64_t r1, int64_t t0, int64_t t1, Arena& arena) {
+                       gemm_item(k, w, x, T, y, r0, r1, t0, t1, arena);
+                     });
+}
+
+void matmul_bf16_inputs(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
+  const Bf16DotKernels* k = bf16_dot_kernels();
+  if (k == nullptr || w.dtype != DType::BF16) return matmul(w, x, T, y, pool);
+  // The rows as bf16 bit patterns: x is already rounded to bf16, so this drops only zero bits.
+  const size_t n = static_cast<size_t>(w.cols);
+  const int64_t count = T * w.cols;
+  uint16_t* xb = pool.caller_arena().get<uint16_t>(static_cast<size_t>(count), Arena::kCaller0);
+  auto to_bits = [&](int64_t b) {
+    for (int64_t i = b * kBitsBlock; i < std::min(count, (b + 1) * kBitsBlock); ++i) {
+      uint32_t u;
+      std::memcpy(&u, x + i, sizeof u);
+      xb[i] = static_cast<uint16_t>(u >> 16);
+    }
+  };
+  const int64_t bit_blocks = (count + kBitsBlock - 1) / kBitsBlock;
+  if (bit_blocks == 1) {
+    to_bits(0);
+  } else {
+    parallel_for(pool, bit_blocks, to_bits);
+  }
+  const auto* wb = static_cast<const uint16_t*>(w.data);
+  if (T == 1) {
+    for_each_gemv_block(w, pool, [&](int64_t r0, int64_t r1) {
+      k->gemv(wb + r0 * w.cols, n, xb, n, static_cast<int>(r1 - r0), y + r0);
+    });
+    return;
+  }
+  // The weights are read in place (no widening); a block of rows stays in L2 while every tile of
+  // inputs passes over it.
+  for_each_gemm_item(w, T, k->tile_rows, sizeof(uint16_t), pool,
+                     [&](int64_t r0, int64_t r1, int64_t t0, int64_t t1, Arena&) {
+                       for (int64_t t = t0; t < t1; t += k->tile_inputs) {
+                         const int nt = static_cast<int>(std::min<int64_t>(k->tile_inputs, t1 - t));
+                         for (int64_t r = r0; r < r1; r += k->tile_rows) {
+                           const int nr = static_cast<int>(std::min<int64_t>(k->tile_rows, r1 - r));
+                           k->gemm_tile(wb + r * w.cols, n, xb + t * w.cols, n, n, nr, nt,
+                                        y + t * w.rows + r, static_cast<size_t>(w.rows));
+                         }
+                       }
+                     });
 }
 
 }  // namespace wick::kernels

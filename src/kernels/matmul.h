@@ -28,4 +28,11 @@ class ThreadPool;
 // `pool` runs the blocks (and holds their scratch); one caller at a time (kernels/thread_pool.h).
 void matmul(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool& pool);
 
+// The product of inputs already rounded to bf16 (Precision::kBf16, wick/model.h; every x value
+// must be a bf16 value held as fp32, as base::round_to_bf16 leaves it). With bf16 weights on a
+// CPU with AVX-512 BF16 it runs the BF16 dot product (kernels/dot.h: Bf16DotKernels), reading the
+// weights in place; otherwise it is matmul(). Either way row t of a GEMM equals the GEMV of X[t]
+// bit for bit. Scratch: the pool's caller arena (slot kCaller0) holds X as bf16.
+void matmul_bf16_inputs(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool& pool);
+
 }  // namespace wick::kernels

@@ -164,8 +164,11 @@ void project(const model::Linear& L, const float* x, int64_t T, float* y, Worksp
   } else {
     const size_t n = static_cast<size_t>(T * L.in_features());
     if (ws.rounded.size() < n) ws.rounded.resize(n);
-    base::round_to_bf16(x, ws.rounded.data(), n);
-    L.apply(ws.rounded.data(), T, y, *ws.pool);
+    float* rounded = ws.rounded.data();
+    for_each_span(*ws.pool, static_cast<int64_t>(n), [&](int64_t i0, int64_t i1) {
+      base::round_to_bf16(x + i0, rounded + i0, static_cast<size_t>(i1 - i0));
+    });
+    L.apply_bf16_inputs(ws.rounded.data(), T, y, *ws.pool);
   }
   if (ws.any_adapter && target != model::kLoraNone)
     add_adapter_terms(L.in_features(), L.out_features(), x, y, ws, segs, layer, target);

@@ -21,6 +21,13 @@ class Linear {
   // Y [T, out] = X [T, in] . W^T; T = 1 is the GEMV of the recurrent step. Y must not alias X.
   // `pool` runs the kernel and holds its scratch (the caller's Runtime lease).
   virtual void apply(const float* x, int64_t T, float* y, kernels::ThreadPool& pool) const = 0;
+  // The same product for inputs already rounded to bf16 (Precision::kBf16): implementations with
+  // a faster kernel for such inputs use it (bf16 weights: the BF16 dot product, kernels/matmul.h
+  // matmul_bf16_inputs); the rest run apply(). Row t of T > 1 equals the T = 1 call bit for bit.
+  virtual void apply_bf16_inputs(const float* x, int64_t T, float* y,
+                                 kernels::ThreadPool& pool) const {
+    apply(x, T, y, pool);
+  }
   virtual DType stored_dtype() const = 0;
   virtual uint64_t stored_bytes() const = 0;
 };
@@ -38,6 +45,10 @@ class DenseLinear final : public Linear {
   int64_t in_features() const override { return ref_.cols; }
   void apply(const float* x, int64_t T, float* y, kernels::ThreadPool& pool) const override {
     kernels::matmul(ref_, x, T, y, pool);
+  }
+  void apply_bf16_inputs(const float* x, int64_t T, float* y,
+                         kernels::ThreadPool& pool) const override {
+    kernels::matmul_bf16_inputs(ref_, x, T, y, pool);
   }
   DType stored_dtype() const override { return ref_.dtype; }
   uint64_t stored_bytes() const override {

@@ -80,6 +80,8 @@ TEST(Allocations, SteadyStateDecodeStepAllocatesNothing) {
   const Model synth = Model::load(path).with_runtime(std::make_shared<Runtime>(2));
   std::remove(path.c_str());
   check_steady_decode(synth, "synthetic 2:256 bf16, 2 threads");
+  // bf16 weights at bf16 precision: the BF16 dot product where the CPU has it.
+  check_steady_decode(synth.with_precision(Precision::kBf16), "synthetic bf16, bf16 inputs");
 }
 
 TEST(Allocations, SteadyStateBatchedDecodeAllocatesNothing) {

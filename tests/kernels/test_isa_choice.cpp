@@ -62,9 +62,10 @@ TEST(IsaChoice, TheCliNamesItsIsaAndRefusesOneItCannotRun) {
   EXPECT_NE(scalar.out.find("\"kernel_isa\": \"scalar\""), std::string::npos) << scalar.out;
   EXPECT_NE(scalar.out.find("\"sampler\": \"scalar\""), std::string::npos) << scalar.out;
   // The text names every family's variant after the level.
-  EXPECT_NE(info.out.find("(dot " + std::string(isa_name(active_isa())) + ", int8 "),
+  EXPECT_NE(info.out.find("(dot " + std::string(isa_name(active_isa())) + ", bf16-dot "),
             std::string::npos)
       << info.out;
+  EXPECT_NE(scalar.out.find("\"bf16-dot\": \"fp32-dot\""), std::string::npos) << scalar.out;
 }
 
 TEST(KernelTable, OneTableNamesEveryFamily) {
@@ -73,20 +74,26 @@ TEST(KernelTable, OneTableNamesEveryFamily) {
   EXPECT_EQ(&t.dot, &dot_kernels());
   EXPECT_EQ(&t.attention, &attention_kernels());
   EXPECT_EQ(&t.sampler, &sampler_loops());
+  EXPECT_EQ(t.bf16_dot, bf16_dot_kernels());
   const auto d = t.describe();
-  ASSERT_EQ(d.size(), 6u);
-  const char* families[] = {"dot", "int8", "packed", "wkv", "attention", "sampler"};
+  ASSERT_EQ(d.size(), 7u);
+  const char* families[] = {"dot", "bf16-dot", "int8", "packed", "wkv", "attention", "sampler"};
   for (size_t i = 0; i < d.size(); ++i) EXPECT_EQ(d[i].first, families[i]);
   EXPECT_EQ(d[0].second, isa_name(active_isa()));
-  EXPECT_EQ(d[2].second, isa_name(active_isa()));
-  // Scalar everywhere at the scalar level; at AVX2 and above the attention and sampler loops run
-  // their AVX2 build.
+  EXPECT_EQ(d[3].second, isa_name(active_isa()));
+  // The BF16 dot product exactly where AVX-512 runs on a CPU with AVX512_BF16.
+  const bool bf16 = active_isa() == Isa::kAvx512 && cpu_has_avx512_bf16();
+  EXPECT_EQ(d[1].second, bf16 ? "avx512-bf16" : "fp32-dot");
+  EXPECT_EQ(t.bf16_dot != nullptr, bf16);
+  // Scalar everywhere at the scalar level (and no BF16 dot product); at AVX2 and above the
+  // attention and sampler loops run their AVX2 build.
   for (const auto& [family, variant] : kernel_table_for(Isa::kScalar).describe())
-    EXPECT_EQ(variant, "scalar") << family;
+    EXPECT_EQ(variant, family == "bf16-dot" ? "fp32-dot" : "scalar") << family;
+  EXPECT_EQ(kernel_table_for(Isa::kAvx2).bf16_dot, nullptr);
   if (best_supported_isa() >= Isa::kAvx2) {
     const auto a = kernel_table_for(best_supported_isa()).describe();
-    EXPECT_EQ(a[4].second, "avx2");
     EXPECT_EQ(a[5].second, "avx2");
+    EXPECT_EQ(a[6].second, "avx2");
   }
 }
 

@@ -87,5 +87,46 @@ TEST(Precision, PassesAgreeBitForBitAtBf16) {
   EXPECT_EQ(m.with_precision(Precision::kFp32).forward(a, f2), la32);
 }
 
+// bf16 weights at Precision::kBf16 run the BF16 dot product where the CPU has one
+// (kernels/dot.h: Bf16DotKernels): the pass contracts hold there too, and the logits stay close
+// to those of the fp32 kernels (Precision::kFp32 on the same weights).
+TEST(Precision, Bf16WeightsKeepThePassContractsAtBf16) {
+  const Model fp32 = synthetic_model("2:128:512", DType::BF16, 5);
+  const Model m = fp32.with_precision(Precision::kBf16);
+  const std::vector<int32_t> a = {7, 300, 12, 499, 64, 3, 3, 250, 101};
+  const std::vector<int32_t> b = {41, 42, 43};
+  const int64_t V = m.geometry().vocab;
+
+  State sf = m.new_state(), ss = m.new_state();
+  const std::vector<float> all = m.forward(a, sf, true);
+  for (size_t t = 0; t < a.size(); ++t) {
+    const std::vector<float> row = m.step(a[t], ss);
+    ASSERT_EQ(0, std::memcmp(row.data(), all.data() + t * V, V * sizeof(float))) << "t=" << t;
+  }
+  EXPECT_TRUE(sf == ss);
+
+  State s1 = m.new_state(), s2 = m.new_state(), b1 = m.new_state(), b2 = m.new_state();
+  const std::vector<float> la = m.forward(a, s1), lb = m.forward(b, s2);
+  const std::vector<std::span<const int32_t>> seqs = {a, b};
+  std::vector<State*> states = {&b1, &b2};
+  const std::vector<float> batch = m.forward_batch(seqs, states);
+  EXPECT_EQ(0, std::memcmp(batch.data(), la.data(), V * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(batch.data() + V, lb.data(), V * sizeof(float)));
+  EXPECT_TRUE(b1 == s1);
+  EXPECT_TRUE(b2 == s2);
+
+  // Close to fp32 precision (the inputs' rounding is the only approximation), yet not equal.
+  State f = fp32.new_state();
+  const std::vector<float> la32 = fp32.forward(a, f);
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < V; ++i) {
+    num += (double(la[i]) - la32[i]) * (double(la[i]) - la32[i]);
+    den += double(la32[i]) * la32[i];
+  }
+  EXPECT_LT(std::sqrt(num / den), 2e-2);
+  EXPECT_NE(la, la32);
+  EXPECT_NE(la, lb);
+}
+
 }  // namespace
 }  // namespace wick::test

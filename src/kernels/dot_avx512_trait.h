@@ -1,0 +1,90 @@
+// The AVX-512F vector trait of the dense kernels' skeleton (kernels/dot_impl.h), shared by the
+// files compiled for AVX-512: dot_avx512.cpp (fp32 / fp16 / bf16 weights times fp32 inputs) and
+// dot_bf16_avx512.cpp (which derives the BF16 dot-product trait from it, so both sum lanes with
+// the same tree). Include only from *_avx512.cpp files. Summation order: one 16-lane accumulator
+// per (row, input) pair, fused multiply-adds over chunks of 16 in order (the partial last chunk
+// masked to zero), then reduce()'s fixed tree. GEMV: 8 rows interleaved; GEMM tile: 4 rows x 6
+// inputs (24 of the 32 zmm registers accumulate).
+#pragma once
+
+#include <immintrin.h>
+
+#include "kernels/dot.h"
+#include "kernels/dot_impl.h"
+
+// GCC 12 reports the _mm512_undefined_* operands inside its own conversion and reduction
+// intrinsics as (maybe) used uninitialized once they are inlined into loops (false positives).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace wick::kernels {
+namespace {
+
+using dot_impl::BF16;
+using dot_impl::F16;
+using dot_impl::F32;
+
+struct Avx512 {
+  static constexpr const char* kName = "avx512";
+  using Vec = __m512;
+  using Tail = __mmask16;  // the lanes of the partial last chunk
+  static constexpr size_t kLanes = 16;
+  static constexpr int kGemvRows = 8;
+  static constexpr int kTileRows = 4;
+  static constexpr int kTileInputs = 6;
+
+  static Vec zero() { return _mm512_setzero_ps(); }
+  static Tail tail(size_t left) { return static_cast<__mmask16>((1u << left) - 1u); }
+  static Vec load(F32, const float* p) { return _mm512_loadu_ps(p); }
+  static Vec load(F16, const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static Vec load(BF16, const uint16_t* p) {
+    return bf16_bits(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static Vec load_tail(F32, const float* p, Tail m) { return _mm512_maskz_loadu_ps(m, p); }
+  static Vec load_tail(F16, const uint16_t* p, Tail m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+  }
+  static Vec load_tail(BF16, const uint16_t* p, Tail m) {
+    return bf16_bits(_mm256_maskz_loadu_epi16(m, p));
+  }
+  static Vec fma(Vec w, Vec x, Vec acc) { return _mm512_fmadd_ps(w, x, acc); }
+  // The fixed tree, written out (not _mm512_reduce_add_ps, whose tree is the compiler's): lane i
+  // + lane i + 8, then i + i + 4, then i + i + 2, then lane 0 + lane 1 (GCC 12's tree).
+  static float reduce(Vec v) {
+    const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), high_half(v));
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  // Four of those trees at once, each level's additions of the four vectors in one instruction.
+  static void reduce4(Vec a, Vec b, Vec c, Vec d, float* y) {
+    // i + (i + 8): [a 0-3, a 4-7, b 0-3, b 4-7] (lanes as sums of 2).
+    const __m512 ab =
+        _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+    const __m512 cd =
+        _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0x44), _mm512_shuffle_f32x4(c, d, 0xEE));
+    // i + (i + 4): one 128-bit block per vector, [a, b, c, d].
+    __m512 s =
+        _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88), _mm512_shuffle_f32x4(ab, cd, 0xDD));
+    s = _mm512_add_ps(s, _mm512_permute_ps(s, 0x4E));  // lane 0 + lane 2, lane 1 + lane 3
+    s = _mm512_add_ps(s, _mm512_permute_ps(s, 0xB1));  // lane 0 + lane 1
+    const __m512i first = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
+    _mm_storeu_ps(y, _mm512_castps512_ps128(_mm512_permutexvar_ps(first, s)));
+  }
+  static void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+  static void store_tail(float* p, Vec v, Tail m) { _mm512_mask_storeu_ps(p, m, v); }
+
+ private:
+  static __m256 high_half(Vec v) {
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+  }
+  static Vec bf16_bits(__m256i h) {  // 16 bf16 -> fp32: the bits, 16 places up
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+};
+
+}  // namespace
+}  // namespace wick::kernels
