@@ -20,6 +20,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/int8_matmul.h"
 #include "kernels/int8_matmul_impl.h"
+#include "kernels/dot.h"
 #include "kernels/matmul.h"
 #include "kernels/wkv7.h"
 
@@ -79,6 +80,24 @@ void BM_Gemm(benchmark::State& state, DType dt) {
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * T * state.iterations(),
                                                  benchmark::Counter::kIsRate,
                                                  benchmark::Counter::kIs1000);
+}
+
+// The --precision bf16 product of bf16 weights (kernels/matmul.h: matmul_bf16_inputs): the BF16
+// dot product where the CPU has it (judged against BM_Bf16DotPeak), else the fp32 kernels (the
+// label says which). Inputs are bf16 values held as fp32, as the pass rounds them.
+void BM_GemmBf16Inputs(benchmark::State& state) {
+  const int64_t rows = state.range(0), cols = state.range(1), T = state.range(2);
+  Matrix m = make_matrix(DType::BF16, rows, cols);
+  std::vector<float> x(T * cols, 0.5f), y(T * rows);
+  for (auto _ : state) {
+    wick::kernels::matmul_bf16_inputs(m.ref, x.data(), T, y.data(), bench_pool());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * T * state.iterations(),
+                                                 benchmark::Counter::kIsRate,
+                                                 benchmark::Counter::kIs1000);
+  const wick::kernels::Bf16DotKernels* k = wick::kernels::bf16_dot_kernels();
+  state.SetLabel(k ? k->name : "fp32-dot");
 }
 
 // The GEMV as decode sees it: the weights come from DRAM, not cache. Cycles through enough
@@ -193,6 +212,27 @@ void BM_FmaPeak(benchmark::State& state) {
   state.SetLabel(isa);
 }
 
+// The BF16 dot-product peak (bench/probes.h: measure_bf16_dot_peak, what `wick bench` reports as
+// bf16_dot_peak_gflop_s), the limit of BM_GemmBf16Inputs; skipped where the CPU has no AVX-512
+// BF16.
+void BM_Bf16DotPeak(benchmark::State& state) {
+  if (!wick::bench::has_bf16_dot_peak()) {
+    state.SkipWithError("no AVX-512 BF16 on this CPU");
+    return;
+  }
+  const int threads = static_cast<int>(state.range(0));
+  double flops = 0;
+  for (auto _ : state) {
+    const wick::bench::FmaPeakResult r = wick::bench::measure_bf16_dot_peak(
+        {.threads = threads, .iterations = 1 << 20, .passes = 1});
+    state.SetIterationTime(r.pass_seconds[0]);
+    flops += r.flops;
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+  state.SetLabel("avx512-bf16");
+}
+
 void BM_Wkv7Sequence(benchmark::State& state) {
   const int H = static_cast<int>(state.range(0)), N = 64;
   const int64_t T = state.range(1), C = H * N;
@@ -227,6 +267,8 @@ BENCHMARK_CAPTURE(BM_GemvInt8Outliers, int8_avx512_vnni, wick::kernels::Isa::kAv
 BENCHMARK_CAPTURE(BM_GemmInt8Outliers, int8_avx2, wick::kernels::Isa::kAvx2)->Args({768, 768, 64})->Args({768, 3072, 64});
 BENCHMARK_CAPTURE(BM_GemmInt8Outliers, int8_avx512_vnni, wick::kernels::Isa::kAvx512)->Args({768, 768, 64})->Args({768, 3072, 64});
 BENCHMARK(BM_FmaPeak)->ArgName("threads")->Arg(1)->Arg(2)->UseManualTime();
+BENCHMARK(BM_GemmBf16Inputs)->Args({768, 768, 64})->Args({3072, 768, 64})->Args({768, 768, 512})->Args({3072, 768, 512})->Args({768, 3072, 512});
+BENCHMARK(BM_Bf16DotPeak)->ArgName("threads")->Arg(1)->Arg(2)->UseManualTime();
 BENCHMARK(BM_Wkv7Sequence)->Args({12, 1})->Args({12, 64});
 
 BENCHMARK_MAIN();

@@ -7,6 +7,7 @@
 
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "bench/probes.h"
 #include "commands.h"
@@ -31,18 +32,25 @@ void run_bench_limits(const BenchLimitsOptions& o) {
                                      .passes = o.passes});
   const bench::FmaPeakResult fma =
       bench::measure_fma_peak({.threads = threads, .passes = o.passes});
+  // The BF16 dot-product peak where the CPU has it (the --precision bf16 GEMM's limit).
+  std::optional<bench::FmaPeakResult> bf16;
+  if (bench::has_bf16_dot_peak())
+    bf16 = bench::measure_bf16_dot_peak({.threads = threads, .passes = o.passes});
   if (o.json) {
-    std::cout << nlohmann::json{{"test", "limits"},
-                                {"threads", threads},
-                                {"probe_isa", bw.isa},
-                                {"bandwidth_probe_bytes", bw.bytes_read},
-                                {"passes", o.passes},
-                                {"bandwidth_gb_s", bw.bytes_per_s / 1e9},
-                                {"bandwidth_best_gb_s", bw.best_bytes_per_s / 1e9},
-                                {"fma_peak_gflop_s", fma.flops_per_s / 1e9},
-                                {"fma_peak_best_gflop_s", fma.best_flops_per_s / 1e9}}
-                     .dump()
-              << "\n";
+    nlohmann::json j{{"test", "limits"},
+                     {"threads", threads},
+                     {"probe_isa", bw.isa},
+                     {"bandwidth_probe_bytes", bw.bytes_read},
+                     {"passes", o.passes},
+                     {"bandwidth_gb_s", bw.bytes_per_s / 1e9},
+                     {"bandwidth_best_gb_s", bw.best_bytes_per_s / 1e9},
+                     {"fma_peak_gflop_s", fma.flops_per_s / 1e9},
+                     {"fma_peak_best_gflop_s", fma.best_flops_per_s / 1e9}};
+    if (bf16) {
+      j["bf16_dot_peak_gflop_s"] = bf16->flops_per_s / 1e9;
+      j["bf16_dot_peak_best_gflop_s"] = bf16->best_flops_per_s / 1e9;
+    }
+    std::cout << j.dump() << "\n";
     return;
   }
   fmt::print(
@@ -54,6 +62,11 @@ void run_bench_limits(const BenchLimitsOptions& o) {
       "fp32 FMA peak   median {:.1f} GFLOP/s, best {:.1f} GFLOP/s ({} threads, {} passes, "
       "{})\n",
       fma.flops_per_s / 1e9, fma.best_flops_per_s / 1e9, threads, o.passes, fma.isa);
+  if (bf16)
+    fmt::print(
+        "BF16 dot peak   median {:.1f} GFLOP/s, best {:.1f} GFLOP/s ({} threads, {} passes, "
+        "{})\n",
+        bf16->flops_per_s / 1e9, bf16->best_flops_per_s / 1e9, threads, o.passes, bf16->isa);
 }
 
 }  // namespace
@@ -61,7 +74,9 @@ void run_bench_limits(const BenchLimitsOptions& o) {
 void register_bench_limits(CLI::App* bench) {
   auto o = std::make_shared<BenchLimitsOptions>();
   CLI::App* cmd = bench->add_subcommand(
-      "limits", "Memory read bandwidth and fp32 FMA peak, the limits `wick bench` reports against");
+      "limits",
+      "Memory read bandwidth, fp32 FMA peak and (AVX-512 BF16 CPUs) BF16 dot peak: the limits "
+      "`wick bench` reports against");
   cmd->add_option("-t,--threads", o->threads, "Threads (default: WICK_THREADS or one per core)")
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--bandwidth-mib", o->bandwidth_mib,

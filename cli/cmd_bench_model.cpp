@@ -206,8 +206,10 @@ void run_bench_model(const BenchModelOptions& o) {
       model.forward(std::span<const int32_t>(tokens.data(), std::min(n, 16)), warm);
     }
     bench::reset_peak_resident();
-    // The fp32 FMA peak is measured right after every repetition, as the bandwidth is for decode.
-    std::vector<double> tps, peaks;
+    // The fp32 FMA peak is measured right after every repetition, as the bandwidth is for decode;
+    // at bf16 precision on a CPU with the BF16 dot product, its peak too (the limit there).
+    const bool bf16_limit = model.precision() == Precision::kBf16 && bench::has_bf16_dot_peak();
+    std::vector<double> tps, peaks, bf16_peaks;
     bench::FmaPeakResult fma;
     for (int r = 0; r < o.reps; ++r) {
       State st = model.new_state();
@@ -216,17 +218,24 @@ void run_bench_model(const BenchModelOptions& o) {
       tps.push_back(n / seconds_since(t0));
       fma = bench::measure_fma_peak({.threads = nthreads});
       peaks.push_back(fma.flops_per_s);
+      if (bf16_limit)
+        bf16_peaks.push_back(bench::measure_bf16_dot_peak({.threads = nthreads}).flops_per_s);
     }
     const uint64_t peak = bench::peak_resident_bytes();
     const bench::Summary s = bench::summarize(tps);
     const double flops = bench::prefill_flops_per_token(g, n), fma_peak = bench::median(peaks);
-    emit("pp" + std::to_string(n), n, 0, s,
-         {{"peak_rss_during_prefill_bytes", peak - std::min(peak, rss_before)},
-          {"flops_per_token", flops},
-          {"gflop_s", flops * s.median / 1e9},
-          {"fma_peak_gflop_s", fma_peak / 1e9},
-          {"fma_peak_fraction", bench::peak_fraction(flops * s.median, fma_peak)},
-          {"probe_isa", fma.isa}});
+    nlohmann::json extra = {{"peak_rss_during_prefill_bytes", peak - std::min(peak, rss_before)},
+                            {"flops_per_token", flops},
+                            {"gflop_s", flops * s.median / 1e9},
+                            {"fma_peak_gflop_s", fma_peak / 1e9},
+                            {"fma_peak_fraction", bench::peak_fraction(flops * s.median, fma_peak)},
+                            {"probe_isa", fma.isa}};
+    if (bf16_limit) {
+      const double bf16_peak = bench::median(bf16_peaks);
+      extra["bf16_dot_peak_gflop_s"] = bf16_peak / 1e9;
+      extra["bf16_dot_peak_fraction"] = bench::peak_fraction(flops * s.median, bf16_peak);
+    }
+    emit("pp" + std::to_string(n), n, 0, s, extra);
   }
   for (int d : o.depth) {
     const State start = state_at_depth(model, d);

@@ -19,4 +19,13 @@ struct ProbeTable {
 
 extern const ProbeTable kProbeAvx512, kProbeAvx2, kProbeSse2;
 
+// A dot-product peak's loop beside the FMA chains: the BF16 one (probe_bf16_avx512.cpp).
+struct DotProbe {
+  const char* isa;                                   // "avx512-bf16"
+  float (*chains)(int64_t iterations, float start);  // independent chains in registers
+  int products;  // products one step of all chains computes: FLOPs of a step = 2 x this
+};
+
+extern const DotProbe kProbeBf16Dot;
+
 }  // namespace wick::bench::detail

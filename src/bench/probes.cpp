@@ -131,27 +131,55 @@ BandwidthResult measure_read_bandwidth(const BandwidthOptions& o) {
   return r;
 }
 
-FmaPeakResult measure_fma_peak(const FmaPeakOptions& o) {
-  if (o.threads < 1) throw std::invalid_argument("FMA probe: threads must be >= 1");
-  if (o.passes < 1) throw std::invalid_argument("FMA probe: passes must be >= 1");
-  if (o.iterations < 1) throw std::invalid_argument("FMA probe: iterations must be >= 1");
-  const detail::ProbeTable& k = probe_table();
+namespace {
+
+// Chains in registers on every thread: `chains(iterations, t)` runs thread t's, `products` the
+// multiply-adds one step of all of them makes (2 FLOPs each).
+template <typename Chains>
+FmaPeakResult compute_peak(const FmaPeakOptions& o, const char* what, const char* isa, int products,
+                           Chains chains) {
+  if (o.threads < 1) throw std::invalid_argument(std::string(what) + ": threads must be >= 1");
+  if (o.passes < 1) throw std::invalid_argument(std::string(what) + ": passes must be >= 1");
+  if (o.iterations < 1)
+    throw std::invalid_argument(std::string(what) + ": iterations must be >= 1");
   std::vector<float> sink(o.threads);
   FmaPeakResult r;
   r.pass_seconds = timed_passes(
-      o.threads, o.passes, [](int) {},
-      [&](int t) {
-        sink[t] = k.fma_chains(o.iterations, 0.9999f + 1e-7f * static_cast<float>(t));
-      });
+      o.threads, o.passes, [](int) {}, [&](int t) { sink[t] = chains(o.iterations, t); });
   r.threads = o.threads;
-  r.isa = k.isa;
-  r.flops = 2.0 * k.fma_lanes * static_cast<double>(o.iterations) * o.threads;
+  r.isa = isa;
+  r.flops = 2.0 * products * static_cast<double>(o.iterations) * o.threads;
   r.flops_per_s = r.flops / median(r.pass_seconds);
   r.best_flops_per_s = r.flops / *std::min_element(r.pass_seconds.begin(), r.pass_seconds.end());
   volatile float keep = 0;
   for (float s : sink) keep = keep + s;
   (void)keep;
   return r;
+}
+
+}  // namespace
+
+FmaPeakResult measure_fma_peak(const FmaPeakOptions& o) {
+  const detail::ProbeTable& k = probe_table();
+  return compute_peak(o, "FMA probe", k.isa, k.fma_lanes, [&](int64_t iterations, int t) {
+    return k.fma_chains(iterations, 0.9999f + 1e-7f * static_cast<float>(t));
+  });
+}
+
+bool has_bf16_dot_peak() {
+  return kernels::cpu_has_avx512_bf16();
+}
+
+FmaPeakResult measure_bf16_dot_peak(const FmaPeakOptions& o) {
+  if (!has_bf16_dot_peak())
+    throw std::runtime_error(
+        "BF16 dot-product probe: this CPU has no AVX-512 BF16 (vdpbf16ps); the fp32 FMA peak is "
+        "the limit here");
+  const detail::DotProbe& k = detail::kProbeBf16Dot;
+  return compute_peak(o, "BF16 dot-product probe", k.isa, k.products,
+                      [&](int64_t iterations, int t) {
+                        return k.chains(iterations, 1.0f + 0.01f * static_cast<float>(t));
+                      });
 }
 
 }  // namespace wick::bench

@@ -63,6 +63,13 @@ struct FmaPeakResult {
 // latency on two pipes) in registers, no memory traffic; the prefill roofline.
 FmaPeakResult measure_fma_peak(const FmaPeakOptions& options);
 
+// The BF16 dot-product peak (vdpbf16ps), the limit of the --precision bf16 GEMM: every thread
+// runs 12 independent chains of it in registers; each instruction counts 64 FLOPs (32 products,
+// 32 additions), as a GEMM counts 2 FLOPs per weight. isa "avx512-bf16". Only on CPUs with
+// AVX-512 BF16: throws std::runtime_error elsewhere (see has_bf16_dot_peak()).
+FmaPeakResult measure_bf16_dot_peak(const FmaPeakOptions& options);
+bool has_bf16_dot_peak();
+
 // The instruction set the probes use on this CPU ("avx512", "avx2", "sse2").
 std::string probe_isa();
 
