@@ -207,8 +207,10 @@ void run_bench_model(const BenchModelOptions& o) {
     }
     bench::reset_peak_resident();
     // The fp32 FMA peak is measured right after every repetition, as the bandwidth is for decode;
-    // at bf16 precision on a CPU with the BF16 dot product, its peak too (the limit there).
-    const bool bf16_limit = model.precision() == Precision::kBf16 && bench::has_bf16_dot_peak();
+    // at bf16 precision with bf16 weights (most parameters) on a CPU with the BF16 dot product,
+    // its peak too: the limit of the kernel that runs there.
+    const bool bf16_limit = model.precision() == Precision::kBf16 &&
+                            format == dtype_name(DType::BF16) && bench::has_bf16_dot_peak();
     std::vector<double> tps, peaks, bf16_peaks;
     bench::FmaPeakResult fma;
     for (int r = 0; r < o.reps; ++r) {

@@ -3,9 +3,11 @@
 // every element read, FLOPs counted per ISA, options refused), /proc memory readings, and the new
 // `wick bench --json` fields. Speed itself is never asserted.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <sstream>
 #include <stdexcept>
 
@@ -137,6 +139,21 @@ TEST(BenchProbes, FmaPeakCountsTwoFlopsPerLaneOfTwelveChains) {
   EXPECT_THROW(bench::measure_fma_peak({.threads = 0}), std::invalid_argument);
 }
 
+TEST(BenchProbes, Bf16DotPeakCountsSixtyFourFlopsPerInstructionOrRefuses) {
+  if (!bench::has_bf16_dot_peak()) {
+    EXPECT_THROW(bench::measure_bf16_dot_peak({.threads = 1, .iterations = 10}),
+                 std::runtime_error);
+    return;
+  }
+  const bench::FmaPeakResult r =
+      bench::measure_bf16_dot_peak({.threads = 2, .iterations = 1000, .passes = 2});
+  EXPECT_EQ(r.isa, "avx512-bf16");
+  EXPECT_EQ(r.flops, 64.0 * 12 * 1000 * 2);
+  ASSERT_EQ(r.pass_seconds.size(), 2u);
+  EXPECT_GT(r.flops_per_s, 0);
+  EXPECT_THROW(bench::measure_bf16_dot_peak({.threads = 0}), std::invalid_argument);
+}
+
 TEST(BenchMemory, ResidentSizeGrowsWithTouchedPagesAndThePeakFollows) {
   const uint64_t before = bench::resident_bytes();
   ASSERT_GT(before, 0u) << "/proc/self/status has no VmRSS";
@@ -183,6 +200,29 @@ TEST(BenchCli, JsonCarriesTheProbesFigures) {
   EXPECT_NEAR(tg["roofline_fraction"].get<double>(),
               tg["roofline_ms_per_token"].get<double>() / tg["ms_per_token"].get<double>(), 1e-9);
   EXPECT_NE(run_wick("bench --bandwidth-mib 0").status, 0);
+  // The BF16 dot peak joins the prefill record at bf16 precision of bf16 weights where the CPU
+  // has one (not for the fp32 default model, whose products keep the fp32 kernels), and the
+  // limits command names it.
+  const std::string synth = (std::filesystem::temp_directory_path() /
+                             ("wick-bench-bf16-" + std::to_string(::getpid()) + ".safetensors"))
+                                .string();
+  write_synthetic_checkpoint(synth, parse_synth_geometry("2:128:256"), DType::BF16, 3);
+  const CliRun b = run_wick("bench --model " + synth +
+                            " --threads 2 --prompt 16 --gen 0 --reps 1 --precision bf16 --json");
+  const CliRun f = run_wick("bench --threads 2 --prompt 16 --gen 0 --reps 1 --precision bf16 --json");
+  std::filesystem::remove(synth);
+  ASSERT_EQ(b.status, 0) << b.err;
+  ASSERT_EQ(f.status, 0) << f.err;
+  const nlohmann::json bp = nlohmann::json::parse(b.out.substr(0, b.out.find('\n')));
+  EXPECT_EQ(bp.contains("bf16_dot_peak_fraction"), bench::has_bf16_dot_peak()) << b.out;
+  EXPECT_FALSE(nlohmann::json::parse(f.out.substr(0, f.out.find('\n')))
+                   .contains("bf16_dot_peak_fraction"));
+  EXPECT_FALSE(pp.contains("bf16_dot_peak_fraction"));  // fp32 precision: not the limit
+  const CliRun lim = run_wick("bench limits --threads 1 --passes 1 --bandwidth-mib 16 --json");
+  ASSERT_EQ(lim.status, 0) << lim.err;
+  EXPECT_EQ(nlohmann::json::parse(lim.out).contains("bf16_dot_peak_gflop_s"),
+            bench::has_bf16_dot_peak())
+      << lim.out;
 }
 
 }  // namespace
