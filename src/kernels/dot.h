@@ -30,6 +30,10 @@ using GemvU16 = void (*)(const uint16_t* w, size_t stride, const float* x, size_
 // nt = tile_inputs of its kernel set (any sizes are accepted).
 using GemmTile = void (*)(const float* w, size_t w_stride, const float* x, size_t x_stride,
                           size_t n, int nr, int nt, float* y, size_t y_stride);
+// The same tile over fp16 / bf16 weight rows read in place (each weight widened as it is loaded,
+// exactly): bit-identical to GemmTile over the widened rows.
+using GemmTileU16 = void (*)(const uint16_t* w, size_t w_stride, const float* x, size_t x_stride,
+                             size_t n, int nr, int nt, float* y, size_t y_stride);
 // dst[i] = exact fp32 value of src[i] (fp16 or bf16), i < n.
 using Widen = void (*)(const uint16_t* src, float* dst, size_t n);
 
@@ -41,6 +45,8 @@ struct DotKernels {
   GemvU16 gemv_f16;
   GemvU16 gemv_bf16;
   GemmTile gemm_tile;
+  GemmTileU16 gemm_tile_f16;
+  GemmTileU16 gemm_tile_bf16;
   Widen widen_f16;
   Widen widen_bf16;
   int tile_rows;  // the GEMM tile's register blocking

@@ -228,8 +228,9 @@ template <class V>
 const DotKernels& kernels() {
   static const DotKernels k{dot<V, F32>,       dot<V, F16>,       dot<V, BF16>,
                             gemv_rows<V, F32>, gemv_rows<V, F16>, gemv_rows<V, BF16>,
-                            gemm_tile<V>,      widen<V, F16>,     widen<V, BF16>,
-                            V::kTileRows,      V::kTileInputs,    V::kName};
+                            gemm_tile<V>,      gemm_tile<V, F16>, gemm_tile<V, BF16>,
+                            widen<V, F16>,     widen<V, BF16>,    V::kTileRows,
+                            V::kTileInputs,    V::kName};
   return k;
 }
 

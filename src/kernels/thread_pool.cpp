@@ -14,15 +14,17 @@ constexpr size_t kAlign = 64;
 
 void* Arena::bytes(size_t n, int slot) {
   Buffer& b = buffers_[slot];
-  if (n > b.capacity) {
-    // Grow geometrically so a slowly rising size does not reallocate every call.
-    const size_t cap = std::max(n, b.capacity + b.capacity / 2);
-    b.raw = std::make_unique<std::byte[]>(cap + kAlign);
-    const uintptr_t p = reinterpret_cast<uintptr_t>(b.raw.get());
-    b.aligned = b.raw.get() + ((kAlign - p % kAlign) % kAlign);
-    b.capacity = cap;
-  }
+  // Grow geometrically so a slowly rising size does not reallocate every call.
+  if (n > b.capacity) grow(std::max(n, b.capacity + b.capacity / 2), slot);
   return b.aligned;
+}
+
+void Arena::grow(size_t capacity, int slot) {
+  Buffer& b = buffers_[slot];
+  b.raw.reset(new std::byte[capacity + kAlign]);  // uninitialised: contents are unspecified
+  const uintptr_t p = reinterpret_cast<uintptr_t>(b.raw.get());
+  b.aligned = b.raw.get() + ((kAlign - p % kAlign) % kAlign);
+  b.capacity = capacity;
 }
 
 ThreadPool::ThreadPool(int threads) : arenas_(static_cast<size_t>(threads < 1 ? 1 : threads)) {

@@ -47,11 +47,16 @@ class Arena {
   }
   // Bytes buffer `slot` holds without growing.
   size_t capacity(int slot) const { return buffers_[slot].capacity; }
-  // Grows buffer `slot` to at least n bytes (contents not kept).
-  void reserve(size_t n, int slot) { (void)bytes(n, slot); }
+  // Grows buffer `slot` to exactly n bytes when it holds fewer (contents not kept): the pool
+  // levels its arenas with it, so it must not overshoot (a geometric step here would make two
+  // arenas outgrow each other in turn at every job).
+  void reserve(size_t n, int slot) {
+    if (n > buffers_[slot].capacity) grow(n, slot);
+  }
 
  private:
   void* bytes(size_t n, int slot);
+  void grow(size_t capacity, int slot);
   struct Buffer {
     std::unique_ptr<std::byte[]> raw;
     std::byte* aligned = nullptr;

@@ -134,6 +134,17 @@ TEST(Kernels, RowKernelsOfEveryIsaAreBitIdenticalToTheirDot) {
             for (int r = 0; r < tr; ++r)
               ASSERT_EQ(yt[t * nr + r], k.f32(w.data() + r * n, x.data() + t * n, n))
                   << isa_name(isa) << " n=" << n << " tile " << tr << "x" << ti;
+          // The 16-bit tiles read the rows in place: the dot of each dtype, bit for bit.
+          k.gemm_tile_bf16(wb.data(), n, x.data(), n, n, tr, ti, yt.data(), nr);
+          for (int t = 0; t < ti; ++t)
+            for (int r = 0; r < tr; ++r)
+              ASSERT_EQ(yt[t * nr + r], k.bf16(wb.data() + r * n, x.data() + t * n, n))
+                  << isa_name(isa) << " bf16 n=" << n << " tile " << tr << "x" << ti;
+          k.gemm_tile_f16(wh.data(), n, x.data(), n, n, tr, ti, yt.data(), nr);
+          for (int t = 0; t < ti; ++t)
+            for (int r = 0; r < tr; ++r)
+              ASSERT_EQ(yt[t * nr + r], k.f16(wh.data() + r * n, x.data() + t * n, n))
+                  << isa_name(isa) << " f16 n=" << n << " tile " << tr << "x" << ti;
         }
     }
   }
@@ -147,17 +158,19 @@ TEST(Kernels, MatmulIsBitIdenticalAcrossPassesDtypesAndThreadCounts) {
   std::vector<float> w(rows * cols), x(T * cols);
   for (auto& v : w) v = nd(rng);
   for (auto& v : x) v = nd(rng);
-  std::vector<uint16_t> wb(w.size());
+  std::vector<uint16_t> wb(w.size()), wh(w.size());
   for (size_t i = 0; i < w.size(); ++i) {
     uint32_t u;
     std::memcpy(&u, &w[i], 4);
     wb[i] = static_cast<uint16_t>(u >> 16);
+    wh[i] = static_cast<uint16_t>(0x3000 + (u & 0x7ff));
   }
   std::vector<float> first;
   for (int threads : {1, 2}) {
     set_test_threads(threads);
     for (auto ref : {MatrixRef{w.data(), DType::F32, rows, cols},
-                     MatrixRef{wb.data(), DType::BF16, rows, cols}}) {
+                     MatrixRef{wb.data(), DType::BF16, rows, cols},
+                     MatrixRef{wh.data(), DType::F16, rows, cols}}) {
       std::vector<float> y(T * rows), y1(rows);
       matmul(ref, x.data(), T, y.data(), test_pool());
       for (int64_t t = 0; t < T; t += 10) {

@@ -3,6 +3,7 @@
 // runtimes run side by side.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "test_util.h"
@@ -148,6 +149,37 @@ TEST(ThreadPool, EveryBlockOfEveryJobRunsExactlyOnce) {
     wrong += foreign.load();
   }
   EXPECT_EQ(wrong, 0);
+}
+
+// The pool levels its threads' arenas before each job; the levelling grows a buffer to exactly the
+// largest, so arenas whose sizes came from different requests never outgrow each other in turn
+// (which once made every job allocate and zero ever larger buffers).
+TEST(ThreadPool, ArenaLevellingDoesNotRatchet) {
+  kernels::Arena a;
+  (void)a.get<char>(100, kernels::Arena::kBlock0);
+  EXPECT_EQ(a.capacity(kernels::Arena::kBlock0), 100u);
+  a.reserve(120, kernels::Arena::kBlock0);
+  EXPECT_EQ(a.capacity(kernels::Arena::kBlock0), 120u);  // exactly, no geometric step
+  a.reserve(50, kernels::Arena::kBlock0);
+  EXPECT_EQ(a.capacity(kernels::Arena::kBlock0), 120u);
+  (void)a.get<char>(130, kernels::Arena::kBlock0);
+  EXPECT_EQ(a.capacity(kernels::Arena::kBlock0), 180u);  // get grows geometrically
+
+  kernels::ThreadPool pool(2);
+  constexpr size_t kMost = 1000;
+  for (int job = 0; job < 200; ++job) {
+    // Blocks ask for different sizes, whichever thread runs them.
+    pool.run(4, [&](int64_t b, kernels::Arena& arena) {
+      (void)arena.get<char>(kMost - 37 * static_cast<size_t>(b + job % 3),
+                            kernels::Arena::kBlock0);
+    });
+  }
+  size_t most = 0;
+  for (int i = 0; i < 2; ++i)
+    pool.run(1, [&](int64_t, kernels::Arena& arena) {
+      most = std::max(most, arena.capacity(kernels::Arena::kBlock0));
+    });
+  EXPECT_LE(most, kMost * 3 / 2) << "the arenas ratcheted past what any block asked for";
 }
 
 }  // namespace
