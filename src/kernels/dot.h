@@ -76,6 +76,11 @@ using Bf16GemmTile = void (*)(const uint16_t* w, size_t w_stride, const uint16_t
 struct Bf16DotKernels {
   Bf16Gemv gemv;           // y[r] = w_r . x, r < nr (rows `stride` elements apart)
   Bf16GemmTile gemm_tile;  // y[t * y_stride + r] = w_r . x_t, r < nr, t < nt
+  // dst[i] = the bf16 bits of src[i], i < n, for src values that are bf16 values already (as
+  // base::round_to_bf16 leaves them): exact, the low 16 bits of each being zero - except that
+  // subnormals become zero of their sign, as the dot product reads them anyway (vdpbf16ps treats
+  // subnormal inputs as zero).
+  void (*pack)(const float* src, uint16_t* dst, size_t n);
   int tile_rows;
   int tile_inputs;
   const char* name;  // "avx512-bf16"

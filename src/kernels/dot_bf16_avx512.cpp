@@ -21,6 +21,20 @@ struct Avx512Bf16 : Avx512 {
     return reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(m, p));
   }
   static Vec fma(__m512bh w, __m512bh x, Vec acc) { return _mm512_dpbf16_ps(acc, w, x); }
+  // The high halves of 16 floats at a time (vcvtneps2bf16 rounds to nearest even, which leaves a
+  // bf16 value's bits as they are; NaN stays NaN).
+  static void pack(const float* src, uint16_t* dst, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                          reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(src + i))));
+    if (i < n) {
+      const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+      _mm256_mask_storeu_epi16(
+          dst + i, m,
+          reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + i))));
+    }
+  }
 };
 
 }  // namespace

@@ -218,8 +218,12 @@ void widen(const typename E::W* src, float* dst, size_t n) {
 // The bf16 x bf16 table of a trait whose load(BF16, p) gives a step of pairs (kernels/dot.h).
 template <class V>
 const Bf16DotKernels& bf16_kernels() {
-  static const Bf16DotKernels k{gemv_rows<V, BF16, BF16>, gemm_tile<V, BF16, BF16>, V::kTileRows,
-                                V::kTileInputs, V::kName};
+  static const Bf16DotKernels k{gemv_rows<V, BF16, BF16>,
+                                gemm_tile<V, BF16, BF16>,
+                                V::pack,
+                                V::kTileRows,
+                                V::kTileInputs,
+                                V::kName};
   return k;
 }
 

@@ -149,11 +149,8 @@ void matmul_bf16_inputs(const MatrixRef& w, const float* x, int64_t T, float* y,
   const int64_t count = T * w.cols;
   uint16_t* xb = pool.caller_arena().get<uint16_t>(static_cast<size_t>(count), Arena::kCaller0);
   auto to_bits = [&](int64_t b) {
-    for (int64_t i = b * kBitsBlock; i < std::min(count, (b + 1) * kBitsBlock); ++i) {
-      uint32_t u;
-      std::memcpy(&u, x + i, sizeof u);
-      xb[i] = static_cast<uint16_t>(u >> 16);
-    }
+    const int64_t i0 = b * kBitsBlock, i1 = std::min(count, (b + 1) * kBitsBlock);
+    k->pack(x + i0, xb + i0, static_cast<size_t>(i1 - i0));
   };
   const int64_t bit_blocks = (count + kBitsBlock - 1) / kBitsBlock;
   if (bit_blocks == 1) {

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -107,6 +108,28 @@ TEST(Bf16Dot, TileAndGroupedRowsAreBitIdenticalToSingleRows) {
       }
     }
   }
+}
+
+TEST(Bf16Dot, PackGivesTheBitsOfRoundedValues) {
+  const Bf16DotKernels* k = kernels_here();
+  if (k == nullptr) return;
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd(0.f, 100.f);
+  for (size_t n : {1u, 15u, 16u, 17u, 100u}) {
+    std::vector<float> x(n);
+    for (auto& v : x) v = nd(rng);
+    x[0] = -0.f;
+    if (n > 2) x[2] = std::numeric_limits<float>::infinity();
+    base::round_to_bf16(x.data(), x.data(), n);
+    std::vector<uint16_t> got(n + 1, 0xabcd);
+    k->pack(x.data(), got.data(), n);
+    for (size_t i = 0; i < n; ++i) EXPECT_EQ(got[i], base::f32_to_bf16(x[i])) << "n=" << n << " " << i;
+    EXPECT_EQ(got[n], 0xabcd) << "wrote past the end, n=" << n;
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  uint16_t b = 0;
+  k->pack(&nan, &b, 1);
+  EXPECT_TRUE(std::isnan(base::bf16_to_f32(b)));
 }
 
 // matmul_bf16_inputs: GEMM rows equal the GEMV of their input, on 1 and 2 threads; with weights
