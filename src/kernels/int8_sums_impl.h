@@ -36,7 +36,9 @@ inline void tile(const Int8Matrix& w, int64_t r, const int8_t* xq, int64_t xs, i
   for (int k = 0; k < NR; ++k) row[k] = w.codes + (r + k) * w.stride;
   // GEMV: prefetch the rows two tiles ahead, one cache line per 64 codes (the hardware prefetcher
   // alone left the 65536-row head at ~80 % of the bandwidth bf16 reaches; with this it reads at
-  // or above it). Rows past the end are not addressed: a row prefetches itself then.
+  // or above it). Rows past the end are not addressed: a row prefetches itself then. Into L2
+  // (T1): on a Zen 5 a 0.1B --quantize int8 decode step went from 10.8-11.4 to 7.4-7.8 ms
+  // against T0 (2 threads, three alternating rounds).
   const int8_t* ahead[NR];
   for (int k = 0; k < NR; ++k)
     ahead[k] = r + k + 2 * NR < w.rows ? row[k] + 2 * NR * w.stride : row[k];
@@ -48,7 +50,7 @@ inline void tile(const Int8Matrix& w, int64_t r, const int8_t* xq, int64_t xs, i
   for (int64_t i = 0; i < w.stride; i += V::kBytes) {
     if (NT == 1 && (i & 63) == 0)
       for (int k = 0; k < NR; ++k)
-        _mm_prefetch(reinterpret_cast<const char*>(ahead[k] + i), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(ahead[k] + i), _MM_HINT_T1);
     typename V::W wv[NR];
     for (int k = 0; k < NR; ++k) wv[k] = V::load_w(row[k] + i);
     for (int t = 0; t < NT; ++t) {
