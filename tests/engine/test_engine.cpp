@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "engine_test_helpers.h"
 #include "test_util.h"
 #include "wick/engine.h"
 #include "wick/errors.h"
@@ -33,45 +34,7 @@ const Tokenizer& world_tok() {
 }
 
 GenerationConfig config_for(uint64_t seed, int max_tokens, bool sampled) {
-  GenerationConfig c;
-  c.max_tokens = max_tokens;
-  if (sampled) {
-    c.sampling.temperature = 1.0f;
-    c.sampling.top_p = 0.9f;
-    c.sampling.seed = seed;
-  }
-  return c;
-}
-
-struct Solo {
-  GenerationResult result;
-  std::string streamed;
-  State state;
-};
-
-Solo run_solo(const Model& m, const Tokenizer& tok, const std::vector<int32_t>& prompt,
-              const GenerationConfig& c) {
-  Solo s;
-  s.state = m.new_state();
-  s.result = generate_tokens(m, tok, prompt, c, s.state, [&](std::string_view chunk, int32_t) {
-    s.streamed += chunk;
-    return true;
-  });
-  return s;
-}
-
-// Submits with a streaming callback that appends to `*streamed`.
-RequestHandle submit_streamed(Engine& e, std::vector<int32_t> prompt, const GenerationConfig& c,
-                              std::string* streamed, bool use_cache = true) {
-  Request r;
-  r.prompt_tokens = std::move(prompt);
-  r.config = c;
-  r.use_cache = use_cache;
-  r.on_chunk = [streamed](std::string_view chunk, int32_t) {
-    *streamed += chunk;
-    return true;
-  };
-  return e.submit(std::move(r));
+  return generation_config(seed, max_tokens, sampled);
 }
 
 // The state after `prompt` then `generated` from a zero state (what the state rule promises).

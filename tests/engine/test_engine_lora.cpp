@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "io/safetensors_writer.h"
+#include "engine_test_helpers.h"
 #include "test_util.h"
 #include "wick/engine.h"
 #include "wick/errors.h"
@@ -66,34 +67,14 @@ std::string write_adapter(const Model& m, const fs::path& dir, const std::string
   return p.string();
 }
 
-struct Solo {
-  GenerationResult result;
-  std::string streamed;
-  State state;
-};
-
 Solo run_solo(const std::shared_ptr<const LoraAdapter>& adapter, const std::vector<int32_t>& prompt,
               const GenerationConfig& c) {
   ByteTokenizer tok;
-  const Model m = tiny().with_adapter(adapter);
-  Solo s;
-  s.state = m.new_state();
-  s.result = generate_tokens(m, tok, prompt, c, s.state, [&](std::string_view chunk, int32_t) {
-    s.streamed += chunk;
-    return true;
-  });
-  return s;
+  return test::run_solo(tiny().with_adapter(adapter), tok, prompt, c);
 }
 
 GenerationConfig config(uint64_t seed, int n, bool sampled) {
-  GenerationConfig c;
-  c.max_tokens = n;
-  if (sampled) {
-    c.sampling.temperature = 0.8f;
-    c.sampling.top_p = 0.9f;
-    c.sampling.seed = seed;
-  }
-  return c;
+  return generation_config(seed, n, sampled, 0.8f);
 }
 
 class EngineLora : public ::testing::Test {

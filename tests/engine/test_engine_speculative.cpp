@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine_test_helpers.h"
 #include "test_util.h"
 #include "wick/engine.h"
 #include "wick/generate.h"
@@ -18,34 +19,15 @@ const Model& tiny() {
   return m;
 }
 
-struct Solo {
-  GenerationResult result;
-  std::string streamed;
-  State state;
-};
-
 Solo run_plain(const std::vector<int32_t>& prompt, GenerationConfig c) {
   ByteTokenizer tok;
   c.speculative.n_max = 0;
-  Solo s;
-  s.state = tiny().new_state();
-  s.result = generate_tokens(tiny(), tok, prompt, c, s.state, [&](std::string_view chunk, int32_t) {
-    s.streamed += chunk;
-    return true;
-  });
-  return s;
+  return run_solo(tiny(), tok, prompt, c);
 }
 
 RequestHandle submit(Engine& e, std::vector<int32_t> prompt, const GenerationConfig& c,
                      std::string* streamed) {
-  Request r;
-  r.prompt_tokens = std::move(prompt);
-  r.config = c;
-  r.on_chunk = [streamed](std::string_view chunk, int32_t) {
-    *streamed += chunk;
-    return true;
-  };
-  return e.submit(std::move(r));
+  return submit_streamed(e, std::move(prompt), c, streamed);
 }
 
 void expect_same(const Solo& solo, const EngineResult& got, const std::string& streamed,
@@ -59,14 +41,8 @@ void expect_same(const Solo& solo, const EngineResult& got, const std::string& s
 }
 
 GenerationConfig config(uint64_t seed, int n, bool sampled, int k) {
-  GenerationConfig c;
-  c.max_tokens = n;
+  GenerationConfig c = generation_config(seed, n, sampled, 0.7f);
   c.speculative.n_max = k;
-  if (sampled) {
-    c.sampling.temperature = 0.7f;
-    c.sampling.top_p = 0.9f;
-    c.sampling.seed = seed;
-  }
   return c;
 }
 

@@ -221,22 +221,30 @@ def test_engine_streams_from_threads(world, world_tok):
         assert texts == [s.text for s in solo]
 
 
-def _write_time_state(path, state, transpose=False):
-    """A RWKV-PEFT state-tuning file (safetensors, written by hand): blocks.{i}.att.time_state."""
+def _write_safetensors(path, tensors):
+    """A safetensors file written by hand: tensors is a list of (name, float32 array)."""
     header, blobs, offset = {}, [], 0
-    for i in range(state.n_layer):
-        m = np.array(state.wkv(i), dtype=np.float32)
-        if transpose:
-            m = np.ascontiguousarray(np.transpose(m, (0, 2, 1)))
-        b = m.tobytes()
-        header["blocks.%d.att.time_state" % i] = {
-            "dtype": "F32", "shape": list(m.shape), "data_offsets": [offset, offset + len(b)]}
+    for name, m in tensors:
+        b = np.ascontiguousarray(m, dtype=np.float32).tobytes()
+        header[name] = {"dtype": "F32", "shape": list(m.shape),
+                        "data_offsets": [offset, offset + len(b)]}
         blobs.append(b)
         offset += len(b)
     h = json.dumps(header).encode()
     h += b" " * (-len(h) % 8)
     with open(path, "wb") as f:
         f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+
+
+def _write_time_state(path, state, transpose=False):
+    """A RWKV-PEFT state-tuning file: blocks.{i}.att.time_state."""
+    tensors = []
+    for i in range(state.n_layer):
+        m = np.array(state.wkv(i), dtype=np.float32)
+        if transpose:
+            m = np.transpose(m, (0, 2, 1))
+        tensors.append(("blocks.%d.att.time_state" % i, m))
+    _write_safetensors(path, tensors)
 
 
 def test_state_tuned_initial_state(tiny, tiny_tok, cli_json, tmp_path):
@@ -267,25 +275,19 @@ def test_state_tuned_initial_state(tiny, tiny_tok, cli_json, tmp_path):
 
 
 def _write_lora(path, model, rank, seed):
-    """A RWKV-PEFT LoRA adapter (safetensors, written by hand) for every adapted matrix."""
+    """A RWKV-PEFT LoRA adapter for every adapted matrix."""
     g = model.info["geometry"]
     C, F = g["n_embd"], g["ffn_dim"]
     targets = [("att.receptance", C, C), ("att.key", C, C), ("att.value", C, C),
                ("att.output", C, C), ("ffn.key", F, C), ("ffn.value", C, F)]
     rng = np.random.default_rng(seed)
-    header, blobs, offset = {}, [], 0
+    tensors = []
     for i in range(g["n_layer"]):
         for name, out, inp in targets:
             for suffix, shape in (("lora_A", (rank, inp)), ("lora_B", (out, rank))):
-                b = (0.2 * rng.standard_normal(shape)).astype(np.float32).tobytes()
-                header["blocks.%d.%s.%s" % (i, name, suffix)] = {
-                    "dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + len(b)]}
-                blobs.append(b)
-                offset += len(b)
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+                tensors.append(("blocks.%d.%s.%s" % (i, name, suffix),
+                                (0.2 * rng.standard_normal(shape)).astype(np.float32)))
+    _write_safetensors(path, tensors)
 
 
 def test_lora_adapter_at_load(tiny, tiny_tok, cli_json, tmp_path):
