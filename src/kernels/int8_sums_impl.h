@@ -37,7 +37,7 @@ inline void tile(const Int8Matrix& w, int64_t r, const int8_t* xq, int64_t xs, i
   // GEMV: prefetch the rows two tiles ahead, one cache line per 64 codes (the hardware prefetcher
   // alone left the 65536-row head at ~80 % of the bandwidth bf16 reaches; with this it reads at
   // or above it). Rows past the end are not addressed: a row prefetches itself then. Into L2
-  // (T1): on a Zen 5 a 0.1B --quantize int8 decode step went from 10.8-11.4 to 7.4-7.8 ms
+  // (T1): on a Zen 4 a 0.1B --quantize int8 decode step went from 10.8-11.4 to 7.4-7.8 ms
   // against T0 (2 threads, three alternating rounds).
   const int8_t* ahead[NR];
   for (int k = 0; k < NR; ++k)
