@@ -207,10 +207,15 @@ void run_bench_model(const BenchModelOptions& o) {
     }
     bench::reset_peak_resident();
     // The fp32 FMA peak is measured right after every repetition, as the bandwidth is for decode;
-    // at bf16 precision with bf16 weights (most parameters) on a CPU with the BF16 dot product,
-    // its peak too: the limit of the kernel that runs there.
+    // at bf16 precision with bf16 weights (most parameters) where the BF16 dot product runs (the
+    // CPU has it and WICK_ISA does not cap it), its peak too: the limit of the kernel there.
+    const auto choices = kernel_choices();
+    const bool bf16_kernel = std::any_of(choices.begin(), choices.end(), [](const auto& c) {
+      return c.first == "bf16-dot" && c.second != "fp32-dot";
+    });
     const bool bf16_limit = model.precision() == Precision::kBf16 &&
-                            format == dtype_name(DType::BF16) && bench::has_bf16_dot_peak();
+                            format == dtype_name(DType::BF16) && bf16_kernel &&
+                            bench::has_bf16_dot_peak();
     std::vector<double> tps, peaks, bf16_peaks;
     bench::FmaPeakResult fma;
     for (int r = 0; r < o.reps; ++r) {

@@ -147,6 +147,8 @@ void matmul_bf16_inputs(const MatrixRef& w, const float* x, int64_t T, float* y,
   // The rows as bf16 bit patterns: x is already rounded to bf16, so this drops only zero bits.
   const size_t n = static_cast<size_t>(w.cols);
   const int64_t count = T * w.cols;
+  // xb stays in use across the pool jobs below: safe because only a pool's caller asks for the
+  // kCaller slots, so the levelling before each job never grows (reallocates) the caller's own.
   uint16_t* xb = pool.caller_arena().get<uint16_t>(static_cast<size_t>(count), Arena::kCaller0);
   auto to_bits = [&](int64_t b) {
     const int64_t i0 = b * kBitsBlock, i1 = std::min(count, (b + 1) * kBitsBlock);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <stdexcept>
@@ -210,7 +211,14 @@ TEST(BenchCli, JsonCarriesTheProbesFigures) {
   const CliRun b = run_wick("bench --model " + synth +
                             " --threads 2 --prompt 16 --gen 0 --reps 1 --precision bf16 --json");
   const CliRun f = run_wick("bench --threads 2 --prompt 16 --gen 0 --reps 1 --precision bf16 --json");
+  // WICK_ISA below avx512 runs the fp32 kernels on the same CPU: no BF16 limit then.
+  ::setenv("WICK_ISA", "scalar", 1);
+  const CliRun capped = run_wick("bench --model " + synth +
+                                 " --threads 2 --prompt 16 --gen 0 --reps 1 --precision bf16 --json");
+  ::unsetenv("WICK_ISA");
   std::filesystem::remove(synth);
+  ASSERT_EQ(capped.status, 0) << capped.err;
+  EXPECT_EQ(capped.out.find("bf16_dot_peak"), std::string::npos) << capped.out;
   ASSERT_EQ(b.status, 0) << b.err;
   ASSERT_EQ(f.status, 0) << f.err;
   const nlohmann::json bp = nlohmann::json::parse(b.out.substr(0, b.out.find('\n')));
