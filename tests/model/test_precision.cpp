@@ -23,6 +23,38 @@ float bits_to_float(uint32_t u) {
   return f;
 }
 
+// The pass contracts at m's precision: forward(all positions) rows == step() one token at a time
+// (state included), and a batch row equals its sequence alone. Returns the last-position logits of
+// a and b run alone and a's final state.
+struct Alone {
+  std::vector<float> la, lb;
+  State sa;
+};
+Alone expect_pass_contracts(const Model& m, const std::vector<int32_t>& a,
+                            const std::vector<int32_t>& b) {
+  const int64_t V = m.geometry().vocab;
+  State sf = m.new_state(), ss = m.new_state();
+  const std::vector<float> all = m.forward(a, sf, true);
+  for (size_t t = 0; t < a.size(); ++t) {
+    const std::vector<float> row = m.step(a[t], ss);
+    EXPECT_EQ(0, std::memcmp(row.data(), all.data() + t * V, V * sizeof(float))) << "t=" << t;
+  }
+  EXPECT_TRUE(sf == ss);
+
+  Alone r{{}, {}, m.new_state()};
+  State s2 = m.new_state(), b1 = m.new_state(), b2 = m.new_state();
+  r.la = m.forward(a, r.sa);
+  r.lb = m.forward(b, s2);
+  const std::vector<std::span<const int32_t>> seqs = {a, b};
+  std::vector<State*> states = {&b1, &b2};
+  const std::vector<float> batch = m.forward_batch(seqs, states);
+  EXPECT_EQ(0, std::memcmp(batch.data(), r.la.data(), V * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(batch.data() + V, r.lb.data(), V * sizeof(float)));
+  EXPECT_TRUE(b1 == r.sa);
+  EXPECT_TRUE(b2 == s2);
+  return r;
+}
+
 TEST(Precision, Bf16RoundingIsNearestEven) {
   using base::f32_to_bf16;
   EXPECT_EQ(f32_to_bf16(1.0f), 0x3f80);
@@ -55,27 +87,10 @@ TEST(Precision, PassesAgreeBitForBitAtBf16) {
   EXPECT_EQ(m.with_precision(Precision::kFp32).precision(), Precision::kFp32);
   const std::vector<int32_t> a = {72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100};
   const std::vector<int32_t> b = {84, 104, 101, 32, 115, 101, 97};
-  const int64_t V = m.geometry().vocab;
 
-  // forward(all positions) rows == step() one token at a time, state included.
-  State sf = m.new_state(), ss = m.new_state();
-  const std::vector<float> all = m.forward(a, sf, true);
-  for (size_t t = 0; t < a.size(); ++t) {
-    const std::vector<float> row = m.step(a[t], ss);
-    ASSERT_EQ(0, std::memcmp(row.data(), all.data() + t * V, V * sizeof(float))) << "t=" << t;
-  }
-  EXPECT_TRUE(sf == ss);
-
-  // A batch row equals its sequence alone.
-  State s1 = m.new_state(), s2 = m.new_state(), b1 = m.new_state(), b2 = m.new_state();
-  const std::vector<float> la = m.forward(a, s1), lb = m.forward(b, s2);
-  const std::vector<std::span<const int32_t>> seqs = {a, b};
-  std::vector<State*> states = {&b1, &b2};
-  const std::vector<float> batch = m.forward_batch(seqs, states);
-  EXPECT_EQ(0, std::memcmp(batch.data(), la.data(), V * sizeof(float)));
-  EXPECT_EQ(0, std::memcmp(batch.data() + V, lb.data(), V * sizeof(float)));
-  EXPECT_TRUE(b1 == s1);
-  EXPECT_TRUE(b2 == s2);
+  const Alone alone = expect_pass_contracts(m, a, b);
+  const std::vector<float>& la = alone.la;
+  const State& s1 = alone.sa;
 
   // fp32 and bf16 differ (in the logits and the state), the default precision is fp32, and the
   // fp32 Model derived from the bf16 one is the fp32 model again.
@@ -97,23 +112,8 @@ TEST(Precision, Bf16WeightsKeepThePassContractsAtBf16) {
   const std::vector<int32_t> b = {41, 42, 43};
   const int64_t V = m.geometry().vocab;
 
-  State sf = m.new_state(), ss = m.new_state();
-  const std::vector<float> all = m.forward(a, sf, true);
-  for (size_t t = 0; t < a.size(); ++t) {
-    const std::vector<float> row = m.step(a[t], ss);
-    ASSERT_EQ(0, std::memcmp(row.data(), all.data() + t * V, V * sizeof(float))) << "t=" << t;
-  }
-  EXPECT_TRUE(sf == ss);
-
-  State s1 = m.new_state(), s2 = m.new_state(), b1 = m.new_state(), b2 = m.new_state();
-  const std::vector<float> la = m.forward(a, s1), lb = m.forward(b, s2);
-  const std::vector<std::span<const int32_t>> seqs = {a, b};
-  std::vector<State*> states = {&b1, &b2};
-  const std::vector<float> batch = m.forward_batch(seqs, states);
-  EXPECT_EQ(0, std::memcmp(batch.data(), la.data(), V * sizeof(float)));
-  EXPECT_EQ(0, std::memcmp(batch.data() + V, lb.data(), V * sizeof(float)));
-  EXPECT_TRUE(b1 == s1);
-  EXPECT_TRUE(b2 == s2);
+  const Alone alone = expect_pass_contracts(m, a, b);
+  const std::vector<float>&la = alone.la, &lb = alone.lb;
 
   // Close to fp32 precision (the inputs' rounding is the only approximation), yet not equal.
   State f = fp32.new_state();
