@@ -32,11 +32,7 @@ struct Continuation {
 // logits always; the sampler only when `resume_sampler` (the front ends: no new seed was given)
 // and it is of sampling.mode - else none, so the generation starts a fresh sampler at
 // sampling.seed. The one rule the CLI, the server and the Python bindings apply.
-inline Continuation continue_with(Continuation stored, const SamplingConfig& sampling,
-                                  bool resume_sampler) {
-  if (stored.sampler && (!resume_sampler || stored.sampler->mode != sampling.mode))
-    stored.sampler.reset();
-  return stored;
-}
+Continuation continue_with(Continuation stored, const SamplingConfig& sampling,
+                           bool resume_sampler);
 
 }  // namespace wick

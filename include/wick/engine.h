@@ -56,7 +56,7 @@
 #include <thread>
 #include <vector>
 
-#include "wick/generate.h"
+#include "wick/generation.h"
 #include "wick/lora.h"
 #include "wick/model.h"
 #include "wick/prefix_cache.h"

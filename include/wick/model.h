@@ -32,30 +32,13 @@
 #include <vector>
 
 #include "wick/dtype.h"
+#include "wick/geometry.h"
 #include "wick/runtime.h"
 #include "wick/state.h"
 
 namespace wick {
 
 class LoraAdapter;  // wick/lora.h
-
-// Dimensions read from the weight shapes (docs/x070-math.md §1).
-struct Geometry {
-  int n_layer = 0;                                     // L: blocks
-  int n_embd = 0;                                      // C: model width
-  int n_head = 0;                                      // H: heads (from att.r_k [H, N])
-  int head_size = 0;                                   // N: head size, H*N == C
-  int ffn_dim = 0;                                     // F: channel-mix width (ffn.key [F, C])
-  int vocab = 0;                                       // V: vocabulary (emb [V, C])
-  int lora_w = 0, lora_a = 0, lora_v = 0, lora_g = 0;  // ranks of the decay / in-context-rate /
-                                                       // value-residual / gate LoRA branches
-  // RWKV-X (docs/rwkvx.md): attention blocks N_a (0 = plain RWKV-7), each with C/64 heads of 64
-  // and a channel-mix of width attn_ffn_dim. Block order: groups of n_layer / n_attn RWKV blocks,
-  // each followed by one attention block.
-  int n_attn = 0;
-  int attn_ffn_dim = 0;
-  bool operator==(const Geometry&) const = default;
-};
 
 // How RWKV-X attention blocks choose the keys a query attends to (docs/rwkvx.md §6.5). Each mode
 // is one function of the token sequence: the parallel pass (in one call or in chunks) and the
@@ -85,10 +68,6 @@ struct AttentionOptions {
   int64_t kv_max = 0;
   bool operator==(const AttentionOptions&) const = default;
 };
-
-// Which checkpoint convention a model was loaded from (docs/naming.md).
-enum class NamingConvention { kOfficial, kHuggingFace, kTmixCmix };
-std::string_view naming_convention_name(NamingConvention c);
 
 // Quantisation applied to the weights while loading (LoadOptions), on top of how they are stored.
 //   kNone: weights are used as stored (fp32 / fp16 / bf16 in place in the mapped file, or the

@@ -1,6 +1,7 @@
 // Shared pieces of the `wick._wick` extension module (python/src/*.cpp): the Python-side holders
 // of wick's objects, argument conversion, float arrays handed to Python, and the registration
-// function of each part. Each .cpp file binds one area of the public API (include/wick/*.h).
+// function of each part. Each bind_<area>.cpp binds one area of the public API (register_<area>,
+// include/wick/*.h); the other .cpp files hold conversions those share.
 //
 // GIL: every call that runs model passes, generation, loading or evaluation releases the GIL
 // (py::gil_scoped_release) around the library call. Library callbacks never touch Python objects:

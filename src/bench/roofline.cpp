@@ -1,6 +1,6 @@
 #include "bench/roofline.h"
 
-#include "wick/model.h"
+#include "wick/geometry.h"
 
 namespace wick::bench {
 

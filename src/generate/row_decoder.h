@@ -11,8 +11,10 @@
 #include <span>
 #include <string>
 
-#include "wick/generate.h"
+#include "wick/generation.h"
+#include "wick/model.h"
 #include "wick/sampler.h"
+#include "wick/tokenizer.h"
 
 namespace wick::gen {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "base/utf8.h"
-#include "wick/generate.h"
+#include "wick/generation.h"
 
 namespace wick {
 namespace gen {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "io/naming.h"
-#include "wick/model.h"
+#include "wick/geometry.h"
 
 namespace wick::io {
 

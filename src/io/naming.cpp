@@ -250,3 +250,19 @@ OfficialNames map_to_official_names(const TensorSet& set) {
 }
 
 }  // namespace wick::io
+
+namespace wick {
+
+std::string_view naming_convention_name(NamingConvention c) {
+  switch (c) {
+    case NamingConvention::kOfficial:
+      return "official";
+    case NamingConvention::kHuggingFace:
+      return "huggingface-fla";
+    case NamingConvention::kTmixCmix:
+      return "tmix-cmix";
+  }
+  return "?";
+}
+
+}  // namespace wick

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "io/tensor_set.h"
-#include "wick/model.h"
+#include "wick/geometry.h"
 
 namespace wick::io {
 

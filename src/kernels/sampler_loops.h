@@ -1,4 +1,4 @@
-// The sampler's passes over all V ids (generate/sampler.cpp): copy, max, shift and clamp, exp and
+// The sampler's passes over all V ids (sampling/sampler.cpp): copy, max, shift and clamp, exp and
 // sum, probability bins, index collection and the units of the tail table. Written once
 // (kernels/sampler_loops_impl.h) as plain loops that the compiler vectorises, compiled once per
 // instruction set (scalar/SSE2 and AVX2) without fused multiply-add, and chosen by the one kernel

@@ -1,5 +1,5 @@
 // The sampler's scalar numerics, one definition for the vector loops (kernels/sampler_loops.h)
-// and the sampler itself (generate/sampler.cpp), so that every path agrees bit for bit.
+// and the sampler itself (sampling/sampler.cpp), so that every path agrees bit for bit.
 #pragma once
 
 #include <bit>
@@ -7,7 +7,7 @@
 
 namespace wick::kernels {
 
-// Bins of the sampler's lazy order (generate/sampler.cpp); the last takes everything beyond it.
+// Bins of the sampler's lazy order (sampling/sampler.cpp); the last takes everything beyond it.
 inline constexpr int kSamplerBins = 1024;
 
 // e^x for x in [-100, 0] (callers clamp: -inf and NaN become -100), f32, branch-free so that

@@ -690,10 +690,6 @@ void Model::step_batch(std::span<const int32_t> tokens, std::span<State* const> 
       nullptr, Dest{nullptr, logits}, adapter_.get());
 }
 
-bool Model::has_lm_head() const {
-  return impl_->weights.head != nullptr;
-}
-
 std::vector<float> Model::hidden(std::span<const int32_t> tokens, State& state,
                                  bool all_positions) const {
   State* st = &state;

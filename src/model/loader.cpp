@@ -241,18 +241,6 @@ io::TensorSet embedding_rwkv_backbone(const io::TensorSet& set) {
 
 }  // namespace model
 
-std::string_view naming_convention_name(NamingConvention c) {
-  switch (c) {
-    case NamingConvention::kOfficial:
-      return "official";
-    case NamingConvention::kHuggingFace:
-      return "huggingface-fla";
-    case NamingConvention::kTmixCmix:
-      return "tmix-cmix";
-  }
-  return "?";
-}
-
 namespace {
 
 // Model::load without LoadOptions: the built weights, before they are wrapped (and shared).
@@ -340,60 +328,6 @@ Model Model::load_default() {
 }
 Model Model::load_default(const LoadOptions& options) {
   return with_load_options(load_default_impl(), options);
-}
-
-Model Model::with_runtime(std::shared_ptr<Runtime> runtime) const {
-  if (!runtime) throw InputError("Model::with_runtime: the runtime must not be null");
-  Model m = *this;
-  m.runtime_ = std::move(runtime);
-  return m;
-}
-
-Model Model::with_precision(Precision p) const {
-  Model m = *this;
-  m.precision_ = p;
-  return m;
-}
-
-std::string_view precision_name(Precision p) {
-  return p == Precision::kBf16 ? "bf16" : "fp32";
-}
-
-Model::Model(std::shared_ptr<const Impl> impl, std::shared_ptr<Runtime> runtime)
-    : impl_(std::move(impl)), runtime_(std::move(runtime)), attention_(impl_->default_attention) {}
-
-Model Model::from_impl(std::shared_ptr<const Impl> impl) {
-  return Model(std::move(impl), std::make_shared<Runtime>());
-}
-
-Model Model::with_attention(const AttentionOptions& o) const {
-  if (o.moba_block < 1 || o.moba_topk < 1 || o.kv_max < 0) {
-    throw InputError("invalid attention options: moba block " + std::to_string(o.moba_block) +
-                     ", top-k " + std::to_string(o.moba_topk) + ", kv_max " +
-                     std::to_string(o.kv_max) +
-                     "; expected a block size >= 1, a top-k >= 1 and a kv_max >= 0 (0 = no limit)");
-  }
-  Model m = *this;
-  m.attention_ = o;
-  return m;
-}
-
-std::string_view attention_mode_name(AttentionMode m) {
-  return m == AttentionMode::kMoba ? "moba" : "full";
-}
-std::string_view moba_scope_name(MobaScope s) {
-  return s == MobaScope::kPerHead ? "per_head" : "shared";
-}
-
-const Geometry& Model::geometry() const {
-  return impl_->geometry;
-}
-const ModelInfo& Model::info() const {
-  return adapted_info_ ? *adapted_info_ : impl_->info;
-}
-State Model::new_state() const {
-  const Geometry& g = impl_->geometry;
-  return State(g.n_layer, g.n_embd, g.n_head, g.head_size, g.n_attn);
 }
 
 }  // namespace wick

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "wick/model.h"
+#include "wick/geometry.h"
 #include "wick/state.h"
 
 namespace wick {

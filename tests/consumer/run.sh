@@ -4,7 +4,7 @@
 # BUILD_DIR is a complete plain build (cmake --build BUILD_DIR done; not a sanitizer build). The
 # script installs it into a temporary prefix P (cmake --install BUILD_DIR --prefix P), checks what
 # was installed (the public headers and nothing else, <wick/wick.h> including every one of them,
-# libwick, the CMake package, the `wick` program), configures tests/consumer/ with
+# each header compiling on its own, libwick, the CMake package, the `wick` program), configures tests/consumer/ with
 # CMAKE_PREFIX_PATH=P and the build's C++ compiler, checks that it found wick in P (not in the
 # source tree), builds it and runs it (tests/consumer/main.cpp: load the embedded model, generate,
 # save a state file, ...), then has the installed `wick` continue that state file and compares the
@@ -35,17 +35,23 @@ step() {
 
 step install.log cmake --install "$build" --prefix "$prefix"
 
-# What was installed: exactly the headers of include/wick/, the umbrella header including all of
-# them, the library, the package files and the program.
-(cd "$root/include/wick" && ls) > "$tmp/headers.src"
-(cd "$prefix/include/wick" && ls) > "$tmp/headers.installed" || fail "no $prefix/include/wick"
+# What was installed: exactly the headers of include/wick/ and the umbrella header generated from
+# them (wick.h, including all of them), the library, the package files and the program.
+(cd "$root/include/wick" && ls && echo wick.h) | LC_ALL=C sort > "$tmp/headers.src"
+(cd "$prefix/include/wick" && ls | LC_ALL=C sort) > "$tmp/headers.installed" || fail "no $prefix/include/wick"
 cmp -s "$tmp/headers.src" "$tmp/headers.installed" ||
   fail "installed headers differ from include/wick/: $(diff "$tmp/headers.src" "$tmp/headers.installed" | tr '\n' ' ')"
 [ "$(ls "$prefix/include")" = wick ] || fail "$prefix/include holds more than wick/: $(ls "$prefix/include")"
 grep -v '^wick\.h$' "$tmp/headers.src" | sed 's|.*|#include "wick/&"|' > "$tmp/umbrella.expected"
-grep '^#include "wick/' "$prefix/include/wick/wick.h" | sort > "$tmp/umbrella.found"
+grep '^#include "wick/' "$prefix/include/wick/wick.h" | LC_ALL=C sort > "$tmp/umbrella.found"
 cmp -s "$tmp/umbrella.expected" "$tmp/umbrella.found" ||
   fail "wick/wick.h does not include every public header: $(diff "$tmp/umbrella.expected" "$tmp/umbrella.found" | tr '\n' ' ')"
+# Each installed header compiles on its own (README "Library"), with the prefix's headers only.
+for h in $(cat "$tmp/headers.installed"); do
+  printf '#include <wick/%s>\n' "$h" > "$tmp/alone.cpp"
+  "$cxx" -std=c++20 -fsyntax-only -I"$prefix/include" "$tmp/alone.cpp" > "$tmp/alone.log" 2>&1 ||
+    { cat "$tmp/alone.log"; fail "<wick/$h> does not compile on its own"; }
+done
 lib=$(ls "$prefix"/lib*/libwick.a 2>/dev/null | head -n 1)
 [ -n "$lib" ] || fail "no libwick.a under $prefix/lib*"
 pkg=$(dirname "$lib")/cmake/wick

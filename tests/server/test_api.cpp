@@ -12,6 +12,7 @@
 #include "server/chat_template.h"
 #include "test_util.h"
 #include "wick/errors.h"
+#include "wick/generate.h"
 
 namespace wick::server {
 namespace {

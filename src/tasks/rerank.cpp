@@ -1,6 +1,8 @@
 // Reranker heads of docs/tasks.md §5 (rwkv-metal / SwiftRWKV head files) and §5.8
 // (EmbeddingRWKV reranker .pth): loading both into one representation (an x070 block stack run
 // by Model, plus the scoring MLP) and the direct and indexed scoring paths.
+#include "wick/rerank.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -14,7 +16,6 @@
 #include "runtime/runtime_impl.h"
 #include "tasks/head_file.h"
 #include "wick/errors.h"
-#include "wick/rerank.h"
 
 namespace wick {
 

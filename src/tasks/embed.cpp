@@ -1,4 +1,6 @@
 // The embedder of docs/tasks.md §6: token contract, packed passes, pooling, residual head, L2.
+#include "wick/embed.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -8,7 +10,6 @@
 #include "model/linear.h"
 #include "runtime/runtime_impl.h"
 #include "tasks/head_file.h"
-#include "wick/embed.h"
 #include "wick/errors.h"
 
 namespace wick {

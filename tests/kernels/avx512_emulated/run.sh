@@ -2,10 +2,10 @@
 # Checks the AVX-512 VNNI INT8 kernel on a CPU without AVX-512: compiles
 # src/kernels/int8_matmul_avx512.cpp with this folder's <immintrin.h> (SIMDe's portable
 # intrinsics; `apt-get install libsimde-dev`) and runs check_int8.cc against a scalar sum.
-# Usage: tools/avx512_emulated/run.sh   (from anywhere; builds in a temporary folder)
+# Usage: tests/kernels/avx512_emulated/run.sh   (from anywhere; builds in a temporary folder)
 set -e
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$here/../.."
+root="$here/../../.."
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 if [ ! -f /usr/include/simde/x86/avx512.h ]; then
