@@ -1,6 +1,6 @@
 // What a checkpoint is, before any weight is read: the dimensions its tensor shapes give
 // (Geometry) and the naming convention its tensors follow (NamingConvention). The loaders derive
-// both from the tensor table (src/io/geometry.cpp, src/io/naming.cpp); a Model reports them
+// both from the tensor table (src/model/geometry.cpp, src/model/naming.cpp); a Model reports them
 // (Model::geometry(), ModelInfo::naming); state files, state-geometry checks and the roofline
 // figures of `wick bench` read them.
 //

@@ -30,7 +30,7 @@ void read_tensor(TensorReader& r, const TensorSpec<W>& s, const std::string& nam
       w.*s.vec = r.vector(name, rows);
       return;
     case Role::kHeadMatrix: {
-      const io::MappedTensor& t = r.matrix(name, rows, cols, shape_letters(s).c_str());
+      const model::MappedTensor& t = r.matrix(name, rows, cols, shape_letters(s).c_str());
       w.*s.vec = r.finite_values(t, name);
       return;
     }
@@ -45,7 +45,7 @@ void read_tensor(TensorReader& r, const TensorSpec<W>& s, const std::string& nam
       return;
     }
     case Role::kEmbedding: {
-      const io::MappedTensor& t = r.matrix(name, rows, cols, shape_letters(s).c_str());
+      const model::MappedTensor& t = r.matrix(name, rows, cols, shape_letters(s).c_str());
       w.*s.emb = r.embedding(t, rows, cols);
       return;
     }

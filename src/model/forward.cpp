@@ -18,6 +18,7 @@
 #include "model/lora.h"
 #include "model/model_impl.h"
 #include "model/state_geometry.h"
+#include "model/tensor_table.h"
 #include "runtime/runtime_impl.h"
 #include "wick/errors.h"
 #include "wick/lora.h"
@@ -28,6 +29,16 @@ namespace {
 using model::AttentionBlockWeights;
 using model::LayerWeights;
 using model::ModelWeights;
+
+// The trace names of the projections' inputs: the tensor table's trace column, which the
+// activation statistics read their keys from.
+const std::string_view kInReceptance = model::input_trace(&LayerWeights::receptance);
+const std::string_view kInKey = model::input_trace(&LayerWeights::key);
+const std::string_view kInValue = model::input_trace(&LayerWeights::value);
+const std::string_view kInOutput = model::input_trace(&LayerWeights::output);
+const std::string_view kInFfnKey = model::input_trace(&LayerWeights::ffn_key);
+const std::string_view kInFfnValue = model::input_trace(&LayerWeights::ffn_value);
+const std::string_view kInHead = model::input_trace(&ModelWeights::head);
 
 constexpr double kLayerNormEps = 1e-5;
 constexpr double kGroupNormEps = 64e-5;  // deliberate constant (docs/x070-math.md §1.3)
@@ -183,7 +194,7 @@ const std::vector<float>& layer_norm_of(const Segment& s, int layer,
   return model::pick_norm(s.lora->layers[static_cast<size_t>(layer)].norms.*member, base.*member);
 }
 
-void trace_out(const ActivationTrace* trace, const char* name, int layer, const float* data,
+void trace_out(const ActivationTrace* trace, std::string_view name, int layer, const float* data,
                int64_t rows, int64_t cols) {
   if (trace && *trace) (*trace)(name, layer, data, rows, cols);
 }
@@ -241,9 +252,9 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
 
   float *r = ws.r.data(), *k = ws.k.data(), *v = ws.v.data(), *w = ws.w.data(), *a = ws.a.data();
   float *gate = ws.g_.data(), *kk = ws.kk.data(), *lora = ws.lora.data(), *tmp = ws.tmpc.data();
-  trace_out(trace, "in.att.receptance", layer, ws.xr.data(), T, C);
-  trace_out(trace, "in.att.key", layer, ws.xk.data(), T, C);
-  trace_out(trace, "in.att.value", layer, ws.xv.data(), T, C);
+  trace_out(trace, kInReceptance, layer, ws.xr.data(), T, C);
+  trace_out(trace, kInKey, layer, ws.xk.data(), T, C);
+  trace_out(trace, kInValue, layer, ws.xv.data(), T, C);
   project(*L.receptance, ws.xr.data(), T, r, ws, segs, layer, model::kLoraReceptance);
   project(*L.key, ws.xk.data(), T, k, ws, segs, layer, model::kLoraKey);
   project(*L.value, ws.xv.data(), T, v, ws, segs, layer, model::kLoraValue);
@@ -348,7 +359,7 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
     const float* gt = gate + t * C;
     for (int64_t c = 0; c < C; ++c) yt[c] *= gt[c];
   });
-  trace_out(trace, "in.att.output", layer, y, T, C);
+  trace_out(trace, kInOutput, layer, y, T, C);
   project(*L.output, y, T, tmp, ws, segs, layer, model::kLoraOutput);
   trace_out(trace, "att_out", layer, tmp, T, C);
   add_rows(x, tmp, T * C, pool);
@@ -387,13 +398,13 @@ void channel_mix(const ChannelMixRef& L, const Geometry& g, int layer, int64_t T
     token_shift_mix(xb + o, shift_of(*s.state), {{L.x_k.data(), ws.xk.data() + o}}, s.T, C, pool);
   }
   float* h = ws.ffn_h.data();
-  trace_out(trace, "in.ffn.key", layer, ws.xk.data(), T, C);
+  trace_out(trace, kInFfnKey, layer, ws.xk.data(), T, C);
   const int target_layer = L.rwkv ? layer : -1;
   project(L.key, ws.xk.data(), T, h, ws, segs, target_layer,
           L.rwkv ? model::kLoraFfnKey : model::kLoraNone);
   for_each_span(pool, T * F,
                 [&](int64_t i0, int64_t i1) { kernels::relu_squared(h + i0, i1 - i0); });
-  trace_out(trace, "in.ffn.value", layer, h, T, F);
+  trace_out(trace, kInFfnValue, layer, h, T, F);
   float* out = ws.tmpc.data();
   project(L.value, h, T, out, ws, segs, target_layer,
           L.rwkv ? model::kLoraFfnValue : model::kLoraNone);
@@ -622,7 +633,7 @@ void run(const Model::Impl& m, const Runtime& runtime, const AttentionOptions& a
     layer_norm_rows(ws.x.data() + rows[i] * C, ln_w, ln_b, normed + i * C, 1, C, *ws.pool);
   }
   if (output == Output::kHidden) return;
-  trace_out(trace, "in.head", -1, normed, n, C);
+  trace_out(trace, kInHead, -1, normed, n, C);
   project(*m.weights.head, normed, n, out, ws);
 }
 

@@ -144,8 +144,9 @@ std::shared_ptr<Model::Impl> build_rwkvx(io::TensorSet set, const quant::RwkvqFi
   w.attention.resize(n_attn);
   for (int j = 0; j < n_attn; ++j) {
     const std::string p = kAttentionPrefix + std::to_string(j) + ".";
-    io::OfficialNames names;
-    for (const auto& [rest, t] : blocks[j]) names.tensors[p + rest] = io::MappedTensor{*t, t->name};
+    model::OfficialNames names;
+    for (const auto& [rest, t] : blocks[j])
+      names.tensors[p + rest] = model::MappedTensor{*t, t->name};
     TensorReader r(std::move(names), path,
                    "a complete RWKV-X attention block (ln1, att.receptance/key/value/output, ln2, "
                    "ffn.x_k/key/value)",

@@ -7,14 +7,14 @@
 
 #include "base/sha256.h"
 #include "io/checkpoint.h"
-#include "io/geometry.h"
 #include "io/json_limits.h"
-#include "io/naming.h"
 #include "io/pth.h"
 #include "io/safetensors.h"
 #include "model/block_reader.h"
+#include "model/geometry.h"
 #include "model/int8_linear.h"
 #include "model/model_impl.h"
+#include "model/naming.h"
 #include "model/tensor_reader.h"
 #include "runtime/runtime_impl.h"
 #include "wick/errors.h"
@@ -155,11 +155,11 @@ std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::strin
                                          const quant::RwkvqFile* packed,
                                          const BuildOptions& options) {
   const std::string path = tensors.source();
-  TensorReader r(io::map_to_official_names(tensors), path, "a complete RWKV-7 x070 checkpoint",
+  TensorReader r(model::map_to_official_names(tensors), path, "a complete RWKV-7 x070 checkpoint",
                  packed, options.packed_prefix);
   auto impl = std::make_shared<Model::Impl>();
   Geometry& g = impl->geometry;
-  g = io::derive_geometry(r.names(), path);
+  g = model::derive_geometry(r.names(), path);
 
   HfFlags flags;
   if (!hf_config.empty()) flags = check_hf_config(hf_config, config_path, g);

@@ -1,5 +1,5 @@
 // LoraAdapter::load (wick/lora.h): an adapter file read strictly against a base geometry through
-// the tensor table (model/tensor_table.h) and the naming rules (io/naming.h); and
+// the tensor table (model/tensor_table.h) and the naming rules (model/naming.h); and
 // Model::with_adapter.
 #include "model/lora.h"
 
@@ -18,9 +18,9 @@
 #include "base/sha256.h"
 #include "base/strings.h"
 #include "io/checkpoint.h"
-#include "io/naming.h"
 #include "io/tensor_set.h"
 #include "model/model_impl.h"
+#include "model/naming.h"
 #include "model/tensor_table.h"
 #include "wick/errors.h"
 
@@ -199,7 +199,7 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path, co
     const bool is_b = ends_with(t.name, ".lora_B") || ends_with(t.name, ".lora_b");
     if (is_a || is_b) {
       const std::string target = t.name.substr(0, t.name.size() - 7);
-      const std::string official = io::official_name_of(target + ".weight");
+      const std::string official = model::official_name_of(target + ".weight");
       auto br = block_and_rest(official);
       const LayerSpec* spec = br ? layer_spec(br->second) : nullptr;
       const int ti = spec ? target_index(*spec) : -1;
@@ -229,7 +229,7 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path, co
       continue;
     }
     // A full tensor: it must name a norm of the model.
-    const std::string official = io::official_name_of(t.name);
+    const std::string official = model::official_name_of(t.name);
     NormViews nv;
     nv.view = &t;
     nv.official = official;

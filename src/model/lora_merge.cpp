@@ -8,9 +8,9 @@
 
 #include "base/fp16.h"
 #include "io/checkpoint.h"
-#include "io/naming.h"
 #include "io/safetensors_writer.h"
 #include "model/lora.h"
+#include "model/naming.h"
 #include "model/tensor_table.h"
 #include "quant/rwkvq.h"
 #include "wick/errors.h"
@@ -67,12 +67,12 @@ LoraMergeSummary merge_lora(const std::string& base_path, const LoraAdapter& ada
   // The base must be the model the adapter was checked against (geometry) and one wick loads.
   const Model base = Model::load(base_path);
   model::check_adapter_geometry(adapter, base.geometry());
-  const io::OfficialNames names = io::map_to_official_names(set);
+  const model::OfficialNames names = model::map_to_official_names(set);
 
   const model::LoraWeights& w = *adapter.impl().weights;
   std::map<std::string, MergeAction> actions;  // stored name -> action
   size_t merged = 0, replaced = 0;
-  auto stored_of = [&](const std::string& official) -> const io::MappedTensor* {
+  auto stored_of = [&](const std::string& official) -> const model::MappedTensor* {
     auto it = names.tensors.find(official);
     return it == names.tensors.end() ? nullptr : &it->second;
   };
@@ -90,7 +90,7 @@ LoraMergeSummary merge_lora(const std::string& base_path, const LoraAdapter& ada
         if (s.lin == model::kLoraTargetSlots[t] && w.layers[l].pairs[t].down)
           pair = &w.layers[l].pairs[t];
       if (!rep && !pair) continue;
-      const io::MappedTensor* m = stored_of(official);
+      const model::MappedTensor* m = stored_of(official);
       if (!m) {
         throw CheckpointError(base_path, "has no tensor '" + official + "', which the adapter " +
                                              adapter.source() + (pair ? " adapts" : " replaces") +
@@ -108,7 +108,7 @@ LoraMergeSummary merge_lora(const std::string& base_path, const LoraAdapter& ada
   }
   for (const model::ModelSpec& s : model::model_tensors()) {
     if (s.role != model::Role::kNorm || (w.norms.*s.vec).empty()) continue;
-    const io::MappedTensor* m = stored_of(std::string(s.name));
+    const model::MappedTensor* m = stored_of(std::string(s.name));
     if (!m) {
       throw CheckpointError(base_path, "has no tensor '" + std::string(s.name) +
                                            "', which the adapter " + adapter.source() +

@@ -4,8 +4,8 @@
 
 #include <cstring>
 
-#include "io/geometry.h"
 #include "io/tensor_set.h"
+#include "model/geometry.h"
 #include "model/model_impl.h"
 #include "model/quant_linear.h"
 #include "quant/dequant.h"
@@ -49,7 +49,7 @@ void hash_tensor_record(base::Sha256& h, const std::string& name, const io::Tens
   if (t.numel() <= kHashedElements) h.update(t.data, t.nbytes);
 }
 
-TensorReader::TensorReader(io::OfficialNames names, std::string path, std::string complete,
+TensorReader::TensorReader(model::OfficialNames names, std::string path, std::string complete,
                            const quant::RwkvqFile* packed, const std::string& packed_prefix)
     : names_(std::move(names)),
       path_(std::move(path)),
@@ -62,23 +62,23 @@ TensorReader::TensorReader(io::OfficialNames names, std::string path, std::strin
   }
 }
 
-const quant::QuantTensor* TensorReader::packed(const io::MappedTensor& t) const {
+const quant::QuantTensor* TensorReader::packed(const model::MappedTensor& t) const {
   auto it = packed_.find(t.stored_name);
   return it == packed_.end() ? nullptr : it->second;
 }
 
-std::vector<float> TensorReader::values(const io::MappedTensor& t) const {
+std::vector<float> TensorReader::values(const model::MappedTensor& t) const {
   if (const quant::QuantTensor* q = packed(t)) return quant::dequantize(*q);
   return io::to_f32(t.view);
 }
 
-const io::MappedTensor& TensorReader::get(const std::string& name) {
+const model::MappedTensor& TensorReader::get(const std::string& name) {
   auto it = names_.tensors.find(name);
   if (it == names_.tensors.end()) {
     throw CheckpointError(path_, "missing tensor '" + name + "' (official name" +
                                      convention_hint() + "); expected " + complete_);
   }
-  const io::MappedTensor& t = it->second;
+  const model::MappedTensor& t = it->second;
   if (!is_float_dtype(t.view.dtype)) {
     throw CheckpointError(path_, "tensor " + describe(t, name) +
                                      ": expected dtype F32, F16 or BF16, found " +
@@ -93,7 +93,7 @@ void TensorReader::ignore(const std::string& name) {
 }
 
 std::vector<float> TensorReader::vector(const std::string& name, int64_t n) {
-  const io::MappedTensor& t = get(name);
+  const model::MappedTensor& t = get(name);
   if (t.view.numel() != n) {
     throw CheckpointError(path_, "tensor " + describe(t, name) + ": expected " + std::to_string(n) +
                                      " elements (C), found shape " + t.view.shape_string());
@@ -101,21 +101,22 @@ std::vector<float> TensorReader::vector(const std::string& name, int64_t n) {
   return finite_values(t, name);
 }
 
-std::vector<float> TensorReader::finite_values(const io::MappedTensor& t, const std::string& name) {
+std::vector<float> TensorReader::finite_values(const model::MappedTensor& t,
+                                               const std::string& name) {
   std::vector<float> v = values(t);
   check_finite(v.data(), DType::F32, static_cast<int64_t>(v.size()), t, name);
   return v;
 }
 
 // NaN or inf would make every logit NaN, which used to surface only as a sampler error.
-void TensorReader::check_finite(const void* data, DType dtype, int64_t n, const io::MappedTensor& t,
-                                const std::string& name) const {
+void TensorReader::check_finite(const void* data, DType dtype, int64_t n,
+                                const model::MappedTensor& t, const std::string& name) const {
   check_finite_weights(path_, describe(t, name), data, dtype, n);
 }
 
-const io::MappedTensor& TensorReader::matrix(const std::string& name, int64_t rows, int64_t cols,
-                                             const char* what) {
-  const io::MappedTensor& t = get(name);
+const model::MappedTensor& TensorReader::matrix(const std::string& name, int64_t rows, int64_t cols,
+                                                const char* what) {
+  const model::MappedTensor& t = get(name);
   if (t.view.shape.size() != 2 || t.view.shape[0] != rows || t.view.shape[1] != cols) {
     throw CheckpointError(path_, "tensor " + describe(t, name) + ": expected shape [" +
                                      std::to_string(rows) + ", " + std::to_string(cols) + "] (" +
@@ -129,7 +130,7 @@ std::unique_ptr<Linear> TensorReader::linear(const std::string& name, int64_t ou
   return linear_of(matrix(name, out, in, what), out, in);
 }
 
-std::unique_ptr<Linear> TensorReader::linear_of(const io::MappedTensor& t, int64_t out,
+std::unique_ptr<Linear> TensorReader::linear_of(const model::MappedTensor& t, int64_t out,
                                                 int64_t in) {
   if (const quant::QuantTensor* q = packed(t)) {
     if (packed_projection(*q))
@@ -139,7 +140,7 @@ std::unique_ptr<Linear> TensorReader::linear_of(const io::MappedTensor& t, int64
   return borrow(t.view, out, in);
 }
 
-std::unique_ptr<Embedding> TensorReader::embedding(const io::MappedTensor& t, int64_t rows,
+std::unique_ptr<Embedding> TensorReader::embedding(const model::MappedTensor& t, int64_t rows,
                                                    int64_t cols) {
   if (const quant::QuantTensor* q = packed(t)) {
     if (packed_projection(*q))
@@ -156,9 +157,9 @@ std::unique_ptr<Embedding> TensorReader::embedding(const io::MappedTensor& t, in
 
 std::unique_ptr<Linear> TensorReader::lora(const std::string& name, int64_t out, int64_t in,
                                            const char* what) {
-  const io::MappedTensor* probe = has(name) ? &names_.tensors.at(name) : nullptr;
+  const model::MappedTensor* probe = has(name) ? &names_.tensors.at(name) : nullptr;
   const bool linear_layout = probe && probe->linear_layout;
-  const io::MappedTensor& t =
+  const model::MappedTensor& t =
       linear_layout ? matrix(name, out, in, what) : matrix(name, in, out, what);
   // Dense fp16 / bf16 factors stay 16-bit: the dot kernels widen them exactly, so the products
   // are the same bits as from an fp32 copy, and a decode step reads half the bytes for them.
@@ -242,13 +243,14 @@ void TensorReader::hash_records(base::Sha256& h) const {
   }
 }
 
-std::string TensorReader::describe(const io::MappedTensor& t, const std::string& official) const {
+std::string TensorReader::describe(const model::MappedTensor& t,
+                                   const std::string& official) const {
   if (t.stored_name == official) return "'" + official + "'";
   return "'" + t.stored_name + "' (official name '" + official + "')";
 }
 
 std::string TensorReader::convention_hint() const {
-  return io::convention_hint(names_.convention);
+  return model::convention_hint(names_.convention);
 }
 
 }  // namespace wick::model

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "base/sha256.h"
-#include "io/naming.h"
 #include "model/embedding.h"
 #include "model/linear.h"
+#include "model/naming.h"
 #include "quant/rwkvq.h"
 #include "wick/model.h"
 
@@ -31,17 +31,17 @@ class TensorReader {
   // RWKV-7 x070 checkpoint"). `packed` (may be null): the .rwkvq the tensors are the logical view
   // of; its non-dense record with key `packed_prefix` + stored name is read through it (RWKV-X
   // reads the x070 part under the prefix "rwkv.").
-  TensorReader(io::OfficialNames names, std::string path, std::string complete,
+  TensorReader(model::OfficialNames names, std::string path, std::string complete,
                const quant::RwkvqFile* packed = nullptr, const std::string& packed_prefix = "");
 
   // The packed record behind a tensor, or null for a tensor stored dense.
-  const quant::QuantTensor* packed(const io::MappedTensor& t) const;
+  const quant::QuantTensor* packed(const model::MappedTensor& t) const;
   // The values of a tensor as fp32, whatever its storage.
-  std::vector<float> values(const io::MappedTensor& t) const;
+  std::vector<float> values(const model::MappedTensor& t) const;
 
   bool has(const std::string& name) const { return names_.tensors.count(name) != 0; }
   // The tensor `name`, checked to exist and to hold floats; marks it read.
-  const io::MappedTensor& get(const std::string& name);
+  const model::MappedTensor& get(const std::string& name);
   // A tensor that is known but not used (x070 layer-0 v0/v1/v2): neither read nor refused as
   // unknown, and not counted by tally().
   void ignore(const std::string& name);
@@ -51,18 +51,18 @@ class TensorReader {
   std::vector<float> vector(const std::string& name, int64_t n);
   // values(), checked to be finite (the small tensors: vectors, norms, LoRA factors; the large
   // projections are not scanned at load).
-  std::vector<float> finite_values(const io::MappedTensor& t, const std::string& name);
+  std::vector<float> finite_values(const model::MappedTensor& t, const std::string& name);
   // A 2-D matrix with the given shape, checked exactly; `what` names the shape ("C x C").
-  const io::MappedTensor& matrix(const std::string& name, int64_t rows, int64_t cols,
-                                 const char* what);
+  const model::MappedTensor& matrix(const std::string& name, int64_t rows, int64_t cols,
+                                    const char* what);
   // A projection [out, in] (see linear_of).
   std::unique_ptr<Linear> linear(const std::string& name, int64_t out, int64_t in,
                                  const char* what);
   // The Linear for a checked [out, in] tensor: packed sb6 / sym projections stay packed; other
   // packed layouts are dequantised once; dense ones are borrowed from the file.
-  std::unique_ptr<Linear> linear_of(const io::MappedTensor& t, int64_t out, int64_t in);
+  std::unique_ptr<Linear> linear_of(const model::MappedTensor& t, int64_t out, int64_t in);
   // The embedding table [V, C]: packed sym/sb6 tables are gathered row by row from their codes.
-  std::unique_ptr<Embedding> embedding(const io::MappedTensor& t, int64_t rows, int64_t cols);
+  std::unique_ptr<Embedding> embedding(const model::MappedTensor& t, int64_t rows, int64_t cols);
   // A LoRA factor read as a Linear [out, in] (fp32 unless stored 16-bit). Official files store
   // the transpose ([in, out], applied from the right); Linear-style conventions store [out, in].
   std::unique_ptr<Linear> lora(const std::string& name, int64_t out, int64_t in, const char* what);
@@ -83,19 +83,19 @@ class TensorReader {
   void hash_records(base::Sha256& h) const;
 
   // "'stored'" or "'stored' (official name 'official')", for messages.
-  std::string describe(const io::MappedTensor& t, const std::string& official) const;
+  std::string describe(const model::MappedTensor& t, const std::string& official) const;
   // ", in a huggingface-fla checkpoint" for a checkpoint not in the official naming, else "".
   std::string convention_hint() const;
-  const io::OfficialNames& names() const { return names_; }
+  const model::OfficialNames& names() const { return names_; }
   const std::string& path() const { return path_; }
 
  private:
   // Refuses NaN or inf among `n` elements of tensor `t`.
-  void check_finite(const void* data, DType dtype, int64_t n, const io::MappedTensor& t,
+  void check_finite(const void* data, DType dtype, int64_t n, const model::MappedTensor& t,
                     const std::string& name) const;
   std::unique_ptr<Linear> borrow(const io::TensorView& v, int64_t out, int64_t in) const;
 
-  io::OfficialNames names_;
+  model::OfficialNames names_;
   std::string path_;
   std::string complete_;
   std::set<std::string> consumed_, ignored_;

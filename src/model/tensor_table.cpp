@@ -1,6 +1,8 @@
 // The rows of the tensor table (model/tensor_table.h).
 #include "model/tensor_table.h"
 
+#include "wick/errors.h"
+
 namespace wick::model {
 namespace {
 
@@ -110,6 +112,25 @@ std::span<const ModelSpec> model_tensors() {
 }
 bool before_blocks(const ModelSpec& s) {
   return s.name.rfind("blocks.0.ln0.", 0) == 0 || s.role == Role::kEmbedding;
+}
+
+namespace {
+
+template <class W>
+std::string_view trace_of(std::span<const TensorSpec<W>> table,
+                          std::unique_ptr<Linear> W::*member) {
+  for (const TensorSpec<W>& s : table)
+    if (s.lin == member && !s.trace.empty()) return s.trace;
+  throw InternalError("input_trace: no row of the tensor table traces this projection's input");
+}
+
+}  // namespace
+
+std::string_view input_trace(std::unique_ptr<Linear> LayerWeights::*member) {
+  return trace_of(layer_tensors(), member);
+}
+std::string_view input_trace(std::unique_ptr<Linear> ModelWeights::*member) {
+  return trace_of(model_tensors(), member);
 }
 
 int64_t dim_value(Dim d, const Geometry& g) {

@@ -17,7 +17,7 @@
 //                                   packed, or converted to INT8 at load where `int8` is set.
 //   kEmbedding                   -> as stored, read one row per token.
 //
-// The rwkv-quant group of a key (quant/quantize_file.cpp) is not a column here: rwkv-quant
+// The rwkv-quant group of a key (tasks/quantize_file.cpp) is not a column here: rwkv-quant
 // assigns groups by substrings of the stored key in any naming (fla LoRA factors and embeddings
 // stay dense there), and wick's quantiser reproduces that rule exactly.
 //
@@ -98,6 +98,12 @@ std::span<const AttentionSpec> attention_tensors();
 std::span<const ModelSpec> model_tensors();
 // True for the model-level rows stored before the blocks (emb, ln0).
 bool before_blocks(const ModelSpec& s);
+
+// The trace name of the input of the projection stored in `member` (the row's `trace`): the
+// passes trace that input under this name (model/forward.cpp), the activation statistics key it
+// by the same row. Throws InternalError for a member no row with a trace names.
+std::string_view input_trace(std::unique_ptr<Linear> LayerWeights::*member);
+std::string_view input_trace(std::unique_ptr<Linear> ModelWeights::*member);
 
 // The value of a dimension for a geometry (kOne = 1).
 int64_t dim_value(Dim d, const Geometry& g);

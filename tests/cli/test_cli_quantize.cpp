@@ -1,7 +1,7 @@
 // `wick quantize IN OUT --plain --layout L` end to end: the file it writes reopens through the
 // `.rwkvq` reader, every tensor holds exactly the buffers the encoders produce from the source,
 // dequantises within the layout's error, and the manifest records what was done. Also the tensor
-// grouping and layout choice of src/quant/quantize_file.h, and the refusals (unknown layout, no
+// grouping and layout choice of src/tasks/quantize_file.h, and the refusals (unknown layout, no
 // --plain, input that is not a dense checkpoint).
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 #include "io/mapped_file.h"
 #include "io/safetensors.h"
 #include "quant/dequant.h"
-#include "quant/quantize_file.h"
+#include "tasks/quantize_file.h"
 #include "quant/quant_test_util.h"
 #include "quant/rwkvq.h"
 #include "test_util.h"

@@ -9,7 +9,7 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
-#include "quant/quantize_file.h"
+#include "tasks/quantize_file.h"
 #include "test_util.h"
 #include "wick/errors.h"
 #include "wick/model.h"

@@ -14,7 +14,7 @@
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
 #include "quant/dequant.h"
-#include "quant/quantize_file.h"
+#include "tasks/quantize_file.h"
 #include "quant/rwkvq.h"
 #include "quant/rwkvq_writer.h"
 #include "test_util.h"

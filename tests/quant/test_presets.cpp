@@ -14,7 +14,7 @@
 #include "quant/dequant.h"
 #include "quant/quant_config.h"
 #include "quant/quant_test_util.h"
-#include "quant/quantize_file.h"
+#include "tasks/quantize_file.h"
 #include "quant/rwkvq.h"
 #include "test_util.h"
 #include "wick/errors.h"

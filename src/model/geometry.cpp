@@ -1,5 +1,5 @@
-// The model geometry from the tensor shapes (io/geometry.h).
-#include "io/geometry.h"
+// The model geometry from the tensor shapes (model/geometry.h).
+#include "model/geometry.h"
 
 #include <charconv>
 #include <set>
@@ -7,7 +7,7 @@
 #include "base/strings.h"
 #include "wick/errors.h"
 
-namespace wick::io {
+namespace wick::model {
 namespace {
 
 // No released model has more than a few dozen blocks; an index beyond this is a damaged file.
@@ -117,4 +117,4 @@ Geometry derive_geometry(const OfficialNames& official, const std::string& path)
   return g;
 }
 
-}  // namespace wick::io
+}  // namespace wick::model

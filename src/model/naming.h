@@ -12,10 +12,10 @@
 #include "io/tensor_set.h"
 #include "wick/geometry.h"
 
-namespace wick::io {
+namespace wick::model {
 
 struct MappedTensor {
-  TensorView view;             // the stored tensor (possibly a row slice of a fused tensor)
+  io::TensorView view;         // the stored tensor (possibly a row slice of a fused tensor)
   std::string stored_name;     // its name in the file, for messages
   bool linear_layout = false;  // LoRA factor stored as nn.Linear weight ([out, in])
 };
@@ -29,7 +29,7 @@ struct OfficialNames {
 // Detects the convention from the keys (docs/naming.md §7; a leading `module.` or `_orig_mod.`
 // is stripped) and renames. Throws CheckpointError when no x070 convention matches (naming
 // RWKV-6/5 or other families when recognisable) or when two stored tensors map to one name.
-OfficialNames map_to_official_names(const TensorSet& set);
+OfficialNames map_to_official_names(const io::TensorSet& set);
 
 // The official name of one stored tensor name in any of the three conventions, without looking at
 // the other names of its file (adapter files hold a few tensors only): a `module.`/`_orig_mod.`
@@ -40,4 +40,4 @@ OfficialNames map_to_official_names(const TensorSet& set);
 // factor is stored as an nn.Linear weight.
 std::string official_name_of(const std::string& stored, bool* linear_layout = nullptr);
 
-}  // namespace wick::io
+}  // namespace wick::model

@@ -4,10 +4,10 @@
 
 #include <string>
 
-#include "io/naming.h"
+#include "model/naming.h"
 #include "wick/geometry.h"
 
-namespace wick::io {
+namespace wick::model {
 
 // L from the block indices blocks.0 .. blocks.{L-1} (all present), V and C from emb.weight
 // [V, C], H and N from blocks.0.att.r_k [H, N] (H*N = C), F from blocks.0.ffn.key.weight [F, C],
@@ -19,4 +19,4 @@ Geometry derive_geometry(const OfficialNames& names, const std::string& path);
 // ", in a huggingface-fla checkpoint" for a checkpoint not in the official naming, else "".
 std::string convention_hint(NamingConvention c);
 
-}  // namespace wick::io
+}  // namespace wick::model

@@ -1,5 +1,5 @@
 // Plain `.rwkvq` quantisation of a dense checkpoint (docs/rwkvq-format.md §1.5, §3.10).
-#include "quant/quantize_file.h"
+#include "tasks/quantize_file.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,11 +12,11 @@
 #include "base/fp16.h"
 #include "base/strings.h"
 #include "io/checkpoint.h"
-#include "io/geometry.h"
 #include "io/mapped_file.h"
-#include "io/naming.h"
 #include "io/pth.h"
 #include "io/safetensors.h"
+#include "model/geometry.h"
+#include "model/naming.h"
 #include "quant/dequant.h"
 #include "quant/rwkvq_writer.h"
 #include "wick/act_stats_file.h"
@@ -417,8 +417,8 @@ QuantizeSummary quantize_checkpoint(const std::string& in, const std::string& ou
   // The manifest geometry (§3.10) is the model's, derived as the loader derives it (an RWKV-X
   // checkpoint's from its RWKV-7 part, rwkv.*).
   const bool rwkvx = is_rwkvx(set);
-  const Geometry geo = io::derive_geometry(
-      io::map_to_official_names(rwkvx ? io::strip_prefix(set, "rwkv.") : set), src);
+  const Geometry geo = model::derive_geometry(
+      model::map_to_official_names(rwkvx ? io::strip_prefix(set, "rwkv.") : set), src);
   const std::string naming = manifest_naming(tensors);
   const ActStats* stats = options.stats ? &*options.stats : nullptr;
   // `wick act-stats` keys an RWKV-X model's RWKV-7 blocks by their official names, without the
