@@ -1,67 +1,8 @@
-// AVX2 + FMA + F16C dense kernels (only called when the CPU has them): the vector trait of the
-// skeleton in kernels/dot_impl.h. Summation order: one 8-lane accumulator per (row, input) pair,
-// fused multiply-adds over chunks of 8 in order (the partial last chunk zero-padded), then hsum's
-// fixed tree (kernels/hsum_avx2.h). GEMV: 8 rows interleaved; GEMM tile: 3 rows x 4 inputs (16
-// ymm registers: 12 accumulators + 3 weights + 1 input).
-#include <immintrin.h>
-
-#include "kernels/dot.h"
-#include "kernels/dot_impl.h"
-#include "kernels/hsum_avx2.h"
+// AVX2 + FMA + F16C dense kernels (only called when the CPU has them): the skeleton of
+// kernels/dot_impl.h instantiated with the trait of kernels/dot_avx2_trait.h.
+#include "kernels/dot_avx2_trait.h"
 
 namespace wick::kernels {
-namespace {
-
-using dot_impl::BF16;
-using dot_impl::F16;
-using dot_impl::F32;
-
-struct Avx2 {
-  static constexpr const char* kName = "avx2";
-  using Vec = __m256;
-  using Tail = size_t;  // elements left
-  static constexpr size_t kLanes = 8;
-  static constexpr int kGemvRows = 8;
-  static constexpr int kTileRows = 3;
-  static constexpr int kTileInputs = 4;
-
-  static Vec zero() { return _mm256_setzero_ps(); }
-  static Tail tail(size_t left) { return left; }
-  static Vec load(F32, const float* p) { return _mm256_loadu_ps(p); }
-  static Vec load(F16, const uint16_t* p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
-  static Vec load(BF16, const uint16_t* p) {
-    const __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
-  }
-  // The partial last chunk through a zero-padded buffer (no masked loads of 16-bit elements).
-  static float scalar(F32, float v) { return v; }
-  static float scalar(F16, uint16_t v) { return f16_to_f32(v); }
-  static float scalar(BF16, uint16_t v) { return bf16_to_f32(v); }
-  template <class E>
-  static Vec load_tail(E e, const typename E::W* p, Tail left) {
-    alignas(32) float buf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (size_t i = 0; i < left; ++i) buf[i] = scalar(e, p[i]);
-    return _mm256_load_ps(buf);
-  }
-  static Vec fma(Vec w, Vec x, Vec acc) { return _mm256_fmadd_ps(w, x, acc); }
-  static float reduce(Vec v) { return hsum(v); }
-  static void reduce4(Vec a, Vec b, Vec c, Vec d, float* y) {
-    y[0] = reduce(a);
-    y[1] = reduce(b);
-    y[2] = reduce(c);
-    y[3] = reduce(d);
-  }
-  static void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
-  static void store_tail(float* p, Vec v, Tail left) {
-    alignas(32) float buf[8];
-    _mm256_store_ps(buf, v);
-    for (size_t i = 0; i < left; ++i) p[i] = buf[i];
-  }
-};
-
-}  // namespace
 
 const DotKernels& dot_kernels_avx2() {
   return dot_impl::kernels<Avx2>();

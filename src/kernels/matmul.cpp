@@ -25,6 +25,9 @@ constexpr int64_t kGemmBlockBytes = 192 * 1024;
 constexpr int64_t kGemmItemsPerThread = 4;
 // Shortest span of inputs an item is split down to.
 constexpr int64_t kGemmMinInputs = 32;
+// matmul_decoded GEMV: rows decoded at once, at most kDecodeRows and about kDecodeBytes of fp32.
+constexpr int64_t kDecodeRows = 8;
+constexpr int64_t kDecodeBytes = 32 * 1024;
 // matmul_bf16_inputs: elements of X one block of the bf16 conversion takes.
 constexpr int64_t kBitsBlock = 16384;
 
@@ -49,31 +52,41 @@ void gemv_block(const DotKernels& k, const MatrixRef& w, const float* x, int64_t
   }
 }
 
+// The tiles of one GEMM work item over fp32 rows [r0, r1) held contiguously at `rows` (an L2
+// block).
+void gemm_tiles_f32(const DotKernels& k, const float* rows, int64_t cols, int64_t ys,
+                    const float* x, float* y, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  const size_t n = static_cast<size_t>(cols);
+  for (int64_t t = t0; t < t1; t += k.tile_inputs) {
+    const int nt = static_cast<int>(std::min<int64_t>(k.tile_inputs, t1 - t));
+    for (int64_t r = r0; r < r1; r += k.tile_rows) {
+      const int nr = static_cast<int>(std::min<int64_t>(k.tile_rows, r1 - r));
+      k.gemm_tile(rows + (r - r0) * cols, n, x + t * cols, n, n, nr, nt, y + t * ys + r,
+                  static_cast<size_t>(ys));
+    }
+  }
+}
+
 void gemm_item(const DotKernels& k, const MatrixRef& w, const float* x, float* y, int64_t r0,
                int64_t r1, int64_t t0, int64_t t1, Arena& arena) {
   const size_t n = static_cast<size_t>(w.cols);
-  const size_t ys = static_cast<size_t>(w.rows);
   // fp16 / bf16 rows are read in place by the 16-bit tile (each weight widened as it is loaded):
   // measured as fast as widening the block into fp32 first at 512 inputs and 10-25 % faster at
   // 16 (the engine's batched decode), with no fp32 copy to write and read back. fp32 rows are
   // copied into a 64-byte aligned block contiguous in L2, which measured faster than reading them
   // in place from the mapped file.
-  const float* rows = nullptr;
   if (w.dtype == DType::F32) {
     float* block = arena.get<float>(static_cast<size_t>(r1 - r0) * n, Arena::kBlock0);
     std::memcpy(block, row_ptr(w, r0), static_cast<size_t>(r1 - r0) * n * sizeof(float));
-    rows = block;
+    return gemm_tiles_f32(k, block, w.cols, w.rows, x, y, r0, r1, t0, t1);
   }
   const GemmTileU16 tile16 = w.dtype == DType::F16 ? k.gemm_tile_f16 : k.gemm_tile_bf16;
   for (int64_t t = t0; t < t1; t += k.tile_inputs) {
     const int nt = static_cast<int>(std::min<int64_t>(k.tile_inputs, t1 - t));
     for (int64_t r = r0; r < r1; r += k.tile_rows) {
       const int nr = static_cast<int>(std::min<int64_t>(k.tile_rows, r1 - r));
-      float* yt = y + t * w.rows + r;
-      if (rows != nullptr)
-        k.gemm_tile(rows + (r - r0) * n, n, x + t * n, n, n, nr, nt, yt, ys);
-      else
-        tile16(static_cast<const uint16_t*>(row_ptr(w, r)), n, x + t * n, n, n, nr, nt, yt, ys);
+      tile16(static_cast<const uint16_t*>(row_ptr(w, r)), n, x + t * n, n, n, nr, nt,
+             y + t * w.rows + r, static_cast<size_t>(w.rows));
     }
   }
 }
@@ -179,6 +192,45 @@ void matmul_bf16_inputs(const MatrixRef& w, const float* x, int64_t T, float* y,
                                         y + t * w.rows + r, static_cast<size_t>(w.rows));
                          }
                        }
+                     });
+}
+
+void matmul_decoded(const DecodedMatrix& w, const float* x, int64_t T, float* y,
+                    const DotKernels& k, ThreadPool& pool) {
+  WICK_CHECK(w.decode != nullptr && w.rows >= 0 && w.cols > 0 && T >= 1,
+             "a decoded matrix has a decoder and a shape");
+  if (w.rows == 0) return;
+  const MatrixRef shape{nullptr, DType::F32, w.rows, w.cols};
+  const size_t n = static_cast<size_t>(w.cols);
+  if (T == 1) {
+    // Each block of rows is decoded a few rows at a time into an L1-sized piece (at least one
+    // row, at most kDecodeRows), which the GEMV then sums while it is still in cache.
+    const int64_t sub =
+        std::clamp<int64_t>(kDecodeBytes / (w.cols * int64_t{sizeof(float)}), 1, kDecodeRows);
+    const int64_t blocks = (w.rows + kGemvBlockRows - 1) / kGemvBlockRows;
+    auto block = [&](int64_t b, Arena& arena) {
+      const int64_t r0 = b * kGemvBlockRows, r1 = std::min(w.rows, r0 + kGemvBlockRows);
+      if (w.gemv != nullptr) return w.gemv(w.ctx, r0, r1, x, y + r0);
+      float* rows = arena.get<float>(static_cast<size_t>(sub) * n, Arena::kBlock0);
+      for (int64_t r = r0; r < r1; r += sub) {
+        const int64_t nr = std::min(sub, r1 - r);
+        w.decode(w.ctx, r, r + nr, rows);
+        k.gemv_f32(rows, n, x, n, static_cast<int>(nr), y + r);
+      }
+    };
+    if (w.rows * w.cols < kGemvParallelWeights) {
+      for (int64_t b = 0; b < blocks; ++b) block(b, pool.caller_arena());
+    } else {
+      parallel_for(pool, blocks, block);
+    }
+    return;
+  }
+  for_each_gemm_item(shape, T, k.tile_rows, sizeof(float), pool,
+                     [&](int64_t r0, int64_t r1, int64_t t0, int64_t t1, Arena& arena) {
+                       float* rows =
+                           arena.get<float>(static_cast<size_t>(r1 - r0) * n, Arena::kBlock0);
+                       w.decode(w.ctx, r0, r1, rows);
+                       gemm_tiles_f32(k, rows, w.cols, w.rows, x, y, r0, r1, t0, t1);
                      });
 }
 

@@ -28,6 +28,30 @@ class ThreadPool;
 // `pool` runs the blocks (and holds their scratch); one caller at a time (kernels/thread_pool.h).
 void matmul(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool& pool);
 
+// A matrix whose rows are produced as fp32 on demand (the packed formats of kernels/qmatmul.h
+// decode their codes this way): decode(ctx, r0, r1, dst) writes rows [r0, r1), `cols` floats
+// each, row-major to dst. gemv, when not null, computes y[r - r0] = row r . x for r in [r0, r1)
+// without storing the rows, bit-identical to the dense fp32 GEMV over decode's rows (a fused
+// decoder). Both are called from the pool's threads, concurrently for disjoint rows.
+struct DecodedMatrix {
+  void (*decode)(const void* ctx, int64_t r0, int64_t r1, float* dst) = nullptr;
+  void (*gemv)(const void* ctx, int64_t r0, int64_t r1, const float* x, float* y) = nullptr;
+  const void* ctx = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+struct DotKernels;  // kernels/dot.h
+// Y = X . W^T for a decoded matrix, with the fp32 kernels of `dense` over the decoded rows: each
+// output is dense.f32(decoded row o, X[t]) bit for bit - what matmul() of an fp32 matrix holding
+// the decoded rows gives with the same kernels - so row t of a GEMM equals the GEMV of X[t]
+// whatever the thread count. GEMV: w.gemv over blocks of rows, or else rows decoded a few at a
+// time into a block that stays in L1/L2 and summed at once; GEMM: each work item decodes its block
+// of rows once and runs every tile of inputs over it, so the decoding is shared by all T inputs.
+// Scratch: the pool's arenas (kBlock0).
+void matmul_decoded(const DecodedMatrix& w, const float* x, int64_t T, float* y,
+                    const DotKernels& dense, ThreadPool& pool);
+
 // The product of inputs already rounded to bf16 (Precision::kBf16, wick/model.h; every x value
 // must be a bf16 value held as fp32, as base::round_to_bf16 leaves it). With bf16 weights on a
 // CPU with AVX-512 BF16 it runs the BF16 dot product (kernels/dot.h: Bf16DotKernels), reading the

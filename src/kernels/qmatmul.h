@@ -1,20 +1,19 @@
-// Matrix products that read rwkv-quant's packed codes directly (docs/rwkvq-format.md §2.2, §2.3,
-// §2.8): Y[t, o] = sum_i W[o, i] * X[t, i] with W [rows = out, cols = in] in the sb6 or sym layout
-// and fp32 activations, accumulated in fp32. No dense copy of W is ever made: each block of codes
-// is decoded in registers and used for every input row of a tile, in the block-factorised form
-//   sb6: y = sum_b ( s_b * sum_{c in b} q[c] x[c]  +  m_b * xbsum_b )       (blocks of 32)
-//   sym: y = sum_b   s_b * sum_{c in b} q[c] x[c]                           (blocks of 16)
-// with s_b, m_b exactly as the dequantiser defines them (sb6: max(half(qs*d), 1e-8) and
-// half(qm*dm); sym: half(qs*d)).
+// Matrix products with rwkv-quant's packed codes (docs/rwkvq-format.md §2.2, §2.3):
+// Y[t, o] = sum_i W[o, i] * X[t, i] with W [rows = out, cols = in] in the sb6 or sym layout and
+// fp32 activations. W is the dequantised matrix exactly as the spec defines it (sb6:
+// w = q * s_b + m_b, multiplied then added, s_b = max(half(qs*d), 1e-8), m_b = half(qm*dm); sym:
+// w = q * half(qs*d)) - the floats quant::dequantize gives.
 //
 // Contract:
-//  * One kernel per instruction set (scalar reference, AVX2+FMA+F16C, AVX-512), chosen by
-//    kernels/cpu_features.h like the dense kernels.
-//  * Within one instruction set, output (t, o) is bit-identical whatever T, the tile it falls in
-//    and the thread count: the recurrent step (T = 1) and the parallel pass agree exactly.
-//  * Against float64(dequantise(W)) @ x every result agrees to fp32 accumulation accuracy
-//    (tests hold it to 1e-5 relative to sum_i |W[o,i] X[t,i]|).
-//  * Threads: the kernel pool (kernels/thread_pool.h), over blocks of output rows.
+//  * Each output is the dense fp32 dot kernel (kernels/dot.h) of the decoded row and the input,
+//    bit for bit: qmatmul(W, X) equals matmul() of an fp32 matrix holding dequantize(W), so the
+//    recurrent step (T = 1) and the parallel pass agree exactly, whatever T, the tile an output
+//    falls in and the thread count (kernels/matmul.h: matmul_decoded).
+//  * No dense copy of W is kept: each block of rows is decoded when a call needs it (GEMV: a few
+//    rows at a time into an L1-sized block; GEMM: a work item's block of rows once, for every
+//    input of the call), by a decoder per instruction set (scalar reference, AVX2+FMA+F16C,
+//    AVX-512), chosen by kernels/cpu_features.h like the dense kernels; all give the same floats.
+//  * Threads: the kernel pool (kernels/thread_pool.h), over blocks of output rows (and inputs).
 #pragma once
 
 #include <cstdint>

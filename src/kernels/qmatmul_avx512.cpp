@@ -1,27 +1,20 @@
-// AVX-512 (F, BW, VL, DQ) quantised matrix kernels (kernels/qmatmul.h; only called when the CPU
-// has them). The AVX2 design widened: units of 32 columns (an sb6 block; a pair of sym blocks)
-// decoded to 2 x 16 floats in column order, so the inputs are used as they are. sb6@4 zero-extends
-// the 16 code bytes to 16 lanes and splits the nibbles there; the other layouts assemble the 32
-// codes as bytes in a ymm (nibble split undone with one shift, each bit plane added with one
-// masked byte add whose mask is the plane word) and widen each half.
-//
-// Summation order of one output (fixed, whatever the tile of rows or inputs it is computed in):
-//   sb6 superblock:  first acc[0] = fma(m[0..7] | 0, xbsum[0..7] | 0, acc[0]), then its 8 units:
-//   sb6 unit i:      b = f0*x0 (mul), fma f1*x1;  acc[i % 2] = fma(b, s_i, acc[i % 2])
-//   sym unit i:      acc[0] = fma(f0*x0, s_2i, acc[0]); acc[1] = fma(f1*x1, s_2i+1, acc[1])
-//   end:             reduce(acc[0] + acc[1])
-// All arithmetic is explicit FMA / mul / add with no mul feeding an add, so contraction by the
-// compiler cannot change results between tile sizes. A single input is computed for two rows at
-// once (interleaved decodes and FMA chains, two memory streams); batches take up to 8 inputs per
-// decoded unit.
+// AVX-512 (F, BW, VL, DQ) decoders of the quantised matrices (kernels/qmatmul_impl.h; only called
+// when the CPU has them): units of 32 columns (an sb6 block; a pair of sym blocks) decoded to
+// 2 x 16 floats in column order. sb6@4 zero-extends the 16 code bytes to 16 lanes and splits the
+// nibbles there; the other layouts assemble the 32 codes as bytes in a ymm (nibble split undone
+// with one shift, each bit plane added with one masked byte add whose mask is the plane word) and
+// widen each half. Weights as the dequantiser defines them: sb6 q * s + m (multiply, then add:
+// this file is compiled with -ffp-contract=off), sym q * s.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
+#include "kernels/dot_avx512_trait.h"
+#include "kernels/qmatmul_decode_impl.h"
 #include "kernels/qmatmul_impl.h"
 #include "kernels/qmatmul_row_state.h"
-#include "kernels/qmatmul_rows_impl.h"
 
 // GCC 12 reports the _mm512_undefined_* operands inside its own conversion and reduction
 // intrinsics as (maybe) used uninitialized once they are inlined into loops (false positives).
@@ -30,8 +23,6 @@
 
 namespace wick::kernels::qmat {
 namespace {
-
-constexpr int kTile = 8;  // inputs per pass over a row: 8 x (2 accumulators) of 32 zmm
 
 // Adds `value` to byte i of c for every bit i set in the 32-bit plane word at p.
 inline __m256i add_plane(__m256i c, const uint8_t* p, char value) {
@@ -43,7 +34,6 @@ inline __m256i add_plane(__m256i c, const uint8_t* p, char value) {
 template <int Bits>
 struct Sb6 : Sb6RowScales {
   using Matrix = Sb6Matrix;
-  static constexpr bool kAffine = true;
 
   void init(const Sb6Matrix& w, int64_t r) { init_row(w, r, Bits); }
 
@@ -67,10 +57,26 @@ struct Sb6 : Sb6RowScales {
     f[0] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(c)));
     f[1] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(c, 1)));
   }
-  void accumulate(int i, const __m512* f, const __m512* x, __m512* acc) const {
-    __m512 b = _mm512_mul_ps(f[0], x[0]);
-    b = _mm512_fmadd_ps(f[1], x[1], b);
-    acc[i % 2] = _mm512_fmadd_ps(b, _mm512_set1_ps(s[i]), acc[i % 2]);
+  // Block u (= 8j + i) dequantised: q * s_i + m_i, multiplied then added. At 4 bits the 16
+  // possible weights of the block are computed once (the same operations on q = 0 .. 15) and
+  // each code picks its own with a lane permutation (vpermps reads the low 4 bits of each lane),
+  // which costs fewer instructions than converting and scaling 32 codes.
+  void weights(int i, int64_t u, __m512* w) const {
+    const __m512 sv = _mm512_set1_ps(s[i]), mv = _mm512_set1_ps(m[i]);
+    if constexpr (Bits == 4) {
+      const __m512 q = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+      const __m512 table = _mm512_add_ps(_mm512_mul_ps(q, sv), mv);
+      // Byte j holds column j (low nibble) and j + 16 (high nibble).
+      const __m512i z =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(nib + 16 * u)));
+      w[0] = _mm512_permutexvar_ps(z, table);
+      w[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(z, 4), table);
+      return;
+    }
+    __m512 f[2];
+    decode(u, f);
+    w[0] = _mm512_add_ps(_mm512_mul_ps(f[0], sv), mv);
+    w[1] = _mm512_add_ps(_mm512_mul_ps(f[1], sv), mv);
   }
 };
 
@@ -79,7 +85,6 @@ struct Sb6 : Sb6RowScales {
 template <int Bits>
 struct Sym : SymRowStreams {
   using Matrix = SymMatrix;
-  static constexpr bool kAffine = false;
   alignas(64) float s[16];
 
   void init(const SymMatrix& w, int64_t r) { init_row(w, r, Bits); }
@@ -118,51 +123,79 @@ struct Sym : SymRowStreams {
     f[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo));
     f[1] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi));
   }
-  void accumulate(int i, const __m512* f, const __m512* x, __m512* acc) const {
-    acc[0] = _mm512_fmadd_ps(_mm512_mul_ps(f[0], x[0]), _mm512_set1_ps(s[2 * i]), acc[0]);
-    acc[1] = _mm512_fmadd_ps(_mm512_mul_ps(f[1], x[1]), _mm512_set1_ps(s[2 * i + 1]), acc[1]);
+  // Blocks 2i, 2i + 1 of the superblock (unit u) dequantised: q * s_b.
+  void weights(int i, int64_t u, __m512* w) const {
+    __m512 f[2];
+    decode(u, f);
+    w[0] = _mm512_mul_ps(f[0], _mm512_set1_ps(s[2 * i]));
+    w[1] = _mm512_mul_ps(f[1], _mm512_set1_ps(s[2 * i + 1]));
   }
 };
 
-// ---- row kernel ----------------------------------------------------------------------------
+// ---- entry points --------------------------------------------------------------------------
 
-// The trait of the row kernel and driver (kernels/qmatmul_rows_impl.h).
-struct Avx512Rows {
-  static constexpr int kTile = ::wick::kernels::qmat::kTile;
-  using Vec = __m512;
-  static constexpr int kParts = 2;
-  static Vec zero() { return _mm512_setzero_ps(); }
-  static Vec load(const float* p) { return _mm512_loadu_ps(p); }
-  static Vec affine(__m256 m, const float* xb, Vec acc) {
-    return _mm512_fmadd_ps(_mm512_zextps256_ps512(m), _mm512_zextps256_ps512(_mm256_loadu_ps(xb)),
-                           acc);
-  }
-  static float reduce(Vec a, Vec b) { return _mm512_reduce_add_ps(_mm512_add_ps(a, b)); }
-  template <int Bits>
-  using Sb6Fmt = Sb6<Bits>;
-  template <int Bits>
-  using SymFmt = Sym<Bits>;
-};
+// Rows the fused GEMV interleaves: 4 code streams, 4 FMA chains.
+constexpr int kGemvRows = 4;
 
-// Inputs are used in column order (px unused); xbsum = reduce(x[0..15] + x[16..31]).
-const float* prepare_sb6(const Sb6Matrix& w, const float* x, int64_t T, float* px, float* xbsum) {
-  const int64_t n = T * (w.cols / kGroup);
-  for (int64_t i = 0; i < n; ++i) {
-    const float* p = x + i * kGroup;
-    xbsum[i] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_loadu_ps(p), _mm512_loadu_ps(p + 16)));
+template <template <int> class Fmt, class M, class... A>
+void by_bits(const M& w, A... a) {
+  if constexpr (std::is_same_v<M, Sb6Matrix>) {
+    switch (w.bits) {
+      case 4:
+        return Fmt<4>::run(w, a...);
+      case 5:
+        return Fmt<5>::run(w, a...);
+      default:
+        return Fmt<6>::run(w, a...);
+    }
+  } else {
+    if (w.bits == 8) return Fmt<8>::run(w, a...);
+    return Fmt<6>::run(w, a...);
   }
-  return x;
 }
 
-const float* prepare_sym(const SymMatrix& w, const float* x, int64_t T, float* px) {
-  return x;
+template <int Bits>
+struct DecodeSb6 {
+  static void run(const Sb6Matrix& w, int64_t r0, int64_t r1, float* out) {
+    decode_rows<Avx512, Sb6<Bits>>(w, r0, r1, out);
+  }
+};
+template <int Bits>
+struct DecodeSym {
+  static void run(const SymMatrix& w, int64_t r0, int64_t r1, float* out) {
+    decode_rows<Avx512, Sym<Bits>>(w, r0, r1, out);
+  }
+};
+template <int Bits>
+struct GemvSb6 {
+  static void run(const Sb6Matrix& w, int64_t r0, int64_t r1, const float* x, float* y) {
+    gemv<Avx512, Sb6<Bits>, kGemvRows>(w, r0, r1, x, y);
+  }
+};
+template <int Bits>
+struct GemvSym {
+  static void run(const SymMatrix& w, int64_t r0, int64_t r1, const float* x, float* y) {
+    gemv<Avx512, Sym<Bits>, kGemvRows>(w, r0, r1, x, y);
+  }
+};
+
+void decode_sb6(const Sb6Matrix& w, int64_t r0, int64_t r1, float* out) {
+  by_bits<DecodeSb6>(w, r0, r1, out);
+}
+void decode_sym(const SymMatrix& w, int64_t r0, int64_t r1, float* out) {
+  by_bits<DecodeSym>(w, r0, r1, out);
+}
+void gemv_sb6(const Sb6Matrix& w, int64_t r0, int64_t r1, const float* x, float* y) {
+  by_bits<GemvSb6>(w, r0, r1, x, y);
+}
+void gemv_sym(const SymMatrix& w, int64_t r0, int64_t r1, const float* x, float* y) {
+  by_bits<GemvSym>(w, r0, r1, x, y);
 }
 
 }  // namespace
 
 const Kernels& kernels_avx512() {
-  static const Kernels k{prepare_sb6,          prepare_sym, sb6_rows<Avx512Rows>,
-                         sym_rows<Avx512Rows>, kTile,       "avx512"};
+  static const Kernels k{decode_sb6, decode_sym, gemv_sb6, gemv_sym, "avx512"};
   return k;
 }
 

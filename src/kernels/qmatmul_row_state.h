@@ -48,6 +48,18 @@ struct SymRowStreams {
     qh2 = bits == 6 ? w.qh2 + r * (cols / 8) : nullptr;
     qs = w.qs + r * (cols / 16);
     d = w.d + r * (cols / 256) * 2;
+    row_codes = bits == 8 ? cols : cols / 2;
+  }
+  int64_t row_codes;  // bytes of codes (sym@8) or nibbles (sym@6) per row
+
+  // Prefetch into L2 the code bytes of unit u (32 columns) of the row `ahead` rows below, one
+  // line at a time (the bit planes and scales are small and follow the hardware prefetcher).
+  void prefetch_ahead(int64_t u, int64_t ahead) const {
+    if (codes != nullptr) {
+      if (u % 2 == 0) __builtin_prefetch(codes + ahead * row_codes + 32 * u, 0, 2);
+    } else if (u % 4 == 0) {
+      __builtin_prefetch(nib + ahead * row_codes + 16 * u, 0, 2);
+    }
   }
 };
 
@@ -57,7 +69,7 @@ struct Sb6RowScales {
   int64_t nsb;
   bool last_row;  // the 16-byte load of the last superblock's 12 scale bytes would overrun
   alignas(32) float s[8];
-  __m256 m;
+  alignas(32) float m[8];
 
   void init_row(const Sb6Matrix& w, int64_t r, int bits) {
     const int64_t cols = w.cols;
@@ -71,7 +83,13 @@ struct Sb6RowScales {
     dm = w.dm + r * nsb * 2;
   }
 
-  // s_b = max(half(qs_i d), 1e-8) (to s[]) and m_b = half(qm_i dm) for the 8 blocks.
+  // Prefetch into L2 the nibble bytes of unit u (32 columns) of the row `ahead` rows below, one
+  // line at a time (the bit planes and scales are small and follow the hardware prefetcher).
+  void prefetch_ahead(int64_t u, int64_t ahead) const {
+    if (u % 4 == 0) __builtin_prefetch(nib + ahead * nsb * 128 + 16 * u, 0, 2);
+  }
+
+  // s_b = max(half(qs_i d), 1e-8) (to s[]) and m_b = half(qm_i dm) (to m[]) for the 8 blocks.
   void superblock(int64_t j) {
     const uint8_t* p = qsqm + 12 * j;
     __m128i raw;
@@ -101,7 +119,7 @@ struct Sb6RowScales {
     const __m256 dv = _mm256_set1_ps(f16_at(d + 2 * j)), dmv = _mm256_set1_ps(f16_at(dm + 2 * j));
     const __m256 sv = half_of(_mm256_mul_ps(_mm256_cvtepi32_ps(qs), dv));
     _mm256_store_ps(s, _mm256_max_ps(sv, _mm256_set1_ps(1e-8f)));
-    m = half_of(_mm256_mul_ps(_mm256_cvtepi32_ps(qm), dmv));
+    _mm256_store_ps(m, half_of(_mm256_mul_ps(_mm256_cvtepi32_ps(qm), dmv)));
   }
 };
 

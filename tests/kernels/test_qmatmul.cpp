@@ -2,8 +2,10 @@
 // and the spec's worked examples (docs/rwkvq-format.md §2.2, §2.3), for every instruction set
 // this CPU runs: random packed matrices (subnormal and zero superblock scales included) in every
 // layout and bit width, several superblocks per row, batches of 1 .. 37 inputs and one-hot inputs
-// that must reproduce the dequantised weights exactly; and the determinism contract: a row of a
-// batch equals the single-input product bit for bit, with 1 or 2 threads.
+// that must reproduce the dequantised weights exactly; every decoder gives the dequantiser's
+// floats bit for bit and every product equals the dense fp32 dot kernel of the same instruction
+// set over those floats; and the determinism contract: a row of a batch equals the single-input
+// product bit for bit, with 1 or 2 threads.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,6 +18,7 @@
 #include "test_util.h"
 #include "io/tensor_set.h"
 #include "kernels/cpu_features.h"
+#include "kernels/dot.h"
 #include "kernels/qmatmul.h"
 #include "kernels/qmatmul_impl.h"
 #include "kernels/thread_pool.h"
@@ -271,6 +274,53 @@ TEST(Qmatmul, EveryIsaAgreesWithTheDequantisedMatrixInDouble) {
                   << what << " vs scalar, t=" << t << " o=" << o;
             }
         }
+      }
+    }
+  }
+}
+
+// Every decoder writes exactly the floats of the dequantiser (quant/dequant.h, itself checked
+// against rwkv-quant's hashes), degenerate scales (zero, subnormal: the 1e-8 floor) included, for
+// a whole matrix and for a range of rows starting inside it.
+TEST(Qmatmul, EveryIsaDecodesTheDequantisersFloats) {
+  const int64_t rows = 21, cols = 768;
+  for (const auto& p : all_layouts(rows, cols, 500)) {
+    const std::vector<float> w = p->dequantized();
+    for (Isa isa : supported_isas()) {
+      const qmat::Kernels& k = qmat::kernels_for(isa);
+      for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, rows}, {5, 12}}) {
+        std::vector<float> got((r1 - r0) * cols, -1.0f);
+        if (p->sym) {
+          k.decode_sym(p->symm, r0, r1, got.data());
+        } else {
+          k.decode_sb6(p->sb6, r0, r1, got.data());
+        }
+        ASSERT_EQ(std::memcmp(got.data(), w.data() + r0 * cols, got.size() * sizeof(float)), 0)
+            << p->name() << " " << isa_name(isa) << " rows " << r0 << ".." << r1;
+      }
+    }
+  }
+}
+
+// The product is the dense fp32 kernel over the decoded rows, bit for bit (kernels/qmatmul.h):
+// the same summation order as an fp32 checkpoint holding the dequantised weights.
+TEST(Qmatmul, EveryProductIsTheDenseDotOfTheDequantisedRow) {
+  const int64_t rows = 45, cols = 512;
+  for (const auto& p : all_layouts(rows, cols, 700)) {
+    const std::vector<float> w = p->dequantized();
+    for (Isa isa : supported_isas()) {
+      const DotKernels& dense = dot_kernels_for(isa);
+      for (int64_t T : {1, 5, 37}) {
+        const std::vector<float> x = random_inputs(T * cols, 40 + static_cast<uint32_t>(T));
+        std::vector<float> y(T * rows);
+        p->qmatmul(isa, x.data(), T, y.data());
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t o = 0; o < rows; ++o) {
+            const float want = dense.f32(w.data() + o * cols, x.data() + t * cols, cols);
+            ASSERT_EQ(std::memcmp(&y[t * rows + o], &want, sizeof(float)), 0)
+                << p->name() << " " << isa_name(isa) << " T=" << T << " t=" << t << " o=" << o
+                << ": " << y[t * rows + o] << " vs " << want;
+          }
       }
     }
   }

@@ -1,0 +1,92 @@
+// The loops of the vector decoders of packed codes (kernels/qmatmul_impl.h Kernels), written once
+// for qmatmul_avx2.cpp and qmatmul_avx512.cpp against their dense vector trait V
+// (kernels/dot_avx2_trait.h, kernels/dot_avx512_trait.h) and their formats' code decoders Fmt:
+//
+//   decode_rows   rows of W as fp32 (the GEMM's blocks and the scalar-free GEMV fallback)
+//   gemv          y[r] = W[r] . x with the codes decoded in registers and never stored: the
+//                 dense GEMV's summation order exactly (kernels/dot_impl.h: one accumulator per
+//                 row over chunks of V::kLanes in column order, V::fma, then V::reduce), so it
+//                 gives the bits of dense.f32 on the decoded row - and of the GEMM over decoded
+//                 blocks - while it reads only the codes.
+//
+// Fmt provides: using Matrix; init(w, r) (row r's streams); superblock(j) (the scales of the
+// 256 columns of superblock j); weights(i, u, Vec* w) (unit u = 8j + i, its 32 columns as
+// kParts = 32 / V::kLanes vectors of dequantised fp32 weights in column order, exactly as the
+// dequantiser rounds them). Each including file gets its own copy (unnamed namespace).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/dot_impl.h"
+
+namespace wick::kernels::qmat {
+namespace {
+
+// How far below the rows being summed the fused GEMV prefetches codes.
+constexpr int64_t kPrefetchRows = 1 << 30;
+
+template <class V>
+constexpr int kParts = static_cast<int>(32 / V::kLanes);
+
+template <class V, class Fmt>
+void decode_rows(const typename Fmt::Matrix& w, int64_t r0, int64_t r1, float* out) {
+  using Vec = typename V::Vec;
+  const int64_t cols = w.cols, nsb = cols / 256;
+  for (int64_t r = r0; r < r1; ++r) {
+    Fmt fmt;
+    fmt.init(w, r);
+    float* o = out + (r - r0) * cols;
+    for (int64_t j = 0; j < nsb; ++j) {
+      fmt.superblock(j);
+      for (int i = 0; i < 8; ++i) {
+        const int64_t u = 8 * j + i;
+        Vec wv[kParts<V>];
+        fmt.weights(i, u, wv);
+        for (int p = 0; p < kParts<V>; ++p) V::store(o + 32 * u + p * V::kLanes, wv[p]);
+      }
+    }
+  }
+}
+
+// Rows r .. r + NR - 1 (NR streams of codes interleaved, independent FMA chains). With Prefetch,
+// the codes of the next NR rows are prefetched as these stream (as the dense GEMV does: the
+// hardware prefetcher ramps up slowly on many short interleaved row streams).
+template <class V, class Fmt, int NR, bool Prefetch = false>
+inline void gemv_n(const typename Fmt::Matrix& w, int64_t r, int64_t rs, const float* x, float* y,
+                   int64_t ys) {
+  using Vec = typename V::Vec;
+  constexpr int P = kParts<V>;
+  const int64_t nsb = w.cols / 256;
+  Fmt fmt[NR];
+  for (int k = 0; k < NR; ++k) fmt[k].init(w, r + k * rs);
+  Vec acc[NR];
+  for (int k = 0; k < NR; ++k) acc[k] = V::zero();
+  for (int64_t j = 0; j < nsb; ++j) {
+    for (int k = 0; k < NR; ++k) fmt[k].superblock(j);
+    for (int i = 0; i < 8; ++i) {
+      const int64_t u = 8 * j + i;
+      Vec xv[P];
+      for (int p = 0; p < P; ++p) xv[p] = V::load(dot_impl::F32{}, x + 32 * u + p * V::kLanes);
+      if constexpr (Prefetch)
+        for (int k = 0; k < NR; ++k) fmt[k].prefetch_ahead(u, kPrefetchRows);
+      for (int k = 0; k < NR; ++k) {
+        Vec wv[P];
+        fmt[k].weights(i, u, wv);
+        for (int p = 0; p < P; ++p) acc[k] = V::fma(wv[p], xv[p], acc[k]);
+      }
+    }
+  }
+  for (int k = 0; k < NR; ++k) y[k * ys] = V::reduce(acc[k]);
+}
+
+// y[r - r0] = W[r] . x for r in [r0, r1): NR rows at a time, taken from NR equal parts of the
+// range (NR code streams far apart in memory), the rest one by one.
+template <class V, class Fmt, int NR>
+void gemv(const typename Fmt::Matrix& w, int64_t r0, int64_t r1, const float* x, float* y) {
+  const int64_t h = (r1 - r0) / NR;
+  for (int64_t i = 0; i < h; ++i) gemv_n<V, Fmt, NR>(w, r0 + i, h, x, y + i, h);
+  for (int64_t r = r0 + NR * h; r < r1; ++r) gemv_n<V, Fmt, 1>(w, r, 0, x, y + (r - r0), 0);
+}
+
+}  // namespace
+}  // namespace wick::kernels::qmat
