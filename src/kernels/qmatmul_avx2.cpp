@@ -83,12 +83,17 @@ struct Sb6 : Sb6RowScales {
       unsigned_bytes_to_f32(c, f);
     }
   }
-  // Block u (= 8j + i) dequantised: q * s_i + m_i, multiplied then added.
+  // Block u (= 8j + i) dequantised: q * s_i + m_i, multiplied then added - as one fused
+  // multiply-add, which rounds the same wherever q * s_i is exact (kSb6FloorScale).
   void weights(int i, int64_t u, __m256* w) const {
     __m256 f[4];
     decode(u, f);
     const __m256 sv = _mm256_set1_ps(s[i]), mv = _mm256_set1_ps(m[i]);
-    for (int k = 0; k < 4; ++k) w[k] = _mm256_add_ps(_mm256_mul_ps(f[k], sv), mv);
+    if (s[i] != kSb6FloorScale) {
+      for (int k = 0; k < 4; ++k) w[k] = _mm256_fmadd_ps(f[k], sv, mv);
+    } else {
+      for (int k = 0; k < 4; ++k) w[k] = _mm256_add_ps(_mm256_mul_ps(f[k], sv), mv);
+    }
   }
 };
 

@@ -75,8 +75,13 @@ struct Sb6 : Sb6RowScales {
     }
     __m512 f[2];
     decode(u, f);
-    w[0] = _mm512_add_ps(_mm512_mul_ps(f[0], sv), mv);
-    w[1] = _mm512_add_ps(_mm512_mul_ps(f[1], sv), mv);
+    if (s[i] != kSb6FloorScale) {  // q * s_i exact: one rounding either way
+      w[0] = _mm512_fmadd_ps(f[0], sv, mv);
+      w[1] = _mm512_fmadd_ps(f[1], sv, mv);
+    } else {
+      w[0] = _mm512_add_ps(_mm512_mul_ps(f[0], sv), mv);
+      w[1] = _mm512_add_ps(_mm512_mul_ps(f[1], sv), mv);
+    }
   }
 };
 

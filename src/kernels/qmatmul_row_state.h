@@ -33,6 +33,13 @@ inline __m256 half_of(__m256 v) {
   return _mm256_cvtph_ps(_mm256_cvtps_ph(v, 0));
 }
 
+// The floor of an sb6 block scale (s_b = max(half(qs_b d), 1e-8)). Every other s_b is a half
+// value (11 significant bits; half's smallest subnormal, 6e-8, is above the floor), so q * s_b
+// (q < 64) is exact in fp32 and q * s_b + m_b rounds once whether it is computed as a multiply
+// then an add (the dequantiser) or as one fused multiply-add. At the floor the product may round,
+// so the decoders multiply, then add there.
+constexpr float kSb6FloorScale = 1e-8f;
+
 // One sym row: where its streams start (codes for sym@8; nibbles and the two bit planes for
 // sym@6; the 8-bit block scales qs and the superblock scales d).
 struct SymRowStreams {
@@ -118,7 +125,7 @@ struct Sb6RowScales {
         _mm256_set1_epi32(31));
     const __m256 dv = _mm256_set1_ps(f16_at(d + 2 * j)), dmv = _mm256_set1_ps(f16_at(dm + 2 * j));
     const __m256 sv = half_of(_mm256_mul_ps(_mm256_cvtepi32_ps(qs), dv));
-    _mm256_store_ps(s, _mm256_max_ps(sv, _mm256_set1_ps(1e-8f)));
+    _mm256_store_ps(s, _mm256_max_ps(sv, _mm256_set1_ps(kSb6FloorScale)));
     _mm256_store_ps(m, half_of(_mm256_mul_ps(_mm256_cvtepi32_ps(qm), dmv)));
   }
 };

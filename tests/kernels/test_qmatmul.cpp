@@ -302,6 +302,28 @@ TEST(Qmatmul, EveryIsaDecodesTheDequantisersFloats) {
   }
 }
 
+// Blocks at the 1e-8 floor of s_b (d = 0) with offsets m_b of every size: q * 1e-8 rounds, so
+// the decoders must multiply, then add there, as the dequantiser does (a fused multiply-add gives
+// other floats for some codes).
+TEST(Qmatmul, EveryIsaDecodesFloorScaleBlocksAsTheDequantiser) {
+  const int64_t rows = 16, cols = 512;
+  for (int bits : {4, 5, 6}) {
+    auto p = random_sb6(bits, rows, cols, 60 + bits, true);
+    std::mt19937 rng(bits);
+    for (int64_t j = 0; j < rows * (cols / 256); ++j) {
+      put_f16(p->d, j, 0);                                                // s_b = 1e-8
+      put_f16(p->dm, j, static_cast<uint16_t>(1 + rng() % 0x1400));  // subnormal .. 1e-3
+    }
+    const std::vector<float> w = p->dequantized();
+    for (Isa isa : supported_isas()) {
+      std::vector<float> got(rows * cols);
+      qmat::kernels_for(isa).decode_sb6(p->sb6, 0, rows, got.data());
+      ASSERT_EQ(std::memcmp(got.data(), w.data(), got.size() * sizeof(float)), 0)
+          << p->name() << " " << isa_name(isa);
+    }
+  }
+}
+
 // The product is the dense fp32 kernel over the decoded rows, bit for bit (kernels/qmatmul.h):
 // the same summation order as an fp32 checkpoint holding the dequantised weights.
 TEST(Qmatmul, EveryProductIsTheDenseDotOfTheDequantisedRow) {
