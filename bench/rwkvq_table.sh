@@ -6,7 +6,8 @@
 set -e
 W=${W:-build/wick}
 DIR=${DIR:-/tmp}
-for g in 0.1b 1.5b; do
+GEOMETRIES=${GEOMETRIES:-"0.1b 1.5b"}  # e.g. GEOMETRIES=0.1b for the small rows only
+for g in $GEOMETRIES; do
   [ -f $DIR/synth-$g.safetensors ] || $W synth --geometry $g --dtype bf16 --out $DIR/synth-$g.safetensors >&2
   for l in sym:8 sb6:5 sb6:4; do
     f=$DIR/synth-$g-$(echo $l | tr -d ':').rwkvq
@@ -19,7 +20,7 @@ run() {  # model prompt gen reps
   $W bench --model $1 --prompt $2 --gen $3 --reps $4 --json
   $W bench --model $1 --prompt 0 --gen 4 --reps 1 --json | sed 's/"test":"tg4"/"test":"cached-load"/'
 }
-for g in 0.1b 1.5b; do
+for g in $GEOMETRIES; do
   if [ $g = 0.1b ]; then gen=128; reps=5; else gen=32; reps=3; fi
   for m in $DIR/synth-$g.safetensors $DIR/synth-$g-sym8.rwkvq $DIR/synth-$g-sb65.rwkvq $DIR/synth-$g-sb64.rwkvq; do
     run $m 512 $gen $reps
