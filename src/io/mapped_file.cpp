@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 #include "wick/errors.h"
@@ -48,6 +49,19 @@ std::shared_ptr<MappedFile> MappedFile::borrow(const uint8_t* data, size_t size,
   f->size_ = size;
   f->path_ = std::move(name);
   return f;
+}
+
+size_t MappedFile::release_pages(const void* p, size_t n) const {
+  const auto* b = static_cast<const uint8_t*>(p);
+  if (!owns_mapping_ || data_ == nullptr || b < data_ || n > size_ ||
+      b - data_ > static_cast<std::ptrdiff_t>(size_ - n))
+    return 0;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(b) + page - 1) / page * page;
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(b) + n) / page * page;
+  if (hi <= lo) return 0;
+  if (::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) != 0) return 0;
+  return hi - lo;
 }
 
 MappedFile::~MappedFile() {

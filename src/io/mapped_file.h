@@ -25,6 +25,14 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
+  // Gives the memory of the whole pages inside [p, p + n) back to the system (madvise
+  // MADV_DONTNEED) when they belong to this object's own mapping, and returns how many bytes
+  // that covered (0 for borrowed bytes, a range outside the mapping, or a failed madvise). The
+  // bytes stay readable: the mapping is private and read-only, so a later read maps the same
+  // file contents in again. For data no one will read again (a matrix converted to another
+  // format at load) it lowers the resident memory. Thread-safe.
+  size_t release_pages(const void* p, size_t n) const;
+
  private:
   MappedFile() = default;
   const uint8_t* data_ = nullptr;

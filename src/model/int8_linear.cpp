@@ -3,6 +3,7 @@
 #include <string>
 
 #include "base/sha256.h"
+#include "io/mapped_file.h"
 #include "model/model_impl.h"
 #include "model/tensor_table.h"
 #include "wick/errors.h"
@@ -26,8 +27,9 @@ std::vector<Int8Target> int8_targets(ModelWeights& w) {
   return out;
 }
 
-Int8Conversion quantize_weights_int8(ModelWeights& w, const std::string& source,
-                                     kernels::ThreadPool& pool) {
+Int8Conversion quantize_weights_int8(
+    ModelWeights& w, const std::string& source, kernels::ThreadPool& pool,
+    const std::function<void(const void* data, size_t bytes)>& release) {
   const std::vector<Int8Target> targets = int8_targets(w);
   // The embedding table's bytes, to recognise a head tied to it (it borrows the same bytes).
   const void* emb_data = nullptr;
@@ -68,6 +70,7 @@ Int8Conversion quantize_weights_int8(ModelWeights& w, const std::string& source,
     if (emb_data == nullptr || m.data != emb_data) {
       c.released_parameters[m.dtype] += n;
       c.released_bytes += dense->stored_bytes();
+      if (release) release(m.data, dense->stored_bytes());
     }
     converted.push_back(std::make_unique<Int8Linear>(std::move(q)));
   }
@@ -84,7 +87,13 @@ void quantize_model_int8(Model::Impl& impl, kernels::ThreadPool& pool) {
                               "load. Load this file without --quantize int8, or quantise the "
                               "dense checkpoint it was made from");
   }
-  const Int8Conversion c = quantize_weights_int8(impl.weights, info.source, pool);
+  const Int8Conversion c = quantize_weights_int8(impl.weights, info.source, pool,
+                                                 [&impl](const void* data, size_t bytes) {
+                                                   for (const io::TensorSet& set : impl.sources)
+                                                     for (const auto& file : set.files())
+                                                       if (file->release_pages(data, bytes) > 0)
+                                                         return;
+                                                 });
   info.weight_bytes = info.weight_bytes - c.released_bytes + c.int8_bytes;
   info.bytes_per_token = info.bytes_per_token - c.step_bytes_before + c.int8_bytes;
   std::vector<std::pair<DType, uint64_t>> dtypes;

@@ -10,7 +10,9 @@
 // The embedding (a gather, not a product), the LoRA branches and every vector stay as stored.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -78,9 +80,13 @@ struct Int8Conversion {
 // (fp32, fp16 or bf16, widened exactly). All or nothing: `w` is unchanged when it throws.
 // Throws CheckpointError(source, ...) when a covered matrix is not dense (a packed .rwkvq model
 // is already quantised) or holds a non-finite weight, or its in-features exceed
-// kernels::kInt8MaxCols. Runs the row quantisation on the kernel thread pool.
-Int8Conversion quantize_weights_int8(ModelWeights& w, const std::string& source,
-                                     kernels::ThreadPool& pool);
+// kernels::kInt8MaxCols. Runs the row quantisation on the kernel thread pool. `release`, when
+// given, is called with each converted matrix's dense bytes (data, size) right after it is
+// quantised, except a head tied to the embedding: the caller may drop their pages from memory
+// (they are not read again once the conversion completes, and must stay readable until then).
+Int8Conversion quantize_weights_int8(
+    ModelWeights& w, const std::string& source, kernels::ThreadPool& pool,
+    const std::function<void(const void* data, size_t bytes)>& release = {});
 
 // Converts a freshly built model (before it is shared) and updates its ModelInfo: weight_bytes
 // and bytes_per_token count the int8 codes and scales instead of the replaced dense bytes;
@@ -88,7 +94,9 @@ Int8Conversion quantize_weights_int8(ModelWeights& w, const std::string& source,
 // {kInt8LayoutName, parameters}; quantization = kInt8; fingerprint becomes
 // "sha256:" + SHA-256("wick-int8-per-row-v2" 0x00 <dense fingerprint>). Throws like
 // quantize_weights_int8, and CheckpointError for a model loaded from a .rwkvq file.
-// Rows are quantised on `pool`.
+// Rows are quantised on `pool`. The pages of the mapped file that held each converted matrix
+// are given back as soon as it is quantised (io::MappedFile::release_pages), so the resident
+// memory after load is the int8 codes plus what stays dense, not the dense file on top.
 void quantize_model_int8(Model::Impl& impl, kernels::ThreadPool& pool);
 
 }  // namespace wick::model

@@ -60,6 +60,35 @@ TEST(Int8Model, ConvertsExactlyTheListedMatrices) {
   EXPECT_THROW(model::quantize_weights_int8(w, "x", test::test_pool()), CheckpointError);
 }
 
+// Each converted matrix's dense bytes are handed to `release` once, right after it is quantised
+// (quantize_model_int8 gives their pages back to the system); the model computes the same after
+// that as a model converted without releasing anything.
+TEST(Int8Model, HandsBackTheDenseBytesOfEveryConvertedMatrix) {
+  auto mapped = io::MappedFile::open(test::fixture(kModel));
+  auto impl = model::build_model(io::read_safetensors(mapped), "", "");
+  std::vector<std::pair<const void*, size_t>> released;
+  const model::Int8Conversion c = model::quantize_weights_int8(
+      impl->weights, "x", test::test_pool(),
+      [&](const void* data, size_t bytes) { released.emplace_back(data, bytes); });
+  ASSERT_EQ(released.size(), 12u * 6 + 1);  // the fixture's head is not tied to the embedding
+  size_t total = 0;
+  for (const auto& [data, bytes] : released) {
+    total += bytes;
+    const auto* p = static_cast<const uint8_t*>(data);
+    EXPECT_TRUE(p >= mapped->data() && p + bytes <= mapped->data() + mapped->size());
+  }
+  EXPECT_EQ(total, c.released_bytes);
+
+  // Loaded through Model::load (pages released) vs converted here (nothing released).
+  const Model q = Model::load(test::fixture(kModel), int8_options());
+  const Model kept = Model::from_impl(impl);
+  const std::vector<int32_t> ids = {3, 17, 99, 4, 250};
+  State a = q.new_state(), b = kept.new_state();
+  const std::vector<float> la = q.forward(ids, a), lb = kept.forward(ids, b);
+  ASSERT_EQ(la.size(), lb.size());
+  EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)), 0);
+}
+
 TEST(Int8Model, InfoCountsTheInt8BytesAndChangesTheFingerprint) {
   const Model dense = Model::load(test::fixture(kModel));
   const Model q = Model::load(test::fixture(kModel), int8_options());
