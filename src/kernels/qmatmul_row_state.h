@@ -55,18 +55,6 @@ struct SymRowStreams {
     qh2 = bits == 6 ? w.qh2 + r * (cols / 8) : nullptr;
     qs = w.qs + r * (cols / 16);
     d = w.d + r * (cols / 256) * 2;
-    row_codes = bits == 8 ? cols : cols / 2;
-  }
-  int64_t row_codes;  // bytes of codes (sym@8) or nibbles (sym@6) per row
-
-  // Prefetch into L2 the code bytes of unit u (32 columns) of the row `ahead` rows below, one
-  // line at a time (the bit planes and scales are small and follow the hardware prefetcher).
-  void prefetch_ahead(int64_t u, int64_t ahead) const {
-    if (codes != nullptr) {
-      if (u % 2 == 0) __builtin_prefetch(codes + ahead * row_codes + 32 * u, 0, 2);
-    } else if (u % 4 == 0) {
-      __builtin_prefetch(nib + ahead * row_codes + 16 * u, 0, 2);
-    }
   }
 };
 
@@ -88,12 +76,6 @@ struct Sb6RowScales {
     qsqm = w.qsqm + r * nsb * 12;
     d = w.d + r * nsb * 2;
     dm = w.dm + r * nsb * 2;
-  }
-
-  // Prefetch into L2 the nibble bytes of unit u (32 columns) of the row `ahead` rows below, one
-  // line at a time (the bit planes and scales are small and follow the hardware prefetcher).
-  void prefetch_ahead(int64_t u, int64_t ahead) const {
-    if (u % 4 == 0) __builtin_prefetch(nib + ahead * nsb * 128 + 16 * u, 0, 2);
   }
 
   // s_b = max(half(qs_i d), 1e-8) (to s[]) and m_b = half(qm_i dm) (to m[]) for the 8 blocks.
