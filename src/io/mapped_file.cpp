@@ -52,13 +52,12 @@ std::shared_ptr<MappedFile> MappedFile::borrow(const uint8_t* data, size_t size,
 }
 
 size_t MappedFile::release_pages(const void* p, size_t n) const {
-  const auto* b = static_cast<const uint8_t*>(p);
-  if (!owns_mapping_ || data_ == nullptr || b < data_ || n > size_ ||
-      b - data_ > static_cast<std::ptrdiff_t>(size_ - n))
-    return 0;
+  // As addresses (comparing pointers into different objects is undefined).
+  const auto b = reinterpret_cast<uintptr_t>(p), base = reinterpret_cast<uintptr_t>(data_);
+  if (!owns_mapping_ || data_ == nullptr || b < base || n > size_ || b - base > size_ - n) return 0;
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t lo = (reinterpret_cast<uintptr_t>(b) + page - 1) / page * page;
-  const uintptr_t hi = (reinterpret_cast<uintptr_t>(b) + n) / page * page;
+  const uintptr_t lo = (b + page - 1) / page * page;
+  const uintptr_t hi = (b + n) / page * page;
   if (hi <= lo) return 0;
   if (::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) != 0) return 0;
   return hi - lo;

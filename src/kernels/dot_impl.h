@@ -4,7 +4,8 @@
 // everything below with that ISA's compiler flags (the pattern of CTranslate2's cpu/vec.h +
 // kernels.cc). Every function here is a template on V, so each ISA's instantiations are its own
 // (internal linkage through V); nothing compiled for AVX-512 can be picked by the linker for a
-// caller on another ISA. Include only from the dot_*.cpp files.
+// caller on another ISA. Include only from the files compiled for one ISA (dot_*.cpp, and the
+// packed decoders' kernels/qmatmul_decode_impl.h, whose fused GEMV follows the same order).
 //
 // One summation order per ISA, everywhere: each (weight row, input) pair accumulates its products
 // in one accumulator of V::kLanes fp32 lanes, kLanes elements at a time in order (the last,

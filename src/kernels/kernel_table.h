@@ -29,7 +29,7 @@ struct KernelTable {
   Isa isa;
   const DotKernels& dot;              // dense dot, GEMV, GEMM tile, widening
   const int8::Kernels& int8;          // --quantize int8 sums and epilogue
-  const qmat::Kernels& packed;        // .rwkvq sb6 / sym row kernels
+  const qmat::Kernels& packed;        // .rwkvq sb6 / sym code decoders (and fused GEMVs)
   const AttentionKernels& attention;  // RWKV-X softmax attention inner loops
   const SamplerLoops& sampler;        // the sampler's passes over V
   const Bf16DotKernels* bf16_dot;     // Precision::kBf16 products of bf16 weights, or null

@@ -47,7 +47,8 @@ struct DotKernels;  // kernels/dot.h
 // the decoded rows gives with the same kernels - so row t of a GEMM equals the GEMV of X[t]
 // whatever the thread count. GEMV: w.gemv over blocks of rows, or else rows decoded a few at a
 // time into a block that stays in L1/L2 and summed at once; GEMM: each work item decodes its block
-// of rows once and runs every tile of inputs over it, so the decoding is shared by all T inputs.
+// of rows once and runs every tile of its inputs over it (an item spans all T inputs unless there
+// are too few row blocks to keep every thread busy; then each span of inputs decodes it again).
 // Scratch: the pool's arenas (kBlock0).
 void matmul_decoded(const DecodedMatrix& w, const float* x, int64_t T, float* y,
                     const DotKernels& dense, ThreadPool& pool);

@@ -9,10 +9,11 @@
 //    bit for bit: qmatmul(W, X) equals matmul() of an fp32 matrix holding dequantize(W), so the
 //    recurrent step (T = 1) and the parallel pass agree exactly, whatever T, the tile an output
 //    falls in and the thread count (kernels/matmul.h: matmul_decoded).
-//  * No dense copy of W is kept: each block of rows is decoded when a call needs it (GEMV: a few
-//    rows at a time into an L1-sized block; GEMM: a work item's block of rows once, for every
-//    input of the call), by a decoder per instruction set (scalar reference, AVX2+FMA+F16C,
-//    AVX-512), chosen by kernels/cpu_features.h like the dense kernels; all give the same floats.
+//  * No dense copy of W is kept: each block of rows is decoded when a call needs it (GEMV: in
+//    registers, or a few rows at a time into an L1-sized block; GEMM: a work item's block of
+//    rows once, for all the item's inputs), by a decoder per instruction set (scalar reference,
+//    AVX2+FMA+F16C, AVX-512), chosen by kernels/cpu_features.h like the dense kernels; all give
+//    the same floats.
 //  * Threads: the kernel pool (kernels/thread_pool.h), over blocks of output rows (and inputs).
 #pragma once
 

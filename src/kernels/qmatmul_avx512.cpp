@@ -1,14 +1,13 @@
 // AVX-512 (F, BW, VL, DQ) decoders of the quantised matrices (kernels/qmatmul_impl.h; only called
 // when the CPU has them): units of 32 columns (an sb6 block; a pair of sym blocks) decoded to
-// 2 x 16 floats in column order. sb6@4 zero-extends the 16 code bytes to 16 lanes and splits the
-// nibbles there; the other layouts assemble the 32 codes as bytes in a ymm (nibble split undone
-// with one shift, each bit plane added with one masked byte add whose mask is the plane word) and
-// widen each half. Weights as the dequantiser defines them: sb6 q * s + m (multiply, then add:
-// this file is compiled with -ffp-contract=off), sym q * s.
+// 2 x 16 floats in column order. sb6@4 zero-extends the 16 code bytes to 16 lanes and picks each
+// nibble's weight from the block's 16 with vpermps; the other layouts assemble the 32 codes as
+// bytes in a ymm (nibble split undone with one shift, each bit plane added with one masked byte
+// add whose mask is the plane word) and widen each half. Weights as the dequantiser defines them:
+// sb6 q * s + m (one fused multiply-add where q * s is exact, else multiplied then added: this
+// file is compiled with -ffp-contract=off; kSb6FloorScale), sym q * s.
 #include <immintrin.h>
 
-#include <algorithm>
-#include <cstring>
 #include <type_traits>
 
 #include "kernels/dot_avx512_trait.h"
@@ -37,16 +36,10 @@ struct Sb6 : Sb6RowScales {
 
   void init(const Sb6Matrix& w, int64_t r) { init_row(w, r, Bits); }
 
-  // Block u as columns 0-15 (f[0]) and 16-31 (f[1]).
+  // Block u's codes (5 or 6 bits; weights() picks 4-bit weights from a table) as columns 0-15
+  // (f[0]) and 16-31 (f[1]).
   void decode(int64_t u, __m512* f) const {
-    if constexpr (Bits == 4) {
-      // Byte j holds column j (low nibble) and j + 16 (high nibble).
-      const __m512i z =
-          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(nib + 16 * u)));
-      f[0] = _mm512_cvtepi32_ps(_mm512_and_si512(z, _mm512_set1_epi32(0x0f)));
-      f[1] = _mm512_cvtepi32_ps(_mm512_srli_epi32(z, 4));
-      return;
-    }
+    static_assert(Bits >= 5);
     const __m256i packed = _mm256_broadcastsi128_si256(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(nib + 16 * u)));
     __m256i c =
@@ -71,16 +64,16 @@ struct Sb6 : Sb6RowScales {
           _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(nib + 16 * u)));
       w[0] = _mm512_permutexvar_ps(z, table);
       w[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(z, 4), table);
-      return;
-    }
-    __m512 f[2];
-    decode(u, f);
-    if (s[i] != kSb6FloorScale) {  // q * s_i exact: one rounding either way
-      w[0] = _mm512_fmadd_ps(f[0], sv, mv);
-      w[1] = _mm512_fmadd_ps(f[1], sv, mv);
     } else {
-      w[0] = _mm512_add_ps(_mm512_mul_ps(f[0], sv), mv);
-      w[1] = _mm512_add_ps(_mm512_mul_ps(f[1], sv), mv);
+      __m512 f[2];
+      decode(u, f);
+      if (s[i] != kSb6FloorScale) {  // q * s_i exact: one rounding either way
+        w[0] = _mm512_fmadd_ps(f[0], sv, mv);
+        w[1] = _mm512_fmadd_ps(f[1], sv, mv);
+      } else {
+        w[0] = _mm512_add_ps(_mm512_mul_ps(f[0], sv), mv);
+        w[1] = _mm512_add_ps(_mm512_mul_ps(f[1], sv), mv);
+      }
     }
   }
 };

@@ -107,7 +107,8 @@ struct Sb6RowScales {
         _mm256_set1_epi32(31));
     const __m256 dv = _mm256_set1_ps(f16_at(d + 2 * j)), dmv = _mm256_set1_ps(f16_at(dm + 2 * j));
     const __m256 sv = half_of(_mm256_mul_ps(_mm256_cvtepi32_ps(qs), dv));
-    _mm256_store_ps(s, _mm256_max_ps(sv, _mm256_set1_ps(kSb6FloorScale)));
+    // max(floor, s) with s second: a NaN s stays NaN, as std::max(s, floor) leaves it.
+    _mm256_store_ps(s, _mm256_max_ps(_mm256_set1_ps(kSb6FloorScale), sv));
     _mm256_store_ps(m, half_of(_mm256_mul_ps(_mm256_cvtepi32_ps(qm), dmv)));
   }
 };

@@ -302,16 +302,20 @@ TEST(Qmatmul, EveryIsaDecodesTheDequantisersFloats) {
   }
 }
 
-// Blocks at the 1e-8 floor of s_b (d = 0) with offsets m_b of every size: q * 1e-8 rounds, so
-// the decoders must multiply, then add there, as the dequantiser does (a fused multiply-add gives
-// other floats for some codes).
+// Blocks at the 1e-8 floor of s_b (d zero or negative) with offsets m_b of every size: q * 1e-8
+// rounds, so the decoders must multiply, then add there, as the dequantiser does (a fused
+// multiply-add gives other floats for some codes); and a NaN d decodes to NaN weights as the
+// dequantiser's std::max leaves it (not to the floor, as a vector max with the operands the other
+// way round would).
 TEST(Qmatmul, EveryIsaDecodesFloorScaleBlocksAsTheDequantiser) {
   const int64_t rows = 16, cols = 512;
   for (int bits : {4, 5, 6}) {
     auto p = random_sb6(bits, rows, cols, 60 + bits, true);
     std::mt19937 rng(bits);
     for (int64_t j = 0; j < rows * (cols / 256); ++j) {
-      put_f16(p->d, j, 0);                                                // s_b = 1e-8
+      // s_b = 1e-8 from d = +0, -0 or a negative d; one superblock with a NaN d (s_b NaN).
+      const uint16_t d[] = {0x0000, 0x8000, 0x8400, 0xa000};
+      put_f16(p->d, j, j == 5 ? 0x7e00 : d[j % 4]);
       put_f16(p->dm, j, static_cast<uint16_t>(1 + rng() % 0x1400));  // subnormal .. 1e-3
     }
     const std::vector<float> w = p->dequantized();
