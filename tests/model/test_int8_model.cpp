@@ -87,6 +87,11 @@ TEST(Int8Model, HandsBackTheDenseBytesOfEveryConvertedMatrix) {
   const std::vector<float> la = q.forward(ids, a), lb = kept.forward(ids, b);
   ASSERT_EQ(la.size(), lb.size());
   EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)), 0);
+  // Other tokens give other logits (the comparison above can fail).
+  const std::vector<int32_t> other = {3, 17, 99, 4, 251};
+  State st = q.new_state();
+  const std::vector<float> lc = q.forward(other, st);
+  EXPECT_NE(std::memcmp(la.data(), lc.data(), la.size() * sizeof(float)), 0);
 }
 
 TEST(Int8Model, InfoCountsTheInt8BytesAndChangesTheFingerprint) {
