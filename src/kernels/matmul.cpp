@@ -52,19 +52,29 @@ void gemv_block(const DotKernels& k, const MatrixRef& w, const float* x, int64_t
   }
 }
 
+// The tiles of one GEMM work item, rows [r0, r1) x inputs [t0, t1): fn(r, nr, t, nt) for each
+// tile of nr <= tile_rows rows and nt <= tile_inputs inputs, inputs outermost (a tile of inputs
+// stays in L1 while it passes over the item's rows).
+template <typename Fn>
+void for_each_tile(int64_t tile_rows, int64_t tile_inputs, int64_t r0, int64_t r1, int64_t t0,
+                   int64_t t1, Fn&& fn) {
+  for (int64_t t = t0; t < t1; t += tile_inputs) {
+    const int nt = static_cast<int>(std::min(tile_inputs, t1 - t));
+    for (int64_t r = r0; r < r1; r += tile_rows)
+      fn(r, static_cast<int>(std::min(tile_rows, r1 - r)), t, nt);
+  }
+}
+
 // The tiles of one GEMM work item over fp32 rows [r0, r1) held contiguously at `rows` (an L2
 // block).
 void gemm_tiles_f32(const DotKernels& k, const float* rows, int64_t cols, int64_t ys,
                     const float* x, float* y, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   const size_t n = static_cast<size_t>(cols);
-  for (int64_t t = t0; t < t1; t += k.tile_inputs) {
-    const int nt = static_cast<int>(std::min<int64_t>(k.tile_inputs, t1 - t));
-    for (int64_t r = r0; r < r1; r += k.tile_rows) {
-      const int nr = static_cast<int>(std::min<int64_t>(k.tile_rows, r1 - r));
-      k.gemm_tile(rows + (r - r0) * cols, n, x + t * cols, n, n, nr, nt, y + t * ys + r,
-                  static_cast<size_t>(ys));
-    }
-  }
+  for_each_tile(k.tile_rows, k.tile_inputs, r0, r1, t0, t1,
+                [&](int64_t r, int nr, int64_t t, int nt) {
+                  k.gemm_tile(rows + (r - r0) * cols, n, x + t * cols, n, n, nr, nt, y + t * ys + r,
+                              static_cast<size_t>(ys));
+                });
 }
 
 void gemm_item(const DotKernels& k, const MatrixRef& w, const float* x, float* y, int64_t r0,
@@ -81,26 +91,24 @@ void gemm_item(const DotKernels& k, const MatrixRef& w, const float* x, float* y
     return gemm_tiles_f32(k, block, w.cols, w.rows, x, y, r0, r1, t0, t1);
   }
   const GemmTileU16 tile16 = w.dtype == DType::F16 ? k.gemm_tile_f16 : k.gemm_tile_bf16;
-  for (int64_t t = t0; t < t1; t += k.tile_inputs) {
-    const int nt = static_cast<int>(std::min<int64_t>(k.tile_inputs, t1 - t));
-    for (int64_t r = r0; r < r1; r += k.tile_rows) {
-      const int nr = static_cast<int>(std::min<int64_t>(k.tile_rows, r1 - r));
-      tile16(static_cast<const uint16_t*>(row_ptr(w, r)), n, x + t * n, n, n, nr, nt,
-             y + t * w.rows + r, static_cast<size_t>(w.rows));
-    }
-  }
+  for_each_tile(k.tile_rows, k.tile_inputs, r0, r1, t0, t1,
+                [&](int64_t r, int nr, int64_t t, int nt) {
+                  tile16(static_cast<const uint16_t*>(row_ptr(w, r)), n, x + t * n, n, n, nr, nt,
+                         y + t * w.rows + r, static_cast<size_t>(w.rows));
+                });
 }
 
-// The blocks of a GEMV of `rows` outputs, run on the pool (or the caller when small): fn(r0, r1).
+// The blocks of a GEMV of `rows` outputs, run on the pool (or the caller when small):
+// fn(r0, r1, arena) with the running thread's arena.
 template <typename Fn>
 void for_each_gemv_block(const MatrixRef& w, ThreadPool& pool, Fn&& fn) {
   const int64_t blocks = (w.rows + kGemvBlockRows - 1) / kGemvBlockRows;
-  auto block = [&](int64_t b) {
+  auto block = [&](int64_t b, Arena& arena) {
     const int64_t r0 = b * kGemvBlockRows;
-    fn(r0, std::min(w.rows, r0 + kGemvBlockRows));
+    fn(r0, std::min(w.rows, r0 + kGemvBlockRows), arena);
   };
   if (w.rows * w.cols < kGemvParallelWeights) {
-    for (int64_t b = 0; b < blocks; ++b) block(b);
+    for (int64_t b = 0; b < blocks; ++b) block(b, pool.caller_arena());
   } else {
     parallel_for(pool, blocks, block);
   }
@@ -145,7 +153,8 @@ void matmul(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool&
              "the loader only builds F32/F16/BF16 matrices");
   const DotKernels& k = dot_kernels();
   if (T == 1) {
-    for_each_gemv_block(w, pool, [&](int64_t r0, int64_t r1) { gemv_block(k, w, x, r0, r1, y); });
+    for_each_gemv_block(w, pool,
+                        [&](int64_t r0, int64_t r1, Arena&) { gemv_block(k, w, x, r0, r1, y); });
     return;
   }
   for_each_gemm_item(w, T, k.tile_rows, sizeof(float), pool,
@@ -175,7 +184,7 @@ void matmul_bf16_inputs(const MatrixRef& w, const float* x, int64_t T, float* y,
   }
   const auto* wb = static_cast<const uint16_t*>(w.data);
   if (T == 1) {
-    for_each_gemv_block(w, pool, [&](int64_t r0, int64_t r1) {
+    for_each_gemv_block(w, pool, [&](int64_t r0, int64_t r1, Arena&) {
       k->gemv(wb + r0 * w.cols, n, xb, n, static_cast<int>(r1 - r0), y + r0);
     });
     return;
@@ -184,14 +193,12 @@ void matmul_bf16_inputs(const MatrixRef& w, const float* x, int64_t T, float* y,
   // inputs passes over it.
   for_each_gemm_item(w, T, k->tile_rows, sizeof(uint16_t), pool,
                      [&](int64_t r0, int64_t r1, int64_t t0, int64_t t1, Arena&) {
-                       for (int64_t t = t0; t < t1; t += k->tile_inputs) {
-                         const int nt = static_cast<int>(std::min<int64_t>(k->tile_inputs, t1 - t));
-                         for (int64_t r = r0; r < r1; r += k->tile_rows) {
-                           const int nr = static_cast<int>(std::min<int64_t>(k->tile_rows, r1 - r));
-                           k->gemm_tile(wb + r * w.cols, n, xb + t * w.cols, n, n, nr, nt,
-                                        y + t * w.rows + r, static_cast<size_t>(w.rows));
-                         }
-                       }
+                       for_each_tile(k->tile_rows, k->tile_inputs, r0, r1, t0, t1,
+                                     [&](int64_t r, int nr, int64_t t, int nt) {
+                                       k->gemm_tile(wb + r * w.cols, n, xb + t * w.cols, n, n, nr,
+                                                    nt, y + t * w.rows + r,
+                                                    static_cast<size_t>(w.rows));
+                                     });
                      });
 }
 
@@ -207,9 +214,7 @@ void matmul_decoded(const DecodedMatrix& w, const float* x, int64_t T, float* y,
     // row, at most kDecodeRows), which the GEMV then sums while it is still in cache.
     const int64_t sub =
         std::clamp<int64_t>(kDecodeBytes / (w.cols * int64_t{sizeof(float)}), 1, kDecodeRows);
-    const int64_t blocks = (w.rows + kGemvBlockRows - 1) / kGemvBlockRows;
-    auto block = [&](int64_t b, Arena& arena) {
-      const int64_t r0 = b * kGemvBlockRows, r1 = std::min(w.rows, r0 + kGemvBlockRows);
+    for_each_gemv_block(shape, pool, [&](int64_t r0, int64_t r1, Arena& arena) {
       if (w.gemv != nullptr) return w.gemv(w.ctx, r0, r1, x, y + r0);
       float* rows = arena.get<float>(static_cast<size_t>(sub) * n, Arena::kBlock0);
       for (int64_t r = r0; r < r1; r += sub) {
@@ -217,12 +222,7 @@ void matmul_decoded(const DecodedMatrix& w, const float* x, int64_t T, float* y,
         w.decode(w.ctx, r, r + nr, rows);
         k.gemv_f32(rows, n, x, n, static_cast<int>(nr), y + r);
       }
-    };
-    if (w.rows * w.cols < kGemvParallelWeights) {
-      for (int64_t b = 0; b < blocks; ++b) block(b, pool.caller_arena());
-    } else {
-      parallel_for(pool, blocks, block);
-    }
+    });
     return;
   }
   for_each_gemm_item(shape, T, k.tile_rows, sizeof(float), pool,

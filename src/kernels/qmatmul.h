@@ -56,6 +56,13 @@ inline void unpack6x8(const uint8_t* p, int* out) {
   }
 }
 
+// The reference decoders: rows [r0, r1) of w as fp32 into out[(r1 - r0) * w.cols], one weight at
+// a time exactly as docs/rwkvq-format.md §2.2 / §2.3 define them - the floats of
+// quant::dequantize_rows (which calls these) and of every instruction set's decoder. Pure
+// functions of their arguments (thread-safe); the caller keeps r0 <= r1 <= w.rows.
+void decode_rows(const Sb6Matrix& w, int64_t r0, int64_t r1, float* out);
+void decode_rows(const SymMatrix& w, int64_t r0, int64_t r1, float* out);
+
 // X: [T, cols] fp32 row-major, Y: [T, rows] fp32 (must not alias X). T >= 1.
 class ThreadPool;
 // `pool` runs the blocks and holds the prepared inputs; one caller at a time.

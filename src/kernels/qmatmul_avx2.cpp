@@ -8,8 +8,6 @@
 // -ffp-contract=off; kSb6FloorScale), sym q * s.
 #include <immintrin.h>
 
-#include <type_traits>
-
 #include "kernels/dot_avx2_trait.h"
 #include "kernels/qmatmul_decode_impl.h"
 #include "kernels/qmatmul_impl.h"
@@ -54,6 +52,10 @@ inline void signed_bytes_to_f32(__m256i c, __m256* f) {
 template <int Bits>
 struct Sb6 : Sb6RowScales {
   using Matrix = Sb6Matrix;
+  // Rows the fused GEMV interleaves: 4 code streams and FMA chains at 4 bits; 2 for the layouts
+  // with bit planes, whose decoders need more of the 16 ymm registers (measured with
+  // WICK_ISA=avx2 on a Zen 4: 2 rows 10-25 % faster there, 4 rows 15-30 % faster at 4 bits).
+  static constexpr int kGemvRows = Bits == 4 ? 4 : 2;
 
   void init(const Sb6Matrix& w, int64_t r) { init_row(w, r, Bits); }
 
@@ -101,7 +103,8 @@ struct Sb6 : Sb6RowScales {
 template <int Bits>
 struct Sym : SymRowStreams {
   using Matrix = SymMatrix;
-  alignas(32) float s[16];  // s_b for the 16 blocks of the superblock
+  static constexpr int kGemvRows = Bits == 8 ? 4 : 2;  // as Sb6's: bit planes at 6 bits
+  alignas(32) float s[16];                             // s_b for the 16 blocks of the superblock
 
   void init(const SymMatrix& w, int64_t r) { init_row(w, r, Bits); }
 
@@ -147,74 +150,10 @@ struct Sym : SymRowStreams {
   }
 };
 
-// ---- entry points --------------------------------------------------------------------------
-
-// Rows the fused GEMV interleaves: 4 code streams and FMA chains for sb6@4 and sym@8; 2 for the
-// layouts with bit planes, whose decoders need more of the 16 ymm registers (measured with
-// WICK_ISA=avx2 on a Zen 4: 2 rows 10-25 % faster there, 4 rows 15-30 % faster at 4 bits).
-template <class M, int Bits>
-constexpr int kGemvRows = (std::is_same_v<M, Sb6Matrix> ? Bits == 4 : Bits == 8) ? 4 : 2;
-
-template <template <int> class Fmt, class M, class... A>
-void by_bits(const M& w, A... a) {
-  if constexpr (std::is_same_v<M, Sb6Matrix>) {
-    switch (w.bits) {
-      case 4:
-        return Fmt<4>::run(w, a...);
-      case 5:
-        return Fmt<5>::run(w, a...);
-      default:
-        return Fmt<6>::run(w, a...);
-    }
-  } else {
-    if (w.bits == 8) return Fmt<8>::run(w, a...);
-    return Fmt<6>::run(w, a...);
-  }
-}
-
-template <int Bits>
-struct DecodeSb6 {
-  static void run(const Sb6Matrix& w, int64_t r0, int64_t r1, float* out) {
-    decode_rows<Avx2, Sb6<Bits>>(w, r0, r1, out);
-  }
-};
-template <int Bits>
-struct DecodeSym {
-  static void run(const SymMatrix& w, int64_t r0, int64_t r1, float* out) {
-    decode_rows<Avx2, Sym<Bits>>(w, r0, r1, out);
-  }
-};
-template <int Bits>
-struct GemvSb6 {
-  static void run(const Sb6Matrix& w, int64_t r0, int64_t r1, const float* x, float* y) {
-    gemv<Avx2, Sb6<Bits>, kGemvRows<Sb6Matrix, Bits>>(w, r0, r1, x, y);
-  }
-};
-template <int Bits>
-struct GemvSym {
-  static void run(const SymMatrix& w, int64_t r0, int64_t r1, const float* x, float* y) {
-    gemv<Avx2, Sym<Bits>, kGemvRows<SymMatrix, Bits>>(w, r0, r1, x, y);
-  }
-};
-
-void decode_sb6(const Sb6Matrix& w, int64_t r0, int64_t r1, float* out) {
-  by_bits<DecodeSb6>(w, r0, r1, out);
-}
-void decode_sym(const SymMatrix& w, int64_t r0, int64_t r1, float* out) {
-  by_bits<DecodeSym>(w, r0, r1, out);
-}
-void gemv_sb6(const Sb6Matrix& w, int64_t r0, int64_t r1, const float* x, float* y) {
-  by_bits<GemvSb6>(w, r0, r1, x, y);
-}
-void gemv_sym(const SymMatrix& w, int64_t r0, int64_t r1, const float* x, float* y) {
-  by_bits<GemvSym>(w, r0, r1, x, y);
-}
-
 }  // namespace
 
 const Kernels& kernels_avx2() {
-  static const Kernels k{decode_sb6, decode_sym, gemv_sb6, gemv_sym, "avx2"};
-  return k;
+  return packed_kernels<Avx2, Sb6, Sym>();
 }
 
 }  // namespace wick::kernels::qmat

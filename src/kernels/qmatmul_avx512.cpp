@@ -33,6 +33,7 @@ inline __m256i add_plane(__m256i c, const uint8_t* p, char value) {
 template <int Bits>
 struct Sb6 : Sb6RowScales {
   using Matrix = Sb6Matrix;
+  static constexpr int kGemvRows = 4;  // rows the fused GEMV interleaves (code streams, FMA chains)
 
   void init(const Sb6Matrix& w, int64_t r) { init_row(w, r, Bits); }
 
@@ -83,6 +84,7 @@ struct Sb6 : Sb6RowScales {
 template <int Bits>
 struct Sym : SymRowStreams {
   using Matrix = SymMatrix;
+  static constexpr int kGemvRows = 4;
   alignas(64) float s[16];
 
   void init(const SymMatrix& w, int64_t r) { init_row(w, r, Bits); }
@@ -130,71 +132,10 @@ struct Sym : SymRowStreams {
   }
 };
 
-// ---- entry points --------------------------------------------------------------------------
-
-// Rows the fused GEMV interleaves: 4 code streams, 4 FMA chains.
-constexpr int kGemvRows = 4;
-
-template <template <int> class Fmt, class M, class... A>
-void by_bits(const M& w, A... a) {
-  if constexpr (std::is_same_v<M, Sb6Matrix>) {
-    switch (w.bits) {
-      case 4:
-        return Fmt<4>::run(w, a...);
-      case 5:
-        return Fmt<5>::run(w, a...);
-      default:
-        return Fmt<6>::run(w, a...);
-    }
-  } else {
-    if (w.bits == 8) return Fmt<8>::run(w, a...);
-    return Fmt<6>::run(w, a...);
-  }
-}
-
-template <int Bits>
-struct DecodeSb6 {
-  static void run(const Sb6Matrix& w, int64_t r0, int64_t r1, float* out) {
-    decode_rows<Avx512, Sb6<Bits>>(w, r0, r1, out);
-  }
-};
-template <int Bits>
-struct DecodeSym {
-  static void run(const SymMatrix& w, int64_t r0, int64_t r1, float* out) {
-    decode_rows<Avx512, Sym<Bits>>(w, r0, r1, out);
-  }
-};
-template <int Bits>
-struct GemvSb6 {
-  static void run(const Sb6Matrix& w, int64_t r0, int64_t r1, const float* x, float* y) {
-    gemv<Avx512, Sb6<Bits>, kGemvRows>(w, r0, r1, x, y);
-  }
-};
-template <int Bits>
-struct GemvSym {
-  static void run(const SymMatrix& w, int64_t r0, int64_t r1, const float* x, float* y) {
-    gemv<Avx512, Sym<Bits>, kGemvRows>(w, r0, r1, x, y);
-  }
-};
-
-void decode_sb6(const Sb6Matrix& w, int64_t r0, int64_t r1, float* out) {
-  by_bits<DecodeSb6>(w, r0, r1, out);
-}
-void decode_sym(const SymMatrix& w, int64_t r0, int64_t r1, float* out) {
-  by_bits<DecodeSym>(w, r0, r1, out);
-}
-void gemv_sb6(const Sb6Matrix& w, int64_t r0, int64_t r1, const float* x, float* y) {
-  by_bits<GemvSb6>(w, r0, r1, x, y);
-}
-void gemv_sym(const SymMatrix& w, int64_t r0, int64_t r1, const float* x, float* y) {
-  by_bits<GemvSym>(w, r0, r1, x, y);
-}
-
 }  // namespace
 
 const Kernels& kernels_avx512() {
-  static const Kernels k{decode_sb6, decode_sym, gemv_sb6, gemv_sym, "avx512"};
-  return k;
+  return packed_kernels<Avx512, Sb6, Sym>();
 }
 
 }  // namespace wick::kernels::qmat

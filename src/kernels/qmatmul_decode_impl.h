@@ -12,12 +12,16 @@
 // Fmt provides: using Matrix; init(w, r) (row r's streams); superblock(j) (the scales of the
 // 256 columns of superblock j); weights(i, u, Vec* w) (unit u = 8j + i, its 32 columns as
 // kParts = 32 / V::kLanes vectors of dequantised fp32 weights in column order, exactly as the
-// dequantiser rounds them). Each including file gets its own copy (unnamed namespace).
+// dequantiser rounds them); kGemvRows (how many rows the fused GEMV interleaves, measured per
+// instruction set and layout). packed_kernels<V, Sb6, Sym>() builds an instruction set's table
+// from its format templates. Each including file gets its own copy (unnamed namespace).
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/dot_impl.h"
+#include "kernels/qmatmul_impl.h"
 
 namespace wick::kernels::qmat {
 namespace {
@@ -82,6 +86,60 @@ void gemv(const typename Fmt::Matrix& w, int64_t r0, int64_t r1, const float* x,
   const int64_t h = (r1 - r0) / NR;
   for (int64_t i = 0; i < h; ++i) gemv_n<V, Fmt, NR>(w, r0 + i, h, x, y + i, h);
   for (int64_t r = r0 + NR * h; r < r1; ++r) gemv_n<V, Fmt, 1>(w, r, 0, x, y + (r - r0), 0);
+}
+
+// Calls F::template run<Fmt<bits>> for the bit width of w: sb6 4/5/6, sym 6/8 (the loader admits
+// no other, quant/rwkvq_reader.cpp).
+template <template <int> class Fmt, class F, class M, class... A>
+void by_bits(const M& w, A... a) {
+  if constexpr (std::is_same_v<M, Sb6Matrix>) {
+    switch (w.bits) {
+      case 4:
+        return F::template run<Fmt<4>>(w, a...);
+      case 5:
+        return F::template run<Fmt<5>>(w, a...);
+      default:
+        return F::template run<Fmt<6>>(w, a...);
+    }
+  } else {
+    if (w.bits == 8) return F::template run<Fmt<8>>(w, a...);
+    return F::template run<Fmt<6>>(w, a...);
+  }
+}
+
+template <class V>
+struct DecodeRows {
+  template <class Fmt, class M>
+  static void run(const M& w, int64_t r0, int64_t r1, float* out) {
+    decode_rows<V, Fmt>(w, r0, r1, out);
+  }
+};
+template <class V>
+struct FusedGemv {
+  template <class Fmt, class M>
+  static void run(const M& w, int64_t r0, int64_t r1, const float* x, float* y) {
+    gemv<V, Fmt, Fmt::kGemvRows>(w, r0, r1, x, y);
+  }
+};
+
+// The table of the instruction set whose dense trait is V and whose formats are Sb6<bits> and
+// Sym<bits>, named V::kName.
+template <class V, template <int> class Sb6, template <int> class Sym>
+const Kernels& packed_kernels() {
+  static const Kernels k{[](const Sb6Matrix& w, int64_t r0, int64_t r1, float* out) {
+                           by_bits<Sb6, DecodeRows<V>>(w, r0, r1, out);
+                         },
+                         [](const SymMatrix& w, int64_t r0, int64_t r1, float* out) {
+                           by_bits<Sym, DecodeRows<V>>(w, r0, r1, out);
+                         },
+                         [](const Sb6Matrix& w, int64_t r0, int64_t r1, const float* x, float* y) {
+                           by_bits<Sb6, FusedGemv<V>>(w, r0, r1, x, y);
+                         },
+                         [](const SymMatrix& w, int64_t r0, int64_t r1, const float* x, float* y) {
+                           by_bits<Sym, FusedGemv<V>>(w, r0, r1, x, y);
+                         },
+                         V::kName};
+  return k;
 }
 
 }  // namespace

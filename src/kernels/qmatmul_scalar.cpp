@@ -1,5 +1,6 @@
-// Portable decoders of the quantised matrices (kernels/qmatmul_impl.h): the reference the SIMD
-// decoders are tested against and the fallback on CPUs without AVX2. Written for clarity, one
+// Portable decoders of the quantised matrices (kernels/qmatmul.h decode_rows,
+// kernels/qmatmul_impl.h): the reference the dequantiser calls and the SIMD decoders are tested
+// against, and the fallback on CPUs without AVX2. Written for clarity, one
 // weight at a time, the scales decoded exactly as docs/rwkvq-format.md §2.2 / §2.3 define them
 // (sb6 q * s + m, multiplied then added: this file is compiled with -ffp-contract=off).
 #include <algorithm>
@@ -8,7 +9,7 @@
 #include "base/fp16.h"
 #include "kernels/qmatmul_impl.h"
 
-namespace wick::kernels::qmat {
+namespace wick::kernels {
 
 using base::f16_at;
 using base::round_to_half;
@@ -18,7 +19,9 @@ inline int plane_bit(const uint8_t* plane, int64_t c) {
   return (plane[c >> 3] >> (c & 7)) & 1;
 }
 
-void decode_sb6(const Sb6Matrix& w, int64_t r0, int64_t r1, float* out) {
+}  // namespace
+
+void decode_rows(const Sb6Matrix& w, int64_t r0, int64_t r1, float* out) {
   const int64_t cols = w.cols, nsb = cols / 256;
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* nib = w.codes_packed + r * (cols / 2);
@@ -48,7 +51,7 @@ void decode_sb6(const Sb6Matrix& w, int64_t r0, int64_t r1, float* out) {
   }
 }
 
-void decode_sym(const SymMatrix& w, int64_t r0, int64_t r1, float* out) {
+void decode_rows(const SymMatrix& w, int64_t r0, int64_t r1, float* out) {
   const int64_t cols = w.cols, nsb = cols / 256;
   for (int64_t r = r0; r < r1; ++r) {
     const int8_t* qs = w.qs + r * (cols / 16);
@@ -73,11 +76,12 @@ void decode_sym(const SymMatrix& w, int64_t r0, int64_t r1, float* out) {
   }
 }
 
-}  // namespace
+namespace qmat {
 
 const Kernels& kernels_scalar() {
-  static const Kernels k{decode_sb6, decode_sym, nullptr, nullptr, "scalar"};
+  static const Kernels k{decode_rows, decode_rows, nullptr, nullptr, "scalar"};
   return k;
 }
 
-}  // namespace wick::kernels::qmat
+}  // namespace qmat
+}  // namespace wick::kernels

@@ -1,10 +1,10 @@
 // Exact dequantisation of the `.rwkvq` layouts (docs/rwkvq-format.md §2). Every rounding point is
-// the spec's: sb6 w = q*s + m (multiply, then add: two roundings, the product being exact except
-// at the 1e-8 floor), sym w = q*s (exact), asym w = code*scale + min (multiply-round, add-round:
-// this file is compiled without FMA contraction, see src/CMakeLists.txt), rtn w = code*scale.
+// the spec's (sb6 and sym in kernels/qmatmul_scalar.cpp): sb6 w = q*s + m (multiply, then add: two
+// roundings, the product being exact except at the 1e-8 floor), sym w = q*s (exact), asym w =
+// code*scale + min (multiply-round, add-round: this file is compiled without FMA contraction, see
+// src/CMakeLists.txt), rtn w = code*scale.
 #include "quant/dequant.h"
 
-#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -16,7 +16,6 @@ namespace wick::quant {
 namespace {
 
 using base::f16_at;
-using kernels::unpack6x8;
 
 inline float bf16_value(const uint8_t* p, int64_t i) {
   uint16_t b;
@@ -28,67 +27,6 @@ inline float f32_value(const uint8_t* p, int64_t i) {
   float f;
   std::memcpy(&f, p + 4 * i, 4);
   return f;
-}
-
-// half(a * b): the product rounded to fp16 and widened back.
-inline float half_product(float a, float b) {
-  return base::round_to_half(a * b);
-}
-
-inline int plane_bit(const uint8_t* plane_row, int64_t c) {
-  return (plane_row[c >> 3] >> (c & 7)) & 1;
-}
-
-void sb6_row(const QuantTensor& t, int64_t r, float* out) {
-  const int64_t in = t.cols(), nsb = in / 256;
-  const uint8_t* nib = t.codes_packed->data + r * (in / 2);
-  const uint8_t* qh = t.gw_qh ? t.gw_qh->data + r * (in / 8) : nullptr;
-  const uint8_t* qh2 = t.gw_qh2 ? t.gw_qh2->data + r * (in / 8) : nullptr;
-  for (int64_t j = 0; j < nsb; ++j) {
-    const uint8_t* qsqm = t.gw_qsqm->data + (r * nsb + j) * 12;
-    int qs[8], qm[8];
-    unpack6x8(qsqm, qs);
-    unpack6x8(qsqm + 6, qm);
-    const float d = f16_at(t.gw_d->data, r * nsb + j);
-    const float dm = f16_at(t.gw_dm->data, r * nsb + j);
-    for (int i = 0; i < 8; ++i) {
-      const float s = std::max(half_product(static_cast<float>(qs[i]), d), 1e-8f);
-      const float m = half_product(static_cast<float>(qm[i] - 31), dm);
-      const int64_t b = j * 8 + i;
-      for (int e = 0; e < 32; ++e) {
-        const int64_t c = b * 32 + e;
-        const uint8_t byte = nib[b * 16 + (e & 15)];
-        int q = e < 16 ? (byte & 15) : (byte >> 4);
-        if (qh) q += 16 * plane_bit(qh, c);
-        if (qh2) q += 32 * plane_bit(qh2, c);
-        const float scaled = static_cast<float>(q) * s;
-        out[c] = scaled + m;
-      }
-    }
-  }
-}
-
-void sym_row(const QuantTensor& t, int64_t r, float* out) {
-  const int64_t in = t.cols(), nb = in / 16, nsb = in / 256;
-  const int8_t* qs = reinterpret_cast<const int8_t*>(t.gw_qs->data) + r * nb;
-  for (int64_t b = 0; b < nb; ++b) {
-    const float d = f16_at(t.gw_d->data, r * nsb + b / 16);
-    const float s = half_product(static_cast<float>(qs[b]), d);
-    for (int e = 0; e < 16; ++e) {
-      const int64_t c = b * 16 + e;
-      int q;
-      if (t.bits == 8) {
-        q = reinterpret_cast<const int8_t*>(t.codes->data)[r * in + c];
-      } else {
-        const uint8_t byte = t.codes_packed->data[r * (in / 2) + b * 8 + (e & 7)];
-        int u = e < 8 ? (byte & 15) : (byte >> 4);
-        u += 16 * plane_bit(t.gw_qh->data + r * (in / 8), c);
-        u += 32 * plane_bit(t.gw_qh2->data + r * (in / 8), c);
-        q = u - 32;
-      }
-      out[c] = static_cast<float>(q) * s;
-    }
-  }
 }
 
 void asym_row(const QuantTensor& t, int64_t r, float* out) {
@@ -161,10 +99,10 @@ void dequantize_rows(const QuantTensor& t, int64_t row0, int64_t n, float* out) 
     const int64_t r = row0 + i;
     switch (t.layout) {
       case Layout::kSb6:
-        sb6_row(t, r, o);
+        kernels::decode_rows(sb6_matrix(t), r, r + 1, o);
         break;
       case Layout::kSym:
-        sym_row(t, r, o);
+        kernels::decode_rows(sym_matrix(t), r, r + 1, o);
         break;
       case Layout::kAsym:
         asym_row(t, r, o);
@@ -177,6 +115,36 @@ void dequantize_rows(const QuantTensor& t, int64_t row0, int64_t n, float* out) 
         break;
     }
   }
+}
+
+namespace {
+const uint8_t* bytes(const io::TensorView* v) {
+  return v ? v->data : nullptr;
+}
+}  // namespace
+
+kernels::Sb6Matrix sb6_matrix(const QuantTensor& t) {
+  return kernels::Sb6Matrix{bytes(t.codes_packed),
+                            bytes(t.gw_qh),
+                            bytes(t.gw_qh2),
+                            bytes(t.gw_qsqm),
+                            bytes(t.gw_d),
+                            bytes(t.gw_dm),
+                            t.rows(),
+                            t.cols(),
+                            t.bits};
+}
+
+kernels::SymMatrix sym_matrix(const QuantTensor& t) {
+  return kernels::SymMatrix{reinterpret_cast<const int8_t*>(bytes(t.codes)),
+                            bytes(t.codes_packed),
+                            bytes(t.gw_qh),
+                            bytes(t.gw_qh2),
+                            reinterpret_cast<const int8_t*>(bytes(t.gw_qs)),
+                            bytes(t.gw_d),
+                            t.rows(),
+                            t.cols(),
+                            t.bits};
 }
 
 std::vector<float> dequantize(const QuantTensor& t) {
