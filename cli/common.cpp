@@ -53,16 +53,19 @@ void add_load_options(CLI::App* cmd, LoadOptions& options) {
       ->check(CLI::IsMember({std::string(weight_quantization_name(WeightQuantization::kNone)),
                              std::string(weight_quantization_name(WeightQuantization::kInt8))}))
       ->option_text("none|int8");
+  std::vector<std::string> precisions;
+  for (Precision p : kPrecisions) precisions.emplace_back(precision_name(p));
   cmd->add_option_function<std::string>(
          "--precision",
          [&options](const std::string& v) {
-           options.precision = v == "bf16" ? Precision::kBf16 : Precision::kFp32;
+           for (Precision p : kPrecisions)
+             if (v == precision_name(p)) options.precision = p;
          },
-         "Inputs of the large matrix products: fp32 (exact, default) or bf16 (rounded to bf16 "
-         "first; weights, state and sums stay as they are)")
-      ->check(CLI::IsMember({std::string(precision_name(Precision::kFp32)),
-                             std::string(precision_name(Precision::kBf16))}))
-      ->option_text("fp32|bf16");
+         "Inputs of the large matrix products: fp32 (exact, default), bf16 (rounded to bf16 "
+         "first) or int8 (rounded to 8 bits per 256 columns; .rwkvq sb6 products run in "
+         "integers); weights, state and sums stay as they are")
+      ->check(CLI::IsMember(precisions))
+      ->option_text("fp32|bf16|int8");
   // `wick serve` chooses adapters per request (its own flags), not one at load.
   if (cmd->get_name() != "serve") add_lora_options(cmd, options);
 }

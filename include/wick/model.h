@@ -104,8 +104,20 @@ std::string_view weight_quantization_name(WeightQuantization q);
 //          On CPUs with AVX-512 BF16 this is the form a bf16 dot product needs; wick's kernels
 //          (AVX2 / AVX-512F / scalar) compute it with fp32 FMAs, so today it only adds the
 //          rounding (slightly slower; use kFp32 unless matching a bf16 engine's numbers).
-enum class Precision { kFp32, kBf16 };
-std::string_view precision_name(Precision p);  // "fp32", "bf16" (the values of `--precision`)
+//   kInt8: the input rows of the same large products are rounded to 8 bits per superblock of 256
+//          columns (kernels/int8_inputs.h: scale = max|x| / 127 per superblock, codes
+//          round-half-to-even in [-127, 127]; a superblock holding inf / NaN gives NaN outputs).
+//          Products with packed sb6 weights (.rwkvq 4/5/6-bit) then run in integers (vpdpbusd on
+//          AVX-512 VNNI, vpmaddubsw on AVX2; kernels/qmatmul.h qmatmul_int8_inputs): the decode
+//          step reads the codes at close to the memory bandwidth instead of decoding them to
+//          floats. Every other product takes the rounded inputs as floats. The LoRA branches,
+//          the WKV state, the norms and the sums stay as in kFp32; forward() rows stay
+//          bit-identical to step() and batch rows to single rows, on every instruction set
+//          (README "Precision": its KL against kFp32).
+enum class Precision { kFp32, kBf16, kInt8 };
+// Every value, in the order of `--precision`'s help.
+inline constexpr Precision kPrecisions[] = {Precision::kFp32, Precision::kBf16, Precision::kInt8};
+std::string_view precision_name(Precision p);  // "fp32", "bf16", "int8" (`--precision`)
 
 // How Model::load treats the checkpoint it reads.
 struct LoadOptions {

@@ -108,7 +108,7 @@ void register_model(py::module_& m) {
       "An RWKV-7 model. Model(path, quantize=\"none\", precision=\"fp32\", threads=None): path is "
       "a .safetensors file, an official .pth, an rwkv-quant .rwkvq file or a HuggingFace / fla "
       "folder (None: the tiny model embedded in wick); quantize \"none\" | \"int8\" (per-row INT8 "
-      "at load); precision \"fp32\" | \"bf16\" (input precision of the large matrix products); "
+      "at load); precision \"fp32\" | \"bf16\" | \"int8\" (input precision of the large matrix products); "
       "threads: kernel threads (None: one per core); lora: a LoRA adapter file (RWKV-PEFT or "
       "rwkv-metal) applied at run time with lora_alpha (its training alpha; required unless the "
       "file stores it) and lora_scale (extra multiplier), as `wick generate --lora`. Raises wick.FileError, wick.FormatError, "

@@ -11,9 +11,12 @@ WeightQuantization parse_quantize(const std::string& name) {
 }
 
 Precision parse_precision(const std::string& name) {
-  for (Precision p : {Precision::kFp32, Precision::kBf16})
+  std::string expected;
+  for (Precision p : kPrecisions) {
     if (name == precision_name(p)) return p;
-  throw InputError("precision: expected \"fp32\" or \"bf16\", found \"" + name + "\"");
+    expected += (expected.empty() ? "\"" : ", \"") + std::string(precision_name(p)) + "\"";
+  }
+  throw InputError("precision: expected one of " + expected + ", found \"" + name + "\"");
 }
 
 }  // namespace wick::py_binding

@@ -11,6 +11,7 @@ KernelTable kernel_table_for(Isa isa) {
                      dot_kernels_for(isa),
                      int8::kernels_for(isa),
                      qmat::kernels_for(isa),
+                     &qmat::int8_input_kernels_for(isa),
                      attention_kernels_for(isa),
                      sampler_loops_for(isa),
                      bf16_dot_kernels_for(isa)};
@@ -26,6 +27,7 @@ std::vector<std::pair<std::string, std::string>> KernelTable::describe() const {
           {"bf16-dot", bf16_dot ? bf16_dot->name : "fp32-dot"},
           {"int8", int8.name},
           {"packed", packed.name},
+          {"packed-int8", packed_int8->name},
           {"wkv", wkv7_head_kernel_name(isa, 64)},
           {"attention", attention.name},
           {"sampler", sampler.name}};

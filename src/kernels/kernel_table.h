@@ -22,19 +22,21 @@ namespace int8 {
 struct Kernels;  // kernels/int8_matmul_impl.h
 }  // namespace int8
 namespace qmat {
-struct Kernels;  // kernels/qmatmul_impl.h
+struct Kernels;           // kernels/qmatmul_impl.h
+struct Int8InputKernels;  // kernels/qmatmul_impl.h
 }  // namespace qmat
 
 struct KernelTable {
   Isa isa;
-  const DotKernels& dot;              // dense dot, GEMV, GEMM tile, widening
-  const int8::Kernels& int8;          // --quantize int8 sums and epilogue
-  const qmat::Kernels& packed;        // .rwkvq sb6 / sym code decoders (and fused GEMVs)
-  const AttentionKernels& attention;  // RWKV-X softmax attention inner loops
-  const SamplerLoops& sampler;        // the sampler's passes over V
-  const Bf16DotKernels* bf16_dot;     // Precision::kBf16 products of bf16 weights, or null
-  // (family, variant) in a fixed order: dot, bf16-dot, int8, packed, wkv (head size 64),
-  // attention, sampler; variants "scalar", "avx2", "avx512", "avx512-vnni", "avx512-bf16", and
+  const DotKernels& dot;                      // dense dot, GEMV, GEMM tile, widening
+  const int8::Kernels& int8;                  // --quantize int8 sums and epilogue
+  const qmat::Kernels& packed;                // .rwkvq sb6 / sym code decoders (and fused GEMVs)
+  const qmat::Int8InputKernels* packed_int8;  // Precision::kInt8 integer sb6 products
+  const AttentionKernels& attention;          // RWKV-X softmax attention inner loops
+  const SamplerLoops& sampler;                // the sampler's passes over V
+  const Bf16DotKernels* bf16_dot;             // Precision::kBf16 products of bf16 weights, or null
+  // (family, variant) in a fixed order: dot, bf16-dot, int8, packed, packed-int8, wkv (head size
+  // 64), attention, sampler; variants "scalar", "avx2", "avx512", "avx512-vnni", "avx512-bf16", and
   // "fp32-dot" for bf16-dot where the CPU has no BF16 dot product (the dot kernels serve).
   std::vector<std::pair<std::string, std::string>> describe() const;
 };

@@ -4,11 +4,14 @@
 // qmatmul_{scalar,avx2,avx512}.cpp.
 #include "kernels/qmatmul.h"
 
+#include <algorithm>
+
 #include "base/check.h"
 #include "kernels/dot.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 #include "kernels/qmatmul_impl.h"
+#include "kernels/thread_pool.h"
 
 namespace wick::kernels {
 namespace qmat {
@@ -57,7 +60,63 @@ void run(const M& w, const Source<M>& src, const DotKernels& dense, const float*
   matmul_decoded(d, x, T, y, dense, pool);
 }
 
+// GEMV blocks of the integer product: rows per block, and the smallest product worth the pool.
+constexpr int64_t kInt8BlockRows = 64;
+constexpr int64_t kInt8ParallelWeights = 1 << 15;
+
+void run_int8(const Int8InputKernels& k, const Sb6Matrix& w, const Int8Inputs& x, float* y,
+              ThreadPool& pool) {
+  WICK_CHECK(valid(w) && x.T >= 1 && x.cols == w.cols,
+             "PackedLinear passes inputs of the matrix's width");
+  const int64_t cols = w.cols, T = x.T, nb = cols / 32, nsb = cols / 256;
+  // Each input in the sb6 order with its block sums (kernels/qmatmul_impl.h), prepared once on
+  // the caller for every block of rows.
+  Arena& arena = pool.caller_arena();
+  int8_t* codes = arena.get<int8_t>(static_cast<size_t>(T * cols), Arena::kCaller0);
+  float* sums = arena.get<float>(static_cast<size_t>(T * nb), Arena::kCaller1);
+  for (int64_t t = 0; t < T; ++t) {
+    const int8_t* src = x.codes + t * cols;
+    int8_t* dst = codes + t * cols;
+    for (int64_t c = 0; c < cols; ++c) dst[sb6_order(c)] = src[c];
+    for (int64_t b = 0; b < nb; ++b) {
+      int32_t q = 0;
+      for (int64_t e = 0; e < 32; ++e) q += src[32 * b + e];
+      sums[t * nb + b] = static_cast<float>(q);
+    }
+  }
+  auto block = [&](int64_t b) {
+    const int64_t r0 = b * kInt8BlockRows, r1 = std::min(w.rows, r0 + kInt8BlockRows);
+    for (int64_t t = 0; t < T; ++t) {
+      const Sb6Int8Input in{codes + t * cols, sums + t * nb, x.scales + t * nsb};
+      k.sb6(w, r0, r1, in, y + t * w.rows + r0);
+    }
+  };
+  const int64_t blocks = (w.rows + kInt8BlockRows - 1) / kInt8BlockRows;
+  if (w.rows * cols * T < kInt8ParallelWeights) {
+    for (int64_t b = 0; b < blocks; ++b) block(b);
+  } else {
+    parallel_for(pool, blocks, block);
+  }
+}
+
 }  // namespace
+
+const Int8InputKernels& int8_input_kernels_for(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512:
+      return cpu_has_avx512_vnni() ? int8_input_kernels_avx512_vnni() : int8_input_kernels_avx2();
+    case Isa::kAvx2:
+      return int8_input_kernels_avx2();
+    case Isa::kScalar:
+      break;
+  }
+  return int8_input_kernels_scalar();
+}
+
+void qmatmul_int8_inputs_isa(Isa isa, const Sb6Matrix& w, const Int8Inputs& x, float* y,
+                             ThreadPool& pool) {
+  run_int8(int8_input_kernels_for(isa), w, x, y, pool);
+}
 
 const Kernels& kernels_for(Isa isa) {
   switch (isa) {
@@ -95,6 +154,10 @@ void qmatmul(const SymMatrix& w, const float* x, int64_t T, float* y, ThreadPool
   const KernelTable& k = kernel_table();
   qmat::run(w, qmat::Source<SymMatrix>{&w, k.packed.decode_sym, k.packed.gemv_sym}, k.dot, x, T, y,
             pool);
+}
+
+void qmatmul_int8_inputs(const Sb6Matrix& w, const Int8Inputs& x, float* y, ThreadPool& pool) {
+  qmat::run_int8(*kernel_table().packed_int8, w, x, y, pool);
 }
 
 }  // namespace wick::kernels

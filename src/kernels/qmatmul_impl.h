@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cpu_features.h"
+#include "kernels/int8_inputs.h"
 #include "kernels/qmatmul.h"
 
 namespace wick::kernels {
@@ -36,6 +37,42 @@ const Kernels& kernels_avx2();
 const Kernels& kernels_avx512();
 // The table of `isa` (which the CPU must support).
 const Kernels& kernels_for(Isa isa);
+
+// ---- integer-domain sb6 products of inputs rounded to 8 bits (kernels/qmatmul.h
+// qmatmul_int8_inputs) ----
+//
+// One input row as the kernels read it. Codes are in the "sb6 order": within each group of 128
+// columns (4 blocks of 32), first the low halves of the 4 blocks (columns 32p + e, p = 0..3,
+// e = 0..15), then their high halves (32p + 16 + e) - the order in which a 64-byte load of the
+// nibbles splits into low and high nibbles (docs/rwkvq-format.md §2.2: byte e of a block holds
+// columns e and e + 16).
+struct Sb6Int8Input {
+  const int8_t* codes;      // [cols] in the sb6 order
+  const float* block_sums;  // [cols / 32] Q_b = the sum of block b's codes, as a float (exact)
+  const float* scales;      // [cols / 256] dx_j, the input's scale of superblock j
+};
+
+// Position of column c in the sb6 order.
+inline int64_t sb6_order(int64_t c) {
+  const int64_t g = c / 128, p = (c % 128) / 32, h = (c % 32) / 16, e = c % 16;
+  return 128 * g + 64 * h + 16 * p + e;
+}
+
+struct Int8InputKernels {
+  // y[r - r0] for r in [r0, r1): the product of qmatmul.h qmatmul_int8_inputs, row r of w with x.
+  void (*sb6)(const Sb6Matrix& w, int64_t r0, int64_t r1, const Sb6Int8Input& x, float* y);
+  const char* name;  // "scalar", "avx2", "avx512-vnni"
+};
+
+const Int8InputKernels& int8_input_kernels_scalar();
+const Int8InputKernels& int8_input_kernels_avx2();
+const Int8InputKernels& int8_input_kernels_avx512_vnni();
+// kAvx512: the VNNI kernel where the CPU has VNNI, else the AVX2 one; kAvx2; kScalar.
+const Int8InputKernels& int8_input_kernels_for(Isa isa);
+
+// qmatmul_int8_inputs with an explicit instruction set (tests, benchmarks).
+void qmatmul_int8_inputs_isa(Isa isa, const Sb6Matrix& w, const Int8Inputs& x, float* y,
+                             ThreadPool& pool);
 
 // qmatmul with an explicit instruction set for the decoders and the dense kernels (tests,
 // benchmarks); qmatmul() uses active_isa().

@@ -19,33 +19,52 @@ inline int plane_bit(const uint8_t* plane, int64_t c) {
   return (plane[c >> 3] >> (c & 7)) & 1;
 }
 
+// sb6 code of column c of a row (its nibble stream and bit planes, null below 5 / 6 bits).
+inline int sb6_code(const uint8_t* nib, const uint8_t* qh, const uint8_t* qh2, int64_t c) {
+  const int64_t b = c / 32, e = c % 32;
+  const uint8_t byte = nib[b * 16 + (e & 15)];
+  int q = e < 16 ? (byte & 15) : (byte >> 4);
+  if (qh) q += 16 * plane_bit(qh, c);
+  if (qh2) q += 32 * plane_bit(qh2, c);
+  return q;
+}
+
+// The scales s_b, m_b of the 8 blocks of superblock j of row r.
+inline void sb6_scales(const Sb6Matrix& w, int64_t r, int64_t j, float* s, float* m) {
+  const int64_t nsb = w.cols / 256;
+  int qs[8], qm[8];
+  unpack6x8(w.qsqm + (r * nsb + j) * 12, qs);
+  unpack6x8(w.qsqm + (r * nsb + j) * 12 + 6, qm);
+  const float d = f16_at(w.d, r * nsb + j), dm = f16_at(w.dm, r * nsb + j);
+  for (int i = 0; i < 8; ++i) {
+    s[i] = std::max(round_to_half(static_cast<float>(qs[i]) * d), 1e-8f);
+    m[i] = round_to_half(static_cast<float>(qm[i] - 31) * dm);
+  }
+}
+
+struct Sb6Row {
+  const uint8_t *nib, *qh, *qh2;
+  Sb6Row(const Sb6Matrix& w, int64_t r)
+      : nib(w.codes_packed + r * (w.cols / 2)),
+        qh(w.bits >= 5 ? w.qh + r * (w.cols / 8) : nullptr),
+        qh2(w.bits >= 6 ? w.qh2 + r * (w.cols / 8) : nullptr) {}
+  int code(int64_t c) const { return sb6_code(nib, qh, qh2, c); }
+};
+
 }  // namespace
 
 void decode_rows(const Sb6Matrix& w, int64_t r0, int64_t r1, float* out) {
   const int64_t cols = w.cols, nsb = cols / 256;
   for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* nib = w.codes_packed + r * (cols / 2);
-    const uint8_t* qh = w.bits >= 5 ? w.qh + r * (cols / 8) : nullptr;
-    const uint8_t* qh2 = w.bits >= 6 ? w.qh2 + r * (cols / 8) : nullptr;
+    const Sb6Row row(w, r);
     float* o = out + (r - r0) * cols;
     for (int64_t j = 0; j < nsb; ++j) {
-      int qs[8], qm[8];
-      unpack6x8(w.qsqm + (r * nsb + j) * 12, qs);
-      unpack6x8(w.qsqm + (r * nsb + j) * 12 + 6, qm);
-      const float d = f16_at(w.d, r * nsb + j), dm = f16_at(w.dm, r * nsb + j);
-      for (int i = 0; i < 8; ++i) {
-        const float s = std::max(round_to_half(static_cast<float>(qs[i]) * d), 1e-8f);
-        const float m = round_to_half(static_cast<float>(qm[i] - 31) * dm);
-        const int64_t b = j * 8 + i;
-        for (int e = 0; e < 32; ++e) {
-          const int64_t c = b * 32 + e;
-          const uint8_t byte = nib[b * 16 + (e & 15)];
-          int q = e < 16 ? (byte & 15) : (byte >> 4);
-          if (qh) q += 16 * plane_bit(qh, c);
-          if (qh2) q += 32 * plane_bit(qh2, c);
-          const float scaled = static_cast<float>(q) * s;
-          o[c] = scaled + m;
-        }
+      float s[8], m[8];
+      sb6_scales(w, r, j, s, m);
+      for (int64_t c = 256 * j; c < 256 * (j + 1); ++c) {
+        const int i = static_cast<int>((c / 32) % 8);
+        const float scaled = static_cast<float>(row.code(c)) * s[i];
+        o[c] = scaled + m[i];
       }
     }
   }
@@ -80,6 +99,36 @@ namespace qmat {
 
 const Kernels& kernels_scalar() {
   static const Kernels k{decode_rows, decode_rows, nullptr, nullptr, "scalar"};
+  return k;
+}
+
+namespace {
+
+// The definition of kernels/qmatmul.h qmatmul_int8_inputs, one output at a time.
+void int8_sb6(const Sb6Matrix& w, int64_t r0, int64_t r1, const Sb6Int8Input& x, float* y) {
+  const int64_t nsb = w.cols / 256;
+  for (int64_t r = r0; r < r1; ++r) {
+    const Sb6Row row(w, r);
+    float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t j = 0; j < nsb; ++j) {
+      float s[8], m[8];
+      sb6_scales(w, r, j, s, m);
+      for (int i = 0; i < 8; ++i) {
+        const int64_t b = 8 * j + i;
+        int32_t sum = 0;
+        for (int64_t c = 32 * b; c < 32 * b + 32; ++c) sum += row.code(c) * x.codes[sb6_order(c)];
+        const float t = static_cast<float>(sum) * s[i] + x.block_sums[b] * m[i];
+        a[i] = a[i] + t * x.scales[j];
+      }
+    }
+    y[r - r0] = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+  }
+}
+
+}  // namespace
+
+const Int8InputKernels& int8_input_kernels_scalar() {
+  static const Int8InputKernels k{int8_sb6, "scalar"};
   return k;
 }
 

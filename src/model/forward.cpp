@@ -11,6 +11,7 @@
 #include "base/fp16.h"
 #include "kernels/activations.h"
 #include "kernels/dot.h"
+#include "kernels/int8_inputs.h"
 #include "kernels/norm.h"
 #include "kernels/thread_pool.h"
 #include "kernels/wkv7.h"
@@ -95,7 +96,9 @@ struct Workspace final : PassWorkspace {
   std::vector<int64_t> rows;
   Precision precision = Precision::kFp32;
   kernels::ThreadPool* pool = nullptr;  // the lease's pool, for this pass
-  std::vector<float> rounded;           // kBf16: a large product's input rows rounded to bf16
+  std::vector<float> rounded;           // kBf16 / kInt8: a large product's input rows, rounded
+  std::vector<int8_t> codes;            // kInt8: their 8-bit codes [T, in] and superblock scales
+  std::vector<float> code_scales;
   // LoRA adapters of this pass: whether any segment has one, each row's adapter (filled only
   // then), and the low-rank terms' scratch: x·Aᵀ [rows, r] and (x·Aᵀ)·Bᵀ [rows, out].
   bool any_adapter = false;
@@ -166,20 +169,34 @@ void add_adapter_terms(int64_t in, int64_t out, const float* x, float* y, Worksp
 
 // A large matrix product (r/k/v/o, FFN key/value, attention q/k/v/o, head): y = W x over T rows,
 // plus the segments' LoRA terms when `target` names an adapted projection of RWKV layer `layer`.
-// With Precision::kBf16 the input rows are first rounded to bf16 (wick/model.h) for W x; the LoRA
+// With Precision::kBf16 / kInt8 the input rows are first rounded (wick/model.h) for W x; the LoRA
 // branches of the model (Linear::apply directly) and the adapters' terms stay fp32.
 void project(const model::Linear& L, const float* x, int64_t T, float* y, Workspace& ws,
              std::span<const Segment> segs = {}, int layer = -1, int target = model::kLoraNone) {
-  if (ws.precision == Precision::kFp32) {
-    L.apply(x, T, y, *ws.pool);
-  } else {
-    const size_t n = static_cast<size_t>(T * L.in_features());
-    if (ws.rounded.size() < n) ws.rounded.resize(n);
-    float* rounded = ws.rounded.data();
-    for_each_span(*ws.pool, static_cast<int64_t>(n), [&](int64_t i0, int64_t i1) {
-      base::round_to_bf16(x + i0, rounded + i0, static_cast<size_t>(i1 - i0));
-    });
-    L.apply_bf16_inputs(ws.rounded.data(), T, y, *ws.pool);
+  const int64_t in = L.in_features();
+  const size_t n = static_cast<size_t>(T * in);
+  if (ws.precision != Precision::kFp32 && ws.rounded.size() < n) ws.rounded.resize(n);
+  float* rounded = ws.rounded.data();
+  switch (ws.precision) {
+    case Precision::kFp32:
+      L.apply(x, T, y, *ws.pool);
+      break;
+    case Precision::kBf16:
+      for_each_span(*ws.pool, static_cast<int64_t>(n), [&](int64_t i0, int64_t i1) {
+        base::round_to_bf16(x + i0, rounded + i0, static_cast<size_t>(i1 - i0));
+      });
+      L.apply_bf16_inputs(rounded, T, y, *ws.pool);
+      break;
+    case Precision::kInt8: {
+      const size_t ns = static_cast<size_t>(T * kernels::int8_input_blocks(in));
+      if (ws.codes.size() < n) ws.codes.resize(n);
+      if (ws.code_scales.size() < ns) ws.code_scales.resize(ns);
+      kernels::round_inputs_int8(x, T, in, ws.codes.data(), ws.code_scales.data(), rounded,
+                                 *ws.pool);
+      L.apply_int8_inputs(kernels::Int8Inputs{ws.codes.data(), ws.code_scales.data(), T, in},
+                          rounded, y, *ws.pool);
+      break;
+    }
   }
   if (ws.any_adapter && target != model::kLoraNone)
     add_adapter_terms(L.in_features(), L.out_features(), x, y, ws, segs, layer, target);

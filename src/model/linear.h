@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/int8_inputs.h"
 #include "kernels/matmul.h"
 #include "wick/dtype.h"
 
@@ -27,6 +28,14 @@ class Linear {
   virtual void apply_bf16_inputs(const float* x, int64_t T, float* y,
                                  kernels::ThreadPool& pool) const {
     apply(x, T, y, pool);
+  }
+  // The same product for inputs rounded to 8 bits (Precision::kInt8): `x` holds the codes and
+  // scales, `rounded` [x.T, in] the rounded values float(code) * scale. Implementations with an
+  // integer kernel use the codes (packed sb6 weights: kernels/qmatmul.h qmatmul_int8_inputs); the
+  // rest run apply() on the rounded values. Row t of T > 1 equals the T = 1 call bit for bit.
+  virtual void apply_int8_inputs(const kernels::Int8Inputs& x, const float* rounded, float* y,
+                                 kernels::ThreadPool& pool) const {
+    apply(rounded, x.T, y, pool);
   }
   virtual DType stored_dtype() const = 0;
   virtual uint64_t stored_bytes() const = 0;

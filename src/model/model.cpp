@@ -24,7 +24,15 @@ Model Model::with_precision(Precision p) const {
 }
 
 std::string_view precision_name(Precision p) {
-  return p == Precision::kBf16 ? "bf16" : "fp32";
+  switch (p) {
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kInt8:
+      return "int8";
+    case Precision::kFp32:
+      break;
+  }
+  return "fp32";
 }
 
 Model::Model(std::shared_ptr<const Impl> impl, std::shared_ptr<Runtime> runtime)

@@ -2,8 +2,8 @@
 // the weight-access path (model/linear.h). The codes stay in the memory-mapped `.rwkvq` file;
 // apply() runs the kernels of kernels/qmatmul.h, which decode blocks of codes in registers, for
 // the recurrent step (T = 1, GEMV) and the parallel pass (T > 1) alike, so both passes give the
-// same bits. Small packed tensors (LoRA asym/rtn) are not handled here: the loader dequantises
-// them once into dense fp32.
+// same bits (and so does apply_int8_inputs, Precision::kInt8). Small packed tensors (LoRA asym/rtn)
+// are not handled here: the loader dequantises them once into dense fp32.
 #pragma once
 
 #include <memory>
@@ -23,6 +23,10 @@ class PackedLinear final : public Linear {
   int64_t out_features() const override { return rows_; }
   int64_t in_features() const override { return cols_; }
   void apply(const float* x, int64_t T, float* y, kernels::ThreadPool& pool) const override;
+  // sb6: the integer product of the codes (kernels/qmatmul.h qmatmul_int8_inputs); sym: apply()
+  // on the rounded values.
+  void apply_int8_inputs(const kernels::Int8Inputs& x, const float* rounded, float* y,
+                         kernels::ThreadPool& pool) const override;
   DType stored_dtype() const override { return DType::U8; }
   uint64_t stored_bytes() const override { return bytes_; }
   quant::Layout layout() const { return layout_; }

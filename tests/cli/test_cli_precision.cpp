@@ -1,6 +1,7 @@
-// `--precision fp32|bf16` (cli/common.h add_load_options) as users run it: logits change with
-// bf16 (and the recurrent step still equals the parallel pass), bench --json reports the
-// precision, ppl accepts it, and other values are refused.
+// `--precision fp32|bf16|int8` (cli/common.h add_load_options) as users run it: logits change
+// with bf16 and int8 (and the recurrent step still equals the parallel pass, also for a .rwkvq
+// file whose sb6 products run in integers), bench --json reports the precision, ppl accepts it,
+// and other values are refused.
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -12,22 +13,27 @@ namespace {
 
 constexpr const char* kModel = "tiny-rwkv7/tiny-rwkv7-834K.safetensors";
 
-TEST(CliPrecision, Bf16LogitsDifferAndRecurrentEqualsParallel) {
-  const std::string m = shell_quote(fixture(kModel));
-  const std::string args = "logits --tokens 34,105,110 --all-positions --model " + m;
-  const CliRun dense = run_wick(args);
-  const CliRun fp32 = run_wick(args + " --precision fp32");
-  const CliRun par = run_wick(args + " --precision bf16");
-  const CliRun rec = run_wick(args + " --precision bf16 --recurrent");
-  ASSERT_EQ(par.status, 0) << par.err;
-  ASSERT_EQ(rec.status, 0) << rec.err;
-  EXPECT_EQ(fp32.out, dense.out);  // fp32 is the default
-  EXPECT_NE(par.out, dense.out);
-  EXPECT_EQ(par.out, rec.out);
+TEST(CliPrecision, RoundedLogitsDifferAndRecurrentEqualsParallel) {
+  for (const char* model : {kModel, "rwkvq/tiny_compression.rwkvq"}) {
+    const std::string m = shell_quote(fixture(model));
+    const std::string args = "logits --tokens 34,105,110 --all-positions --model " + m;
+    const CliRun dense = run_wick(args);
+    const CliRun fp32 = run_wick(args + " --precision fp32");
+    ASSERT_EQ(dense.status, 0) << dense.err;
+    EXPECT_EQ(fp32.out, dense.out) << model;  // fp32 is the default
+    for (const std::string p : {"bf16", "int8"}) {
+      const CliRun par = run_wick(args + " --precision " + p);
+      const CliRun rec = run_wick(args + " --precision " + p + " --recurrent");
+      ASSERT_EQ(par.status, 0) << par.err;
+      ASSERT_EQ(rec.status, 0) << rec.err;
+      EXPECT_NE(par.out, dense.out) << model << " " << p;
+      EXPECT_EQ(par.out, rec.out) << model << " " << p;
+    }
+  }
 }
 
 TEST(CliPrecision, BenchJsonReportsThePrecision) {
-  for (const std::string p : {"fp32", "bf16"}) {
+  for (const std::string p : {"fp32", "bf16", "int8"}) {
     const CliRun r = run_wick("bench --precision " + p + " --threads 1 --prompt 8 --gen 2 --reps 1 --json");
     ASSERT_EQ(r.status, 0) << r.err;
     std::istringstream in(r.out);

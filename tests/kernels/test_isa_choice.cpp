@@ -76,8 +76,9 @@ TEST(KernelTable, OneTableNamesEveryFamily) {
   EXPECT_EQ(&t.sampler, &sampler_loops());
   EXPECT_EQ(t.bf16_dot, bf16_dot_kernels());
   const auto d = t.describe();
-  ASSERT_EQ(d.size(), 7u);
-  const char* families[] = {"dot", "bf16-dot", "int8", "packed", "wkv", "attention", "sampler"};
+  ASSERT_EQ(d.size(), 8u);
+  const char* families[] = {"dot",         "bf16-dot", "int8",      "packed",
+                            "packed-int8", "wkv",      "attention", "sampler"};
   for (size_t i = 0; i < d.size(); ++i) EXPECT_EQ(d[i].first, families[i]);
   EXPECT_EQ(d[0].second, isa_name(active_isa()));
   EXPECT_EQ(d[3].second, isa_name(active_isa()));
@@ -85,6 +86,11 @@ TEST(KernelTable, OneTableNamesEveryFamily) {
   const bool bf16 = active_isa() == Isa::kAvx512 && cpu_has_avx512_bf16();
   EXPECT_EQ(d[1].second, bf16 ? "avx512-bf16" : "fp32-dot");
   EXPECT_EQ(t.bf16_dot != nullptr, bf16);
+  // The integer sb6 products: VNNI where AVX-512 runs on a CPU with it, else the ISA's own.
+  const bool vnni = active_isa() == Isa::kAvx512 && cpu_has_avx512_vnni();
+  EXPECT_EQ(d[4].second, vnni                               ? std::string("avx512-vnni")
+                         : active_isa() == Isa::kScalar ? std::string("scalar")
+                                                          : std::string("avx2"));
   // Scalar everywhere at the scalar level (and no BF16 dot product); at AVX2 and above the
   // attention and sampler loops run their AVX2 build.
   for (const auto& [family, variant] : kernel_table_for(Isa::kScalar).describe())
@@ -92,8 +98,8 @@ TEST(KernelTable, OneTableNamesEveryFamily) {
   EXPECT_EQ(kernel_table_for(Isa::kAvx2).bf16_dot, nullptr);
   if (best_supported_isa() >= Isa::kAvx2) {
     const auto a = kernel_table_for(best_supported_isa()).describe();
-    EXPECT_EQ(a[5].second, "avx2");
     EXPECT_EQ(a[6].second, "avx2");
+    EXPECT_EQ(a[7].second, "avx2");
   }
 }
 

@@ -8,6 +8,7 @@
 // product bit for bit, with 1 or 2 threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "io/tensor_set.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dot.h"
+#include "kernels/int8_inputs.h"
 #include "kernels/qmatmul.h"
 #include "kernels/qmatmul_impl.h"
 #include "kernels/thread_pool.h"
@@ -506,6 +508,151 @@ TEST(Qmatmul, PublicEntryPointUsesTheActiveIsa) {
   qmatmul(q->symm, x.data(), 2, y.data(), test_pool());
   q->qmatmul(active_isa(), x.data(), 2, want.data());
   EXPECT_EQ(y, want);
+}
+
+// ---- integer products of inputs rounded to 8 bits (qmatmul_int8_inputs) --------------------
+
+struct RoundedInputs {
+  std::vector<int8_t> codes;
+  std::vector<float> scales, rounded;
+  Int8Inputs view;
+};
+
+RoundedInputs round_inputs(const std::vector<float>& x, int64_t T, int64_t cols) {
+  RoundedInputs r;
+  r.codes.resize(T * cols);
+  r.scales.resize(T * int8_input_blocks(cols));
+  r.rounded.resize(T * cols);
+  round_inputs_int8(x.data(), T, cols, r.codes.data(), r.scales.data(), r.rounded.data(),
+                    test_pool());
+  r.view = Int8Inputs{r.codes.data(), r.scales.data(), T, cols};
+  return r;
+}
+
+std::vector<float> int8_product(Isa isa, const Packed& p, const RoundedInputs& x) {
+  std::vector<float> y(x.view.T * p.rows);
+  qmat::qmatmul_int8_inputs_isa(isa, p.sb6, x.view, y.data(), test_pool());
+  return y;
+}
+
+// Each superblock of 256 columns (the last one shorter) is rounded by the INT8 row rule on its
+// own: scale max|v| / 127, codes in [-127, 127] within half a step of v / scale, the rounded value
+// code * scale; an all-zero superblock has scale 0, one holding an inf scale NaN and codes 0.
+TEST(Int8Inputs, EachSuperblockIsRoundedOnItsOwn) {
+  const int64_t T = 3, cols = 600;  // superblocks of 256, 256, 88
+  std::vector<float> x = random_inputs(T * cols, 17);
+  for (int64_t c = 256; c < 512; ++c) x[cols + c] = 0.0f;  // row 1, superblock 1: zero
+  x[2 * cols + 520] = INFINITY;                            // row 2, superblock 2: inf
+  x[5] = 1000.0f;  // row 0, superblock 0: one large value sets only its own scale
+  const RoundedInputs r = round_inputs(x, T, cols);
+  ASSERT_EQ(int8_input_blocks(cols), 3);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t b = 0; b < 3; ++b) {
+      const int64_t c0 = 256 * b, c1 = std::min<int64_t>(cols, c0 + 256);
+      float amax = 0;
+      for (int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::abs(x[t * cols + c]));
+      const float s = r.scales[t * 3 + b];
+      if (t == 2 && b == 2) {
+        EXPECT_TRUE(std::isnan(s));
+        for (int64_t c = c0; c < c1; ++c) EXPECT_EQ(r.codes[t * cols + c], 0);
+        continue;
+      }
+      EXPECT_EQ(s, amax / 127.0f) << t << " " << b;
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t i = t * cols + c;
+        ASSERT_GE(r.codes[i], -127);
+        EXPECT_EQ(r.rounded[i], static_cast<float>(r.codes[i]) * s);
+        if (s > 0) EXPECT_LE(std::abs(x[i] / s - r.codes[i]), 0.5f + 1e-4f) << i;
+      }
+    }
+  EXPECT_EQ(r.scales[1 * 3 + 1], 0.0f);
+  // The large value in row 0's first superblock leaves its second superblock's scale alone.
+  EXPECT_LT(r.scales[1], 10.0f / 127.0f);
+}
+
+// The integer kernels of every instruction set give the scalar reference's bits (exact int32
+// sums, one float sequence), every bit width, rows split unevenly over the interleaved code
+// streams, with 1 and 2 threads.
+TEST(QmatmulInt8Inputs, EveryIsaGivesTheScalarBits) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{71, 512}, {33, 768}}) {
+    for (int bits : {4, 5, 6}) {
+      auto p = random_sb6(bits, rows, cols, 40 + bits + static_cast<uint32_t>(cols));
+      for (int64_t T : {1, 5}) {
+        const RoundedInputs x =
+            round_inputs(random_inputs(T * cols, 3 + static_cast<uint32_t>(T)), T, cols);
+        const std::vector<float> want = int8_product(Isa::kScalar, *p, x);
+        for (Isa isa : supported_isas())
+          for (int threads : {1, 2}) {
+            set_test_threads(threads);
+            const std::vector<float> y = int8_product(isa, *p, x);
+            ASSERT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0)
+                << p->name() << " " << qmat::int8_input_kernels_for(isa).name << " T=" << T
+                << " threads=" << threads;
+          }
+      }
+    }
+  }
+  set_test_threads(0);
+}
+
+// What the integer sums compute: the dot product of the dequantised row (quant::dequantize) with
+// the rounded inputs, here summed in double - so codes, plane bits, scales and the sb6 order of
+// the inputs are all checked against data the kernels did not produce.
+TEST(QmatmulInt8Inputs, IsTheDequantisedRowTimesTheRoundedInputs) {
+  const int64_t rows = 37, cols = 768, T = 3;
+  for (int bits : {4, 5, 6}) {
+    auto p = random_sb6(bits, rows, cols, 80 + bits);
+    const std::vector<float> w = p->dequantized();
+    const RoundedInputs x = round_inputs(random_inputs(T * cols, 8), T, cols);
+    for (Isa isa : supported_isas()) {
+      const std::vector<float> y = int8_product(isa, *p, x);
+      expect_close_to_oracle(*p, w, x.rounded.data(), T, y.data(),
+                             p->name() + " int8 " + std::string(isa_name(isa)));
+    }
+  }
+}
+
+// Output (t, o) is a function of W[o] and X[t] alone: a batch row equals the single input, and
+// other inputs give other outputs.
+TEST(QmatmulInt8Inputs, BatchRowsEqualSingleInputsAndOtherInputsDiffer) {
+  const int64_t rows = 71, cols = 512, T = 9;
+  const std::vector<float> xs = random_inputs(T * cols, 21);
+  const RoundedInputs x = round_inputs(xs, T, cols);
+  for (int bits : {4, 5, 6}) {
+    auto p = random_sb6(bits, rows, cols, 90 + bits);
+    for (Isa isa : supported_isas()) {
+      const std::vector<float> y = int8_product(isa, *p, x);
+      for (int64_t t = 0; t < T; ++t) {
+        const std::vector<float> one(xs.begin() + t * cols, xs.begin() + (t + 1) * cols);
+        const std::vector<float> y1 = int8_product(isa, *p, round_inputs(one, 1, cols));
+        ASSERT_EQ(std::memcmp(y1.data(), y.data() + t * rows, rows * sizeof(float)), 0)
+            << p->name() << " " << isa_name(isa) << " t=" << t;
+        if (t > 0) {
+          int same = 0;
+          for (int64_t o = 0; o < rows; ++o) same += y[t * rows + o] == y[o];
+          EXPECT_EQ(same, 0) << p->name() << " " << isa_name(isa) << " t=" << t;
+        }
+      }
+    }
+  }
+}
+
+// A superblock of NaN / inf inputs makes every output NaN, as the fp32 product would be
+// non-finite; the public entry point runs the active instruction set's kernel.
+TEST(QmatmulInt8Inputs, NonFiniteInputsGiveNaNAndThePublicEntryPointMatches) {
+  const int64_t rows = 40, cols = 512;
+  auto p = random_sb6(4, rows, cols, 5);
+  std::vector<float> xs = random_inputs(2 * cols, 9);
+  xs[cols + 300] = NAN;
+  const RoundedInputs x = round_inputs(xs, 2, cols);
+  std::vector<float> y(2 * rows);
+  qmatmul_int8_inputs(p->sb6, x.view, y.data(), test_pool());
+  const std::vector<float> want = int8_product(active_isa(), *p, x);
+  EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0);
+  for (int64_t o = 0; o < rows; ++o) {
+    EXPECT_TRUE(std::isfinite(y[o]));
+    EXPECT_TRUE(std::isnan(y[rows + o]));
+  }
 }
 
 }  // namespace

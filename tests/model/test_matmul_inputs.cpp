@@ -4,8 +4,10 @@
 // returns it - and tracing leaves the model's results unchanged bit for bit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <string>
@@ -184,14 +186,32 @@ std::vector<float> bf16_rounded(std::vector<float> x) {
   return x;
 }
 
-// Precision::kBf16 (wick/model.h): each large product reads its traced fp32 input rounded to bf16
+// Rows rounded to 8 bits per superblock of 256 columns (scale max|v| / 127, round half to even),
+// the form Precision::kInt8 feeds a product (kernels/int8_inputs.h), written here from the rule.
+std::vector<float> int8_rounded(std::vector<float> x, int64_t cols) {
+  for (size_t r = 0; r < x.size() / cols; ++r)
+    for (int64_t c0 = 0; c0 < cols; c0 += 256) {
+      float* v = x.data() + r * cols + c0;
+      const int64_t n = std::min<int64_t>(256, cols - c0);
+      float amax = 0;
+      for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::abs(v[i]));
+      const float s = amax / 127.0f;
+      for (int64_t i = 0; i < n; ++i)
+        v[i] = s > 0 ? static_cast<float>(std::nearbyint(v[i] / s)) * s : 0.0f;
+    }
+  return x;
+}
+
+// Precision p (wick/model.h): each large product reads its traced fp32 input rounded by `round`
 // - checked against the stored weight applied in double to the rounded rows (and the unrounded
 // rows do not explain the output) - while the LoRA branches keep fp32 inputs.
-TEST(MatmulInputTrace, Bf16PrecisionRoundsTheInputsOfTheLargeProducts) {
+void check_rounded_inputs(Precision p,
+                          const std::function<std::vector<float>(std::vector<float>, int64_t)>& round,
+                          double miss, double worst_max) {
   const Model fp32 = Model::load(fixture("rwkvq/tiny_world_dense.safetensors"));
-  const Model m = fp32.with_precision(Precision::kBf16);
+  const Model m = fp32.with_precision(p);
   ASSERT_EQ(fp32.precision(), Precision::kFp32);
-  ASSERT_EQ(m.precision(), Precision::kBf16);
+  ASSERT_EQ(m.precision(), p);
   const io::TensorSet w = load_fixture_tensors("rwkvq/tiny_world_dense.safetensors");
   const Geometry& g = m.geometry();
   const int64_t C = g.n_embd, F = g.ffn_dim, V = g.vocab;
@@ -206,16 +226,15 @@ TEST(MatmulInputTrace, Bf16PrecisionRoundsTheInputsOfTheLargeProducts) {
     return got[key];
   };
   constexpr double kTol = 2e-5;
-  // Rounded input explains the output to kTol; the unrounded one misses by more than kMiss.
-  constexpr double kMiss = 1e-4;
+  // Rounded input explains the output to kTol; the unrounded one misses by more than `miss`.
   auto check = [&](const std::string& in, const std::string& out, int layer,
                    const std::string& weight_name, int64_t n_in, int64_t n_out) {
     SCOPED_TRACE(in + " layer " + std::to_string(layer));
     const Traced& x = at(in, layer);
     const std::vector<float>& y = out == "logits" ? logits : at(out, layer).data;
     const std::vector<float> wt = weight(w, weight_name);
-    EXPECT_LE(rel_diff(matmul_t(bf16_rounded(x.data), T, n_in, wt, n_out), y), kTol);
-    EXPECT_GT(rel_diff(matmul_t(x.data, T, n_in, wt, n_out), y), kMiss);
+    EXPECT_LE(rel_diff(matmul_t(round(x.data, n_in), T, n_in, wt, n_out), y), kTol);
+    EXPECT_GT(rel_diff(matmul_t(x.data, T, n_in, wt, n_out), y), miss);
   };
   for (int l = 0; l < g.n_layer; ++l) {
     const std::string b = "blocks." + std::to_string(l) + ".";
@@ -230,13 +249,25 @@ TEST(MatmulInputTrace, Bf16PrecisionRoundsTheInputsOfTheLargeProducts) {
   EXPECT_EQ(got["w_logdecay.0"].data, got32["w_logdecay.0"].data);
   // ... while layer 0's receptance, a large product of the same rows, changes.
   EXPECT_NE(got["r.0"].data, got32["r.0"].data);
-  // bf16 inputs move the logits, but only a little.
+  // Rounded inputs move the logits, but only a little.
   double worst = 0;
   for (size_t i = 0; i < logits.size(); ++i)
     worst = std::max(worst, static_cast<double>(std::abs(logits[i] - logits32[i])));
   EXPECT_GT(worst, 0.0);
-  EXPECT_LT(worst, 0.5);
-  std::cout << "[          ] bf16 precision: max |logit - fp32 logit| = " << worst << "\n";
+  EXPECT_LT(worst, worst_max);
+  std::cout << "[          ] " << precision_name(p)
+            << " precision: max |logit - fp32 logit| = " << worst << "\n";
+}
+
+TEST(MatmulInputTrace, Bf16PrecisionRoundsTheInputsOfTheLargeProducts) {
+  check_rounded_inputs(
+      Precision::kBf16, [](std::vector<float> x, int64_t) { return bf16_rounded(std::move(x)); },
+      1e-4, 0.5);
+}
+
+// Precision::kInt8 on dense weights: the products take the rounded values as floats.
+TEST(MatmulInputTrace, Int8PrecisionRoundsTheInputsOfTheLargeProductsPerSuperblock) {
+  check_rounded_inputs(Precision::kInt8, int8_rounded, 1e-4, 1.0);
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 // each other.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -69,6 +71,68 @@ TEST(RwkvqModel, BatchedRowsEqualSingleSequences) {
     EXPECT_EQ(std::memcmp(single.data(), batch.data() + i * V, V * sizeof(float)), 0) << i;
   }
   EXPECT_GT(max_abs_diff(batch.data(), batch.data() + V, V), 1e-3);  // different inputs differ
+}
+
+// Mean KL(softmax(p) || softmax(q)) per row of V logits, in nats (double).
+double mean_kl(const std::vector<float>& p, const std::vector<float>& q, int64_t V) {
+  double total = 0;
+  const int64_t rows = static_cast<int64_t>(p.size()) / V;
+  for (int64_t t = 0; t < rows; ++t) {
+    auto log_softmax = [&](const float* l, std::vector<double>& out) {
+      double mx = l[0], z = 0;
+      for (int64_t i = 0; i < V; ++i) mx = std::max(mx, double(l[i]));
+      for (int64_t i = 0; i < V; ++i) z += std::exp(double(l[i]) - mx);
+      out.resize(V);
+      for (int64_t i = 0; i < V; ++i) out[i] = double(l[i]) - mx - std::log(z);
+    };
+    std::vector<double> lp, lq;
+    log_softmax(p.data() + t * V, lp);
+    log_softmax(q.data() + t * V, lq);
+    for (int64_t i = 0; i < V; ++i) total += std::exp(lp[i]) * (lp[i] - lq[i]);
+  }
+  return total / static_cast<double>(rows);
+}
+
+// Precision::kInt8 on the sb6 fixture (its projections run the integer kernels): the parallel
+// pass equals the recurrent step and batch rows equal single sequences bit for bit, and the
+// logits stay close to rwkv-quant's fp32 reference on the same weights - closer than the
+// quantisation of the weights itself moved them from the dense model - while differing from
+// wick's fp32 logits (the integer path really runs).
+TEST(RwkvqModel, Int8PrecisionKeepsThePassesEqualAndStaysNearTheReference) {
+  io::TensorSet ref = load_fixture_tensors("rwkvq/tiny_reference_forward.safetensors");
+  const std::vector<int32_t> tokens = ints(ref, "tokens");
+  const Model fp32 = Model::load(fixture("rwkvq/tiny_compression.rwkvq"));
+  const Model m = fp32.with_precision(Precision::kInt8);
+  const int64_t V = m.geometry().vocab;
+  State st = m.new_state();
+  const std::vector<float> parallel = m.forward(tokens, st, true);
+  State rs = m.new_state();
+  std::vector<float> recurrent;
+  for (int32_t t : tokens) {
+    const std::vector<float> l = m.step(t, rs);
+    recurrent.insert(recurrent.end(), l.begin(), l.end());
+  }
+  ASSERT_EQ(parallel.size(), recurrent.size());
+  EXPECT_EQ(std::memcmp(parallel.data(), recurrent.data(), parallel.size() * sizeof(float)), 0);
+  const std::vector<int32_t> a(tokens.begin(), tokens.begin() + 7), b = {200, 0, 255};
+  std::vector<std::span<const int32_t>> seqs = {a, b};
+  std::vector<State> states = {m.new_state(), m.new_state()};
+  std::vector<State*> ptrs = {&states[0], &states[1]};
+  const std::vector<float> batch = m.forward_batch(seqs, ptrs);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    State s = m.new_state();
+    const std::vector<float> single = m.forward(seqs[i], s);
+    EXPECT_EQ(std::memcmp(single.data(), batch.data() + i * V, V * sizeof(float)), 0) << i;
+  }
+  State s32 = fp32.new_state();
+  const std::vector<float> exact = fp32.forward(tokens, s32, true);
+  const double kl_int8 = mean_kl(floats(ref, "logits.compression_f32"), parallel, V);
+  const double kl_fp32 = mean_kl(floats(ref, "logits.compression_f32"), exact, V);
+  const double kl_weights = mean_kl(floats(ref, "logits.dense_f32"), exact, V);
+  std::printf("[int8] KL(reference || int8 inputs) %.3g, fp32 inputs %.3g; weights' own %.3g\n",
+              kl_int8, kl_fp32, kl_weights);
+  EXPECT_GT(max_abs_diff(parallel, exact), 0.0);
+  EXPECT_LT(kl_int8, kl_weights / 4);
 }
 
 TEST(RwkvqModel, InfoDescribesThePackedLayouts) {

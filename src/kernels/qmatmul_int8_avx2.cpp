@@ -1,0 +1,79 @@
+// AVX2 block sums of the integer sb6 products (kernels/qmatmul_int8_impl.h; only called when the
+// CPU has AVX2 + FMA + F16C). A 32-byte load of the nibbles of 2 blocks splits into their low and
+// high halves, which the input's codes match in the sb6 order (kernels/qmatmul_impl.h); each bit
+// plane is spread to one byte per code; vpmaddubsw multiplies code x input and adds pairs in int16
+// (at most 2 * 63 * 127 per pair, and the low and high halves' pairs added: 32004 < 2^15),
+// vpmaddwd widens to 4-column int32 groups, and horizontal adds gather each block's sum.
+#include <immintrin.h>
+
+#include "kernels/qmatmul_int8_impl.h"
+
+namespace wick::kernels::qmat {
+namespace {
+
+// 0xff in byte i where bit i of w is set.
+inline __m256i bits_to_bytes(uint32_t w) {
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  const __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(w)), spread);
+  return _mm256_cmpeq_epi8(_mm256_and_si256(b, bit), bit);
+}
+
+// Adds `value` to the code bytes of 2 blocks whose plane bit (words at p) is set: the low halves
+// take bits 0-15 of each word, the high halves bits 16-31.
+inline void add_planes(__m256i& lo, __m256i& hi, const uint8_t* p, char value) {
+  const uint32_t a = load_u32(p), b = load_u32(p + 4);
+  const __m256i v = _mm256_set1_epi8(value);
+  lo = _mm256_add_epi8(lo, _mm256_and_si256(bits_to_bytes((a & 0xffffu) | (b << 16)), v));
+  hi = _mm256_add_epi8(hi, _mm256_and_si256(bits_to_bytes((a >> 16) | (b & 0xffff0000u)), v));
+}
+
+template <int Bits>
+struct Sb6Avx2Int8 : Sb6RowScales {
+  static constexpr int kRows = 2;
+  struct Input {
+    // x[4g + h]: the low halves of blocks 4g + 2h, 4g + 2h + 1; x[4g + 2 + h]: their high halves.
+    __m256i x[8];
+  };
+
+  void init(const Sb6Matrix& w, int64_t r) { init_row(w, r, Bits); }
+
+  static Input load(const Sb6Int8Input& x, int64_t j) {
+    Input in;
+    for (int i = 0; i < 8; ++i)
+      in.x[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.codes + 256 * j + 32 * i));
+    return in;
+  }
+
+  __m256i sums(int64_t j, const Input& in) const {
+    const __m256i low = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    __m256i v[4];  // v[2g + h]: lanes 0-3 block 4g + 2h, lanes 4-7 the next block
+    for (int g = 0; g < 2; ++g) {
+      for (int h = 0; h < 2; ++h) {
+        const int64_t u = 8 * j + 4 * g + 2 * h;
+        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(nib + 16 * u));
+        __m256i lo = _mm256_and_si256(raw, low);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+        if constexpr (Bits >= 5) add_planes(lo, hi, qh + 4 * u, 16);
+        if constexpr (Bits >= 6) add_planes(lo, hi, qh2 + 4 * u, 32);
+        const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, in.x[4 * g + h]),
+                                               _mm256_maddubs_epi16(hi, in.x[4 * g + 2 + h]));
+        v[2 * g + h] = _mm256_madd_epi16(pairs, ones);
+      }
+    }
+    // Per 128-bit lane: [b0, b2, b4, b6] | [b1, b3, b5, b7], then put in block order.
+    const __m256i h3 =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    return _mm256_permutevar8x32_epi32(h3, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  }
+};
+
+}  // namespace
+
+const Int8InputKernels& int8_input_kernels_avx2() {
+  static const Int8InputKernels k{int8_sb6<Sb6Avx2Int8>, "avx2"};
+  return k;
+}
+
+}  // namespace wick::kernels::qmat

@@ -1,0 +1,82 @@
+// AVX-512 VNNI block sums of the integer sb6 products (kernels/qmatmul_int8_impl.h; only called
+// when the CPU has AVX-512 F/BW/VL and VNNI). A 64-byte load of the nibbles of 4 blocks splits
+// into their low halves (low nibbles) and high halves (high nibbles), which the input's codes
+// match in the sb6 order (kernels/qmatmul_impl.h); the bit planes are added with one masked byte
+// add per half (the low / high 16 bits of each block's plane word); vpdpbusd sums code x input
+// in 4-column groups, and a few lane shuffles add the groups of each block.
+#include <immintrin.h>
+
+#include "kernels/qmatmul_int8_impl.h"
+
+// GCC 12 reports the _mm512_undefined_* operands inside its own shuffle and conversion intrinsics
+// as (maybe) used uninitialized once they are inlined into loops (false positives).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace wick::kernels::qmat {
+namespace {
+
+// Adds `value` to the code bytes whose bit is set in the plane words of 4 blocks at p: the low
+// halves take bits 0-15 of each word, the high halves bits 16-31.
+inline void add_planes(__m512i& lo, __m512i& hi, const uint8_t* p, char value) {
+  const __m128i words = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i halves =
+      _mm_shuffle_epi8(words, _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+  const __mmask64 ml = static_cast<__mmask64>(_mm_cvtsi128_si64(halves));
+  const __mmask64 mh = static_cast<__mmask64>(_mm_extract_epi64(halves, 1));
+  const __m512i v = _mm512_set1_epi8(value);
+  lo = _mm512_mask_add_epi8(lo, ml, lo, v);
+  hi = _mm512_mask_add_epi8(hi, mh, hi, v);
+}
+
+template <int Bits>
+struct Sb6Vnni : Sb6RowScales {
+  static constexpr int kRows = 4;
+  struct Input {
+    __m512i lo[2], hi[2];  // per group of 4 blocks: the codes of their low / high halves
+  };
+
+  void init(const Sb6Matrix& w, int64_t r) { init_row(w, r, Bits); }
+
+  static Input load(const Sb6Int8Input& x, int64_t j) {
+    const int8_t* p = x.codes + 256 * j;
+    Input in;
+    for (int g = 0; g < 2; ++g) {
+      in.lo[g] = _mm512_loadu_si512(p + 128 * g);
+      in.hi[g] = _mm512_loadu_si512(p + 128 * g + 64);
+    }
+    return in;
+  }
+
+  __m256i sums(int64_t j, const Input& in) const {
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    __m512i acc[2];
+    for (int g = 0; g < 2; ++g) {
+      const int64_t u = 8 * j + 4 * g;  // the group's first block
+      const __m512i v = _mm512_loadu_si512(nib + 16 * u);
+      __m512i lo = _mm512_and_si512(v, low);
+      __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+      if constexpr (Bits >= 5) add_planes(lo, hi, qh + 4 * u, 16);
+      if constexpr (Bits >= 6) add_planes(lo, hi, qh2 + 4 * u, 32);
+      // Lane l (4 columns) belongs to block 4g + l / 4.
+      acc[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, in.lo[g]), hi,
+                                   in.hi[g]);
+    }
+    // Per 128-bit lane k: [A0 + A2, B0 + B2, A1 + A3, B1 + B3] (A = acc[0], B = acc[1]), then the
+    // two halves added: dword 0 = block k's sum, dword 1 = block 4 + k's.
+    const __m512i t = _mm512_add_epi32(_mm512_unpacklo_epi32(acc[0], acc[1]),
+                                       _mm512_unpackhi_epi32(acc[0], acc[1]));
+    const __m512i u = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, _MM_PERM_BADC));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, u));
+  }
+};
+
+}  // namespace
+
+const Int8InputKernels& int8_input_kernels_avx512_vnni() {
+  static const Int8InputKernels k{int8_sb6<Sb6Vnni>, "avx512-vnni"};
+  return k;
+}
+
+}  // namespace wick::kernels::qmat
