@@ -60,7 +60,9 @@ void run(const M& w, const Source<M>& src, const DotKernels& dense, const float*
   matmul_decoded(d, x, T, y, dense, pool);
 }
 
-// GEMV blocks of the integer product: rows per block, and the smallest product worth the pool.
+// Blocks of the integer product: rows per block (a multiple of every tile's rows; for T > 1 each
+// block's tile of codes is decoded once for all the inputs), and the smallest product worth the
+// pool.
 constexpr int64_t kInt8BlockRows = 64;
 constexpr int64_t kInt8ParallelWeights = 1 << 15;
 
@@ -68,32 +70,34 @@ void run_int8(const Int8InputKernels& k, const Sb6Matrix& w, const Int8Inputs& x
               ThreadPool& pool) {
   WICK_CHECK(valid(w) && x.T >= 1 && x.cols == w.cols,
              "PackedLinear passes inputs of the matrix's width");
-  const int64_t cols = w.cols, T = x.T, nb = cols / 32, nsb = cols / 256;
-  // Each input in the sb6 order with its block sums (kernels/qmatmul_impl.h), prepared once on
-  // the caller for every block of rows.
+  const int64_t cols = w.cols, T = x.T, nb = cols / 32;
+  // Prepared once on the caller for every block of rows: each input's block sums Q_b, and for the
+  // GEMV (T = 1) its codes in the sb6 order (kernels/qmatmul_impl.h).
   Arena& arena = pool.caller_arena();
-  int8_t* codes = arena.get<int8_t>(static_cast<size_t>(T * cols), Arena::kCaller0);
   float* sums = arena.get<float>(static_cast<size_t>(T * nb), Arena::kCaller1);
-  for (int64_t t = 0; t < T; ++t) {
-    const int8_t* src = x.codes + t * cols;
-    int8_t* dst = codes + t * cols;
-    for (int64_t c = 0; c < cols; ++c) dst[sb6_order(c)] = src[c];
+  for (int64_t t = 0; t < T; ++t)
     for (int64_t b = 0; b < nb; ++b) {
+      const int8_t* src = x.codes + t * cols + 32 * b;
       int32_t q = 0;
-      for (int64_t e = 0; e < 32; ++e) q += src[32 * b + e];
+      for (int64_t e = 0; e < 32; ++e) q += src[e];
       sums[t * nb + b] = static_cast<float>(q);
     }
+  int8_t* ordered = nullptr;
+  if (T == 1) {
+    ordered = arena.get<int8_t>(static_cast<size_t>(cols), Arena::kCaller0);
+    for (int64_t c = 0; c < cols; ++c) ordered[sb6_order(c)] = x.codes[c];
   }
-  auto block = [&](int64_t b) {
+  auto block = [&](int64_t b, Arena& a) {
     const int64_t r0 = b * kInt8BlockRows, r1 = std::min(w.rows, r0 + kInt8BlockRows);
-    for (int64_t t = 0; t < T; ++t) {
-      const Sb6Int8Input in{codes + t * cols, sums + t * nb, x.scales + t * nsb};
-      k.sb6(w, r0, r1, in, y + t * w.rows + r0);
+    if (T == 1) {
+      k.sb6(w, r0, r1, Sb6Int8Input{ordered, sums, x.scales}, y + r0);
+    } else {
+      k.sb6_tile(w, r0, r1, x, sums, y + r0, w.rows, a);
     }
   };
   const int64_t blocks = (w.rows + kInt8BlockRows - 1) / kInt8BlockRows;
   if (w.rows * cols * T < kInt8ParallelWeights) {
-    for (int64_t b = 0; b < blocks; ++b) block(b);
+    for (int64_t b = 0; b < blocks; ++b) block(b, arena);
   } else {
     parallel_for(pool, blocks, block);
   }

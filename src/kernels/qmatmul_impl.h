@@ -15,6 +15,7 @@
 #include "kernels/qmatmul.h"
 
 namespace wick::kernels {
+class Arena;
 class ThreadPool;
 }  // namespace wick::kernels
 
@@ -59,8 +60,16 @@ inline int64_t sb6_order(int64_t c) {
 }
 
 struct Int8InputKernels {
-  // y[r - r0] for r in [r0, r1): the product of qmatmul.h qmatmul_int8_inputs, row r of w with x.
+  // y[r - r0] for r in [r0, r1): the product of qmatmul.h qmatmul_int8_inputs, row r of w with x
+  // (codes in the sb6 order). The GEMV of the decode step.
   void (*sb6)(const Sb6Matrix& w, int64_t r0, int64_t r1, const Sb6Int8Input& x, float* y);
+  // The same products for rows [r0, r1) and every input t < x.T, into y[t * ys + (r - r0)]: the
+  // rows' codes are decoded once into a tile in `arena` (slots kBlock0, kBlock1) that every
+  // input then passes over. x.codes in natural column order; sums [x.T, cols / 32] the block
+  // sums Q_b as floats. The GEMM of the parallel pass and of batched decode; each output has the
+  // bits of sb6().
+  void (*sb6_tile)(const Sb6Matrix& w, int64_t r0, int64_t r1, const Int8Inputs& x,
+                   const float* sums, float* y, int64_t ys, Arena& arena);
   const char* name;  // "scalar", "avx2", "avx512-vnni"
 };
 

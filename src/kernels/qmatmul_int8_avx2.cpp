@@ -69,10 +69,31 @@ struct Sb6Avx2Int8 : Sb6RowScales {
   }
 };
 
+// 8 rows per vector: vpmaddubsw of a 32-byte tile vector with 4 input codes broadcast (pairs at
+// most 2 * 63 * 127), widened and paired by vpmaddwd.
+struct Avx2Tile {
+  static constexpr int kRows = 8;
+  using I = __m256i;
+  using F = __m256;
+  static I izero() { return _mm256_setzero_si256(); }
+  static I dot4(I acc, const uint8_t* w, uint32_t x) {
+    const __m256i p = _mm256_maddubs_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(w)),
+                                           _mm256_set1_epi32(static_cast<int>(x)));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+  }
+  static F fzero() { return _mm256_setzero_ps(); }
+  static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
+  static F load(const float* p) { return _mm256_load_ps(p); }
+  static F bcast(float v) { return _mm256_set1_ps(v); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static void store(float* p, F v) { _mm256_store_ps(p, v); }
+};
+
 }  // namespace
 
 const Int8InputKernels& int8_input_kernels_avx2() {
-  static const Int8InputKernels k{int8_sb6<Sb6Avx2Int8>, "avx2"};
+  static const Int8InputKernels k{int8_sb6<Sb6Avx2Int8>, int8_tile<Avx2Tile>, "avx2"};
   return k;
 }
 

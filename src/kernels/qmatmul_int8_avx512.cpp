@@ -72,10 +72,28 @@ struct Sb6Vnni : Sb6RowScales {
   }
 };
 
+// 16 rows per vector: vpdpbusd of a 64-byte tile vector with 4 input codes broadcast.
+struct VnniTile {
+  static constexpr int kRows = 16;
+  using I = __m512i;
+  using F = __m512;
+  static I izero() { return _mm512_setzero_si512(); }
+  static I dot4(I acc, const uint8_t* w, uint32_t x) {
+    return _mm512_dpbusd_epi32(acc, _mm512_load_si512(w), _mm512_set1_epi32(static_cast<int>(x)));
+  }
+  static F fzero() { return _mm512_setzero_ps(); }
+  static F cvt(I v) { return _mm512_cvtepi32_ps(v); }
+  static F load(const float* p) { return _mm512_load_ps(p); }
+  static F bcast(float v) { return _mm512_set1_ps(v); }
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static void store(float* p, F v) { _mm512_store_ps(p, v); }
+};
+
 }  // namespace
 
 const Int8InputKernels& int8_input_kernels_avx512_vnni() {
-  static const Int8InputKernels k{int8_sb6<Sb6Vnni>, "avx512-vnni"};
+  static const Int8InputKernels k{int8_sb6<Sb6Vnni>, int8_tile<VnniTile>, "avx512-vnni"};
   return k;
 }
 

@@ -8,15 +8,27 @@
 // Fmt provides: Sb6RowScales (kernels/qmatmul_row_state.h: init_row, superblock(j) -> s[], m[]);
 // init(w, r); a type Input and static Input load(x, j) (superblock j of the input's codes, loaded
 // once for all the rows interleaved); __m256i sums(j, const Input&) (S_b of blocks 8j .. 8j+7 in
-// lane order); kRows (rows interleaved). Each including file gets its own copy (unnamed namespace).
+// lane order); kRows (rows interleaved).
+//
+// The GEMM (int8_tile) is written once against a trait Tile (a vector of Tile::kRows int32 / fp32
+// lanes, one output row each): the rows' codes are decoded once into a tile whose every 4-column
+// group of kRows rows is one vector (codes [block][quad k = 0..7][row][4 bytes], then the scales
+// s [block][row] and m [block][row]), and each input's 4 codes are broadcast against it
+// (Tile::dot4: vpdpbusd, or vpmaddubsw + vpmaddwd), so block sums come out one row per lane with
+// no horizontal adds; the epilogue is the same sequence per lane, the final tree vertical.
+// Each including file gets its own copy (unnamed namespace).
 #pragma once
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/qmatmul_impl.h"
 #include "kernels/qmatmul_row_state.h"
+#include "kernels/thread_pool.h"
 
 namespace wick::kernels::qmat {
 namespace {
@@ -71,6 +83,132 @@ void int8_sb6(const Sb6Matrix& w, int64_t r0, int64_t r1, const Sb6Int8Input& x,
       return int8_rows<Fmt<5>>(w, r0, r1, x, y);
     default:
       return int8_rows<Fmt<6>>(w, r0, r1, x, y);
+  }
+}
+
+// ---- the tile (GEMM) ----
+
+// kBitBytes[v]: 8 bytes, byte i = bit i of v (a bit-plane byte spread to one byte per column).
+constexpr auto kBitBytes = [] {
+  std::array<uint64_t, 256> t{};
+  for (int v = 0; v < 256; ++v)
+    for (int i = 0; i < 8; ++i)
+      if ((v >> i) & 1) t[v] |= uint64_t{1} << (8 * i);
+  return t;
+}();
+
+// Row r's codes as bytes in column order.
+inline void decode_code_bytes(const Sb6Matrix& w, int64_t r, uint8_t* out) {
+  const int64_t cols = w.cols;
+  const uint8_t* nib = w.codes_packed + r * (cols / 2);
+  for (int64_t b = 0; b < cols / 32; ++b)
+    for (int e = 0; e < 16; ++e) {
+      out[32 * b + e] = nib[16 * b + e] & 15;
+      out[32 * b + 16 + e] = static_cast<uint8_t>(nib[16 * b + e] >> 4);
+    }
+  // Each plane byte adds value (16 or 32) to its 8 columns' bytes: no byte carries into the next.
+  auto add_plane = [&](const uint8_t* plane, uint64_t value) {
+    for (int64_t i = 0; i < cols / 8; ++i) {
+      uint64_t v;
+      std::memcpy(&v, out + 8 * i, 8);
+      v += kBitBytes[plane[i]] * value;
+      std::memcpy(out + 8 * i, &v, 8);
+    }
+  };
+  if (w.bits >= 5) add_plane(w.qh + r * (cols / 8), 16);
+  if (w.bits >= 6) add_plane(w.qh2 + r * (cols / 8), 32);
+}
+
+// Bytes of the tile of one group of RG rows: codes, then s and m.
+template <int RG>
+constexpr int64_t tile_group_bytes(int64_t cols) {
+  return cols / 32 * RG * (32 + 2 * static_cast<int64_t>(sizeof(float)));
+}
+
+// The tile of rows [r0, r0 + n), n <= RG (the missing rows get zero codes and scales).
+template <int RG>
+void pack_group(const Sb6Matrix& w, int64_t r0, int64_t n, uint8_t* row, uint8_t* tile) {
+  const int64_t nb = w.cols / 32;
+  uint8_t* codes = tile;
+  float* s = reinterpret_cast<float*>(tile + nb * 32 * RG);
+  float* m = s + nb * RG;
+  for (int rr = 0; rr < RG; ++rr) {
+    if (rr >= n) {
+      for (int64_t q = 0; q < nb * 8; ++q) std::memset(codes + (q * RG + rr) * 4, 0, 4);
+      for (int64_t b = 0; b < nb; ++b) s[b * RG + rr] = m[b * RG + rr] = 0.0f;
+      continue;
+    }
+    decode_code_bytes(w, r0 + rr, row);
+    for (int64_t q = 0; q < nb * 8; ++q) std::memcpy(codes + (q * RG + rr) * 4, row + 4 * q, 4);
+    Sb6RowScales sc;
+    sc.init_row(w, r0 + rr, w.bits);
+    for (int64_t j = 0; j < nb / 8; ++j) {
+      sc.superblock(j);
+      for (int i = 0; i < 8; ++i) {
+        s[(8 * j + i) * RG + rr] = sc.s[i];
+        m[(8 * j + i) * RG + rr] = sc.m[i];
+      }
+    }
+  }
+}
+
+// out[rr] for the tile's RG rows and one input (codes xc in column order, block sums q, scales
+// dx): the epilogue of kernels/qmatmul.h per lane.
+template <class Tile>
+inline void tile_outputs(const uint8_t* tile, int64_t nb, const int8_t* xc, const float* q,
+                         const float* dx, float* out) {
+  using F = typename Tile::F;
+  constexpr int RG = Tile::kRows;
+  const float* s = reinterpret_cast<const float*>(tile + nb * 32 * RG);
+  const float* m = s + nb * RG;
+  const uint8_t* xb = reinterpret_cast<const uint8_t*>(xc);
+  F a[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) a[i] = Tile::fzero();
+  for (int64_t j = 0; j < nb / 8; ++j) {
+    // The 8 blocks' sums as 8 independent chains (quad k outer), so the multiply-adds overlap.
+    typename Tile::I sum[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) sum[i] = Tile::izero();
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        const int64_t b = 8 * j + i;
+        sum[i] = Tile::dot4(sum[i], tile + (b * 8 + k) * RG * 4, load_u32(xb + 32 * b + 4 * k));
+      }
+    }
+    const F dxv = Tile::bcast(dx[j]);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      const int64_t b = 8 * j + i;
+      const F t = Tile::add(Tile::mul(Tile::cvt(sum[i]), Tile::load(s + b * RG)),
+                            Tile::mul(Tile::bcast(q[b]), Tile::load(m + b * RG)));
+      a[i] = Tile::add(a[i], Tile::mul(t, dxv));
+    }
+  }
+  Tile::store(out, Tile::add(Tile::add(Tile::add(a[0], a[4]), Tile::add(a[2], a[6])),
+                             Tile::add(Tile::add(a[1], a[5]), Tile::add(a[3], a[7]))));
+}
+
+template <class Tile>
+void int8_tile(const Sb6Matrix& w, int64_t r0, int64_t r1, const Int8Inputs& x, const float* sums,
+               float* y, int64_t ys, Arena& arena) {
+  constexpr int RG = Tile::kRows;
+  const int64_t cols = w.cols, nb = cols / 32, nsb = cols / 256;
+  const int64_t groups = (r1 - r0 + RG - 1) / RG, gb = tile_group_bytes<RG>(cols);
+  uint8_t* tile = arena.get<uint8_t>(static_cast<size_t>(groups * gb), Arena::kBlock0);
+  uint8_t* row = arena.get<uint8_t>(static_cast<size_t>(cols), Arena::kBlock1);
+  for (int64_t g = 0; g < groups; ++g)
+    pack_group<RG>(w, r0 + g * RG, std::min<int64_t>(RG, r1 - r0 - g * RG), row, tile + g * gb);
+  alignas(64) float out[RG];
+  for (int64_t t = 0; t < x.T; ++t) {
+    for (int64_t g = 0; g < groups; ++g) {
+      tile_outputs<Tile>(tile + g * gb, nb, x.codes + t * cols, sums + t * nb, x.scales + t * nsb,
+                         out);
+      const int64_t n = std::min<int64_t>(RG, r1 - r0 - g * RG);
+      std::memcpy(y + t * ys + g * RG, out, static_cast<size_t>(n) * sizeof(float));
+    }
   }
 }
 

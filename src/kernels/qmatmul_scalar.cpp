@@ -104,31 +104,49 @@ const Kernels& kernels_scalar() {
 
 namespace {
 
-// The definition of kernels/qmatmul.h qmatmul_int8_inputs, one output at a time.
-void int8_sb6(const Sb6Matrix& w, int64_t r0, int64_t r1, const Sb6Int8Input& x, float* y) {
+// The definition of kernels/qmatmul.h qmatmul_int8_inputs for row r: x_code(c) the input's code
+// of column c, sums its block sums, scales its superblock scales.
+template <class XCode>
+float int8_output(const Sb6Matrix& w, int64_t r, XCode x_code, const float* sums,
+                  const float* scales) {
   const int64_t nsb = w.cols / 256;
-  for (int64_t r = r0; r < r1; ++r) {
-    const Sb6Row row(w, r);
-    float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int64_t j = 0; j < nsb; ++j) {
-      float s[8], m[8];
-      sb6_scales(w, r, j, s, m);
-      for (int i = 0; i < 8; ++i) {
-        const int64_t b = 8 * j + i;
-        int32_t sum = 0;
-        for (int64_t c = 32 * b; c < 32 * b + 32; ++c) sum += row.code(c) * x.codes[sb6_order(c)];
-        const float t = static_cast<float>(sum) * s[i] + x.block_sums[b] * m[i];
-        a[i] = a[i] + t * x.scales[j];
-      }
+  const Sb6Row row(w, r);
+  float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int64_t j = 0; j < nsb; ++j) {
+    float s[8], m[8];
+    sb6_scales(w, r, j, s, m);
+    for (int i = 0; i < 8; ++i) {
+      const int64_t b = 8 * j + i;
+      int32_t sum = 0;
+      for (int64_t c = 32 * b; c < 32 * b + 32; ++c) sum += row.code(c) * x_code(c);
+      const float t = static_cast<float>(sum) * s[i] + sums[b] * m[i];
+      a[i] = a[i] + t * scales[j];
     }
-    y[r - r0] = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+  }
+  return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+void int8_sb6(const Sb6Matrix& w, int64_t r0, int64_t r1, const Sb6Int8Input& x, float* y) {
+  for (int64_t r = r0; r < r1; ++r)
+    y[r - r0] = int8_output(
+        w, r, [&](int64_t c) { return x.codes[sb6_order(c)]; }, x.block_sums, x.scales);
+}
+
+void int8_tile(const Sb6Matrix& w, int64_t r0, int64_t r1, const Int8Inputs& x, const float* sums,
+               float* y, int64_t ys, Arena&) {
+  const int64_t cols = w.cols, nb = cols / 32, nsb = cols / 256;
+  for (int64_t t = 0; t < x.T; ++t) {
+    const int8_t* xc = x.codes + t * cols;
+    for (int64_t r = r0; r < r1; ++r)
+      y[t * ys + (r - r0)] = int8_output(
+          w, r, [&](int64_t c) { return xc[c]; }, sums + t * nb, x.scales + t * nsb);
   }
 }
 
 }  // namespace
 
 const Int8InputKernels& int8_input_kernels_scalar() {
-  static const Int8InputKernels k{int8_sb6, "scalar"};
+  static const Int8InputKernels k{int8_sb6, int8_tile, "scalar"};
   return k;
 }
 
