@@ -62,13 +62,7 @@ for (m, p), t in by.items():
     print("| " + " | ".join(cells) + " |")
 PY
 # The cost of --precision bf16.
-mkdir -p $DIR/wick-precision
-python3 - "$DIR/wick-precision" <<'PY'
-import re, sys
-s = open('tests/tasks/eval_texts.h').read()
-m = re.search(r'kEnglishText =\n(.*?);\n', s, re.S)
-open(sys.argv[1] + '/eval.txt', 'w').write(''.join(re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(1))))
-PY
+sh bench/eval_text.sh $DIR/wick-precision
 E=$DIR/wick-precision/eval.txt
 for p in fp32 bf16; do
   echo "== tiny ppl --precision $p"
