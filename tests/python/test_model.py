@@ -89,3 +89,18 @@ def test_info(tiny):
     assert info["fingerprint"].startswith("sha256:")
     assert info["geometry"]["vocab"] == 256 and info["precision"] == "fp32"
     assert tiny.vocab == 256 and tiny.new_state().n_layer == info["geometry"]["n_layer"]
+
+
+def test_int8_precision_on_an_rwkvq_file_equals_cli(cli, fixtures_dir):
+    if fixtures_dir is None:
+        pytest.skip("the shared fixtures are not here (WICK_FIXTURES)")
+    path = fixtures_dir + "/rwkvq/tiny_compression.rwkvq"
+    int8 = wick.Model(path, precision="int8", threads=2)
+    assert int8.info["precision"] == "int8"
+    logits, _ = int8.forward(TOKENS, all_positions=True)
+    want = cli_logits(cli, TOKENS, "--all-positions", "--model", path, "--precision", "int8")
+    assert np.array_equal(bits(logits), bits(want))
+    exact, _ = wick.Model(path, threads=2).forward(TOKENS, all_positions=True)
+    assert not np.array_equal(bits(exact), bits(logits))
+    with pytest.raises(wick.InputError, match='"int8"'):
+        wick.Model(path, precision="int4")
