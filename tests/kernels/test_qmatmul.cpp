@@ -599,15 +599,18 @@ TEST(QmatmulInt8Inputs, EveryIsaGivesTheScalarBits) {
 // the rounded inputs, here summed in double - so codes, plane bits, scales and the sb6 order of
 // the inputs are all checked against data the kernels did not produce.
 TEST(QmatmulInt8Inputs, IsTheDequantisedRowTimesTheRoundedInputs) {
-  const int64_t rows = 37, cols = 768, T = 3;
+  const int64_t rows = 37, cols = 768;
   for (int bits : {4, 5, 6}) {
     auto p = random_sb6(bits, rows, cols, 80 + bits);
     const std::vector<float> w = p->dequantized();
-    const RoundedInputs x = round_inputs(random_inputs(T * cols, 8), T, cols);
-    for (Isa isa : supported_isas()) {
-      const std::vector<float> y = int8_product(isa, *p, x);
-      expect_close_to_oracle(*p, w, x.rounded.data(), T, y.data(),
-                             p->name() + " int8 " + std::string(isa_name(isa)));
+    for (int64_t T : {1, 3}) {  // the GEMV and the tile
+      const RoundedInputs x = round_inputs(random_inputs(T * cols, 8), T, cols);
+      for (Isa isa : supported_isas()) {
+        const std::vector<float> y = int8_product(isa, *p, x);
+        expect_close_to_oracle(
+            *p, w, x.rounded.data(), T, y.data(),
+            p->name() + " int8 " + std::string(isa_name(isa)) + " T=" + std::to_string(T));
+      }
     }
   }
 }
