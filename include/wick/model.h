@@ -100,20 +100,21 @@ std::string_view weight_quantization_name(WeightQuantization q);
 //          even, NaN -> 0x7fc0) before the product; the weights, the LoRA branches, the WKV state,
 //          the norms and every accumulation stay as in kFp32. Each product of a bf16 row with a
 //          bf16 or fp16 weight is exact in fp32, so the only change is the rounding of the inputs
-//          (README "Precision": its perplexity cost). forward() rows stay bit-identical to step().
+//          (README "Dense speed", `--precision bf16`: its perplexity cost). forward() rows stay
+//          bit-identical to step().
 //          On CPUs with AVX-512 BF16 this is the form a bf16 dot product needs; wick's kernels
 //          (AVX2 / AVX-512F / scalar) compute it with fp32 FMAs, so today it only adds the
 //          rounding (slightly slower; use kFp32 unless matching a bf16 engine's numbers).
 //   kInt8: the input rows of the same large products are rounded to 8 bits per superblock of 256
-//          columns (kernels/int8_inputs.h: scale = max|x| / 127 per superblock, codes
-//          round-half-to-even in [-127, 127]; a superblock holding inf / NaN gives NaN outputs).
-//          Products with packed sb6 weights (.rwkvq 4/5/6-bit) then run in integers (vpdpbusd on
-//          AVX-512 VNNI, vpmaddubsw on AVX2; kernels/qmatmul.h qmatmul_int8_inputs): the decode
-//          step reads the codes at close to the memory bandwidth instead of decoding them to
-//          floats. Every other product takes the rounded inputs as floats. The LoRA branches,
-//          the WKV state, the norms and the sums stay as in kFp32; forward() rows stay
-//          bit-identical to step() and batch rows to single rows, on every instruction set
-//          (README "Precision": its KL against kFp32).
+//          columns (scale = max|x| / 127 per superblock, codes round-half-to-even in
+//          [-127, 127]; a superblock holding inf / NaN gives NaN outputs). Products with packed
+//          sb6 weights (.rwkvq 4/5/6-bit) then run in integers (vpdpbusd on AVX-512 VNNI,
+//          vpmaddubsw on AVX2; docs/rwkvq-format.md §2.8) instead of decoding every code to an
+//          fp32 weight, which makes their decode step faster (README "`--precision int8` with
+//          `.rwkvq` files": speed and KL against kFp32); those products give the same bits on
+//          every instruction set. Every other product takes the rounded inputs as floats. The
+//          LoRA branches, the WKV state, the norms and the sums stay as in kFp32; forward() rows
+//          stay bit-identical to step() and batch rows to single rows.
 enum class Precision { kFp32, kBf16, kInt8 };
 // Every value, in the order of `--precision`'s help.
 inline constexpr Precision kPrecisions[] = {Precision::kFp32, Precision::kBf16, Precision::kInt8};

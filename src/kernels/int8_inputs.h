@@ -3,8 +3,9 @@
 // columns (the last one shorter when cols is not a multiple), and each superblock is quantised
 // by the rule of kernels/int8_matmul.h on its own:
 //   scale = max |v| / 127 (fp32), code = round_half_to_even(v / scale) clamped to [-127, 127];
-//   an all-zero superblock has scale 0 and codes 0; one holding an inf or NaN has scale NaN and
-//   codes 0 (so every product with it is NaN, as the fp32 product would be non-finite).
+//   an all-zero superblock (or one whose max |v| / 127 underflows to 0) has scale 0 and codes 0;
+//   one holding an inf or NaN has scale NaN and codes 0 (so every product with it is NaN, as the
+//   fp32 product would be non-finite).
 // The rounded input is float(code) * scale, element by element. Packed sb6 products take the
 // codes and scales directly (kernels/qmatmul.h qmatmul_int8_inputs: integer dot products); every
 // other product takes the rounded floats.

@@ -4,7 +4,7 @@
 // w = q * s_b + m_b, multiplied then added, s_b = max(half(qs*d), 1e-8), m_b = half(qm*dm); sym:
 // w = q * half(qs*d)) - the floats quant::dequantize gives.
 //
-// Contract:
+// Contract of qmatmul() (qmatmul_int8_inputs below has its own):
 //  * Each output is the dense fp32 dot kernel (kernels/dot.h) of the decoded row and the input,
 //    bit for bit: qmatmul(W, X) equals matmul() of an fp32 matrix holding dequantize(W), so the
 //    recurrent step (T = 1) and the parallel pass agree exactly, whatever T, the tile an output
@@ -72,19 +72,26 @@ void qmatmul(const Sb6Matrix& w, const float* x, int64_t T, float* y, ThreadPool
 void qmatmul(const SymMatrix& w, const float* x, int64_t T, float* y, ThreadPool& pool);
 
 // The product of inputs rounded to 8 bits per 256-column superblock (Precision::kInt8,
-// wick/model.h; codes x_c and superblock scales dx_j from kernels/int8_inputs.h round_inputs_int8),
-// computed in integers. With, for each block b = (j, i) of 32 columns (superblock j, block i = 0..7
-// in it), S_b = sum_c q_c x_c and Q_b = sum_c x_c exactly in int32, and the block's scales s_b, m_b
-// (the dequantiser's, so w_c = q_c s_b + m_b), each output is
-//   for j = 0 .. cols/256 - 1, for i = 0..7:  a_i = a_i + (float(S_b) * s_b + float(Q_b) * m_b) *
-//   dx_j Y[t, o] = ((a_0 + a_4) + (a_2 + a_6)) + ((a_1 + a_5) + (a_3 + a_7))
-// every product and sum rounded to fp32 on its own, in that order (a_i start at 0). That is the
-// dot product of the dequantised row with the rounded inputs float(x_c) dx_j, summed in another
-// order than the fp32 kernels. The integer sums do not depend on the order they are added in, so
-// the scalar, AVX2 and AVX-512 VNNI kernels give the same bits, and each output is a function of
-// W[o] and X[t] alone (batch rows equal single rows; the parallel pass equals the recurrent step).
-// x.cols == w.cols; Y [x.T, rows] must not alias x's buffers. `pool` runs blocks of output rows
-// and holds the prepared inputs (one caller at a time).
+// wick/model.h; codes x_c and superblock scales dx_j from kernels/int8_inputs.h
+// round_inputs_int8), computed in integers. For each block b = (j, i) of 32 columns (superblock
+// j, block i = 0..7 in it): S_b = sum_c q_c x_c and Q_b = sum_c x_c exactly in int32, and the
+// block's scales s_b, m_b (the dequantiser's, so w_c = q_c s_b + m_b). Each output is
+// clang-format off
+//
+//     for j = 0 .. cols/256 - 1, for i = 0..7:
+//         a_i = a_i + (float(S_b) * s_b + float(Q_b) * m_b) * dx_j
+//     Y[t, o] = ((a_0 + a_4) + (a_2 + a_6)) + ((a_1 + a_5) + (a_3 + a_7))
+//
+// clang-format on
+// every product and sum rounded to fp32 on its own, in that order (a_i start at 0). In exact
+// arithmetic that is the dot product of the dequantised row with the rounded inputs
+// float(x_c) dx_j; in fp32 it rounds at other points than the fp32 kernels would (no weight is
+// rounded on its own; the scales apply per block). The integer sums do not depend on the order
+// they are added in, so the scalar, AVX2 and AVX-512 VNNI kernels give the same bits, and each
+// output is a function of W[o] and X[t] alone (batch rows equal single rows; the parallel pass
+// equals the recurrent step). x.cols == w.cols; Y [x.T, rows] must not alias x's buffers.
+// `pool` runs blocks of output rows (and spans of inputs) and holds the prepared inputs (one
+// caller at a time).
 void qmatmul_int8_inputs(const Sb6Matrix& w, const Int8Inputs& x, float* y, ThreadPool& pool);
 
 }  // namespace wick::kernels

@@ -5,7 +5,9 @@
 // that must reproduce the dequantised weights exactly; every decoder gives the dequantiser's
 // floats bit for bit and every product equals the dense fp32 dot kernel of the same instruction
 // set over those floats; and the determinism contract: a row of a batch equals the single-input
-// product bit for bit, with 1 or 2 threads.
+// product bit for bit, with 1 or 2 threads. Then the integer products of inputs rounded to 8 bits
+// (qmatmul_int8_inputs): every instruction set gives the scalar reference's bits, which follow the
+// documented sequence, close to the dequantised rows times the rounded inputs in double.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "base/fp16.h"
 #include "io/tensor_set.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dot.h"
@@ -577,7 +580,7 @@ TEST(QmatmulInt8Inputs, EveryIsaGivesTheScalarBits) {
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{71, 512}, {33, 768}}) {
     for (int bits : {4, 5, 6}) {
       auto p = random_sb6(bits, rows, cols, 40 + bits + static_cast<uint32_t>(cols));
-      for (int64_t T : {1, 5}) {
+      for (int64_t T : {1, 5, 20}) {  // GEMV once, GEMV per input, the tile
         const RoundedInputs x =
             round_inputs(random_inputs(T * cols, 3 + static_cast<uint32_t>(T)), T, cols);
         const std::vector<float> want = int8_product(Isa::kScalar, *p, x);
@@ -603,7 +606,7 @@ TEST(QmatmulInt8Inputs, IsTheDequantisedRowTimesTheRoundedInputs) {
   for (int bits : {4, 5, 6}) {
     auto p = random_sb6(bits, rows, cols, 80 + bits);
     const std::vector<float> w = p->dequantized();
-    for (int64_t T : {1, 3}) {  // the GEMV and the tile
+    for (int64_t T : {1, 3, 14}) {  // the GEMV, once and per input, and the tile
       const RoundedInputs x = round_inputs(random_inputs(T * cols, 8), T, cols);
       for (Isa isa : supported_isas()) {
         const std::vector<float> y = int8_product(isa, *p, x);
@@ -615,27 +618,117 @@ TEST(QmatmulInt8Inputs, IsTheDequantisedRowTimesTheRoundedInputs) {
   }
 }
 
-// Output (t, o) is a function of W[o] and X[t] alone: a batch row equals the single input, and
-// other inputs give other outputs.
+// Output (t, o) is a function of W[o] and X[t] alone: a batch row equals the single input (the
+// tile, with its inputs split into spans over the threads, and the GEMV per input alike), with 1
+// and 2 threads, and other inputs give other outputs.
 TEST(QmatmulInt8Inputs, BatchRowsEqualSingleInputsAndOtherInputsDiffer) {
-  const int64_t rows = 71, cols = 512, T = 9;
+  const int64_t rows = 71, cols = 512, T = 70;
   const std::vector<float> xs = random_inputs(T * cols, 21);
   const RoundedInputs x = round_inputs(xs, T, cols);
+  const std::vector<float> x5(xs.begin() + 3 * cols, xs.begin() + 8 * cols);
+  const RoundedInputs five = round_inputs(x5, 5, cols);
   for (int bits : {4, 5, 6}) {
     auto p = random_sb6(bits, rows, cols, 90 + bits);
-    for (Isa isa : supported_isas()) {
-      const std::vector<float> y = int8_product(isa, *p, x);
-      for (int64_t t = 0; t < T; ++t) {
-        const std::vector<float> one(xs.begin() + t * cols, xs.begin() + (t + 1) * cols);
-        const std::vector<float> y1 = int8_product(isa, *p, round_inputs(one, 1, cols));
-        ASSERT_EQ(std::memcmp(y1.data(), y.data() + t * rows, rows * sizeof(float)), 0)
-            << p->name() << " " << isa_name(isa) << " t=" << t;
-        if (t > 0) {
-          int same = 0;
-          for (int64_t o = 0; o < rows; ++o) same += y[t * rows + o] == y[o];
-          EXPECT_EQ(same, 0) << p->name() << " " << isa_name(isa) << " t=" << t;
+    for (Isa isa : supported_isas())
+      for (int threads : {1, 2}) {
+        set_test_threads(threads);
+        const std::vector<float> y = int8_product(isa, *p, x);
+        const std::string what = p->name() + " " + std::string(isa_name(isa)) +
+                                 " threads=" + std::to_string(threads);
+        for (int64_t t = 0; t < T; ++t) {
+          const std::vector<float> one(xs.begin() + t * cols, xs.begin() + (t + 1) * cols);
+          const std::vector<float> y1 = int8_product(isa, *p, round_inputs(one, 1, cols));
+          ASSERT_EQ(std::memcmp(y1.data(), y.data() + t * rows, rows * sizeof(float)), 0)
+              << what << " t=" << t;
+          if (t > 0) {
+            int same = 0;
+            for (int64_t o = 0; o < rows; ++o) same += y[t * rows + o] == y[o];
+            EXPECT_EQ(same, 0) << what << " t=" << t;
+          }
+        }
+        const std::vector<float> y5 = int8_product(isa, *p, five);
+        ASSERT_EQ(std::memcmp(y5.data(), y.data() + 3 * rows, y5.size() * sizeof(float)), 0)
+            << what << " (5 inputs)";
+      }
+  }
+  set_test_threads(0);
+}
+
+// The documented arithmetic itself (kernels/qmatmul.h), computed here from the test's own packed
+// fields (6-bit qs / qm, fp16 d / dm, nibbles and planes) and the rounded input codes: the scalar
+// kernel - and through EveryIsaGivesTheScalarBits every kernel - must give these bits, so a
+// changed order of the epilogue or of the final tree fails here even where all kernels change
+// together.
+TEST(QmatmulInt8Inputs, FollowsTheDocumentedSequenceBitForBit) {
+  const int64_t rows = 5, cols = 512;
+  for (int bits : {4, 5, 6}) {
+    auto p = random_sb6(bits, rows, cols, 30 + bits);
+    const RoundedInputs x = round_inputs(random_inputs(cols, 31), 1, cols);
+    const std::vector<float> got = int8_product(Isa::kScalar, *p, x);
+    const int64_t nsb = cols / 256;
+    auto f16 = [](const std::vector<uint8_t>& buf, int64_t i) {
+      uint16_t h;
+      std::memcpy(&h, &buf[2 * i], 2);
+      return base::f16_to_f32(h);
+    };
+    auto six = [&](int64_t sb, int k) {  // the k-th 6-bit field of superblock sb's 12 bytes
+      const uint8_t* q = &p->qsqm[12 * sb + 3 * (k / 4)];
+      const uint32_t v = q[0] | q[1] << 8 | static_cast<uint32_t>(q[2]) << 16;
+      return static_cast<int>((v >> (6 * (k % 4))) & 63);
+    };
+    for (int64_t r = 0; r < rows; ++r) {
+      float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      for (int64_t j = 0; j < nsb; ++j) {
+        const int64_t sb = r * nsb + j;
+        for (int i = 0; i < 8; ++i) {
+          const float s =
+              std::max(base::round_to_half(static_cast<float>(six(sb, i)) * f16(p->d, sb)), 1e-8f);
+          const float m =
+              base::round_to_half(static_cast<float>(six(sb, 8 + i) - 31) * f16(p->dm, sb));
+          int32_t S = 0, Q = 0;
+          for (int e = 0; e < 32; ++e) {
+            const int64_t c = 256 * j + 32 * i + e;
+            const uint8_t byte = p->codes_packed[r * cols / 2 + (c / 32) * 16 + (e & 15)];
+            int q = e < 16 ? (byte & 15) : (byte >> 4);
+            if (bits >= 5) q += 16 * ((p->qh[r * cols / 8 + c / 8] >> (c % 8)) & 1);
+            if (bits >= 6) q += 32 * ((p->qh2[r * cols / 8 + c / 8] >> (c % 8)) & 1);
+            S += q * x.codes[c];
+            Q += x.codes[c];
+          }
+          const float sum_s = static_cast<float>(S) * s;
+          const float sum_m = static_cast<float>(Q) * m;
+          const float t = sum_s + sum_m;
+          const float scaled = t * x.scales[j];
+          a[i] = a[i] + scaled;
         }
       }
+      const float lo = (a[0] + a[4]) + (a[2] + a[6]), hi = (a[1] + a[5]) + (a[3] + a[7]);
+      const float want = lo + hi;
+      EXPECT_EQ(std::memcmp(&got[r], &want, sizeof(float)), 0)
+          << p->name() << " row " << r << ": " << got[r] << " vs " << want;
+    }
+  }
+}
+
+// The largest sums: every weight code 63 against input codes of +-127 (the AVX2 kernels' int16
+// pair sums at their bound), on every path.
+TEST(QmatmulInt8Inputs, LargestCodesGiveTheScalarBits) {
+  const int64_t rows = 20, cols = 256;
+  auto p = random_sb6(6, rows, cols, 12, true);
+  std::fill(p->codes_packed.begin(), p->codes_packed.end(), uint8_t{0xff});
+  std::fill(p->qh.begin(), p->qh.end(), uint8_t{0xff});
+  std::fill(p->qh2.begin(), p->qh2.end(), uint8_t{0xff});
+  for (int64_t T : {1, 14}) {
+    std::vector<float> xs(T * cols);
+    for (int64_t i = 0; i < T * cols; ++i) xs[i] = (i / 3) % 2 ? 1.0f : -1.0f;
+    const RoundedInputs x = round_inputs(xs, T, cols);
+    ASSERT_EQ(x.codes[0], -127);
+    ASSERT_EQ(x.codes[3], 127);
+    const std::vector<float> want = int8_product(Isa::kScalar, *p, x);
+    for (Isa isa : supported_isas()) {
+      const std::vector<float> y = int8_product(isa, *p, x);
+      EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0)
+          << isa_name(isa) << " T=" << T;
     }
   }
 }
@@ -645,16 +738,18 @@ TEST(QmatmulInt8Inputs, BatchRowsEqualSingleInputsAndOtherInputsDiffer) {
 TEST(QmatmulInt8Inputs, NonFiniteInputsGiveNaNAndThePublicEntryPointMatches) {
   const int64_t rows = 40, cols = 512;
   auto p = random_sb6(4, rows, cols, 5);
-  std::vector<float> xs = random_inputs(2 * cols, 9);
-  xs[cols + 300] = NAN;
-  const RoundedInputs x = round_inputs(xs, 2, cols);
-  std::vector<float> y(2 * rows);
-  qmatmul_int8_inputs(p->sb6, x.view, y.data(), test_pool());
-  const std::vector<float> want = int8_product(active_isa(), *p, x);
-  EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0);
-  for (int64_t o = 0; o < rows; ++o) {
-    EXPECT_TRUE(std::isfinite(y[o]));
-    EXPECT_TRUE(std::isnan(y[rows + o]));
+  for (int64_t T : {2, 14}) {  // the GEMV per input and the tile
+    std::vector<float> xs = random_inputs(T * cols, 9);
+    xs[cols + 300] = NAN;
+    const RoundedInputs x = round_inputs(xs, T, cols);
+    std::vector<float> y(T * rows);
+    qmatmul_int8_inputs(p->sb6, x.view, y.data(), test_pool());
+    const std::vector<float> want = int8_product(active_isa(), *p, x);
+    EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0);
+    for (int64_t o = 0; o < rows; ++o) {
+      EXPECT_TRUE(std::isfinite(y[o]));
+      EXPECT_TRUE(std::isnan(y[rows + o]));
+    }
   }
 }
 
