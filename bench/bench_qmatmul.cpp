@@ -1,5 +1,5 @@
 // Quantised matrix kernel benchmarks (performance only; correctness lives in
-// tests/kernels/test_qmatmul.cpp). GEMV (T = 1, the decode step) and GEMM (T = 64) of the sb6
+// tests/kernels/test_qmatmul.cpp). GEMV (T = 1, the decode step) and GEMM (T = 16, batched decode; T = 64) of the sb6
 // (4/5/6 bits; also the integer product of inputs rounded to 8 bits, Precision::kInt8) and sym
 // (8/6 bits) layouts at the 0.1B shapes (C = 768, F = 3072, V = 65536), next
 // to the dense bf16 product of the same shape. Reported bytes are the stored weight bytes read per
@@ -164,7 +164,7 @@ void BM_Bf16(benchmark::State& state) {
 
 void shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"rows", "cols", "T"});
-  for (int64_t T : {1, 64})
+  for (int64_t T : {1, 16, 64})  // decode, batched decode of 16 rows, prefill
     for (auto [r, c] :
          {std::pair<int64_t, int64_t>{768, 768}, {3072, 768}, {768, 3072}, {65536, 768}}) {
       if (T > 1 && r == 65536) continue;  // the head is only ever a GEMV in decode

@@ -101,11 +101,13 @@ constexpr auto kBitBytes = [] {
 inline void decode_code_bytes(const Sb6Matrix& w, int64_t r, uint8_t* out) {
   const int64_t cols = w.cols;
   const uint8_t* nib = w.codes_packed + r * (cols / 2);
-  for (int64_t b = 0; b < cols / 32; ++b)
-    for (int e = 0; e < 16; ++e) {
-      out[32 * b + e] = nib[16 * b + e] & 15;
-      out[32 * b + 16 + e] = static_cast<uint8_t>(nib[16 * b + e] >> 4);
-    }
+  const __m128i low = _mm_set1_epi8(0x0f);
+  for (int64_t b = 0; b < cols / 32; ++b) {  // byte e of a block: columns e and e + 16
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(nib + 16 * b));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * b), _mm_and_si128(v, low));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * b + 16),
+                     _mm_and_si128(_mm_srli_epi16(v, 4), low));
+  }
   // Each plane byte adds value (16 or 32) to its 8 columns' bytes: no byte carries into the next.
   auto add_plane = [&](const uint8_t* plane, uint64_t value) {
     for (int64_t i = 0; i < cols / 8; ++i) {
