@@ -69,17 +69,21 @@ struct Sb6Avx2Int8 : Sb6RowScales {
   }
 };
 
-// 8 rows per vector: vpmaddubsw of a 32-byte tile vector with 4 input codes broadcast (pairs at
-// most 2 * 63 * 127), widened and paired by vpmaddwd.
+// 8 rows per vector: vpmaddubsw of 32-byte tile vectors with 4 input codes broadcast, widened
+// and paired by vpmaddwd.
 struct Avx2Tile {
   static constexpr int kRows = 8;
   using I = __m256i;
   using F = __m256;
   static I izero() { return _mm256_setzero_si256(); }
-  static I dot4(I acc, const uint8_t* w, uint32_t x) {
-    const __m256i p = _mm256_maddubs_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(w)),
-                                           _mm256_set1_epi32(static_cast<int>(x)));
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+  // acc + the 4-column groups w0 . x0 and w1 . x1 of every row: the two groups' int16 pair sums
+  // added before one vpmaddwd (each at most 2 * 63 * 127, so their sum fits: 32004 < 2^15).
+  static I dot8(I acc, const uint8_t* w0, const uint8_t* w1, uint32_t x0, uint32_t x1) {
+    const __m256i p0 = _mm256_maddubs_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(w0)),
+                                            _mm256_set1_epi32(static_cast<int>(x0)));
+    const __m256i p1 = _mm256_maddubs_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(w1)),
+                                            _mm256_set1_epi32(static_cast<int>(x1)));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_add_epi16(p0, p1), _mm256_set1_epi16(1)));
   }
   static F fzero() { return _mm256_setzero_ps(); }
   static F cvt(I v) { return _mm256_cvtepi32_ps(v); }

@@ -72,14 +72,16 @@ struct Sb6Vnni : Sb6RowScales {
   }
 };
 
-// 16 rows per vector: vpdpbusd of a 64-byte tile vector with 4 input codes broadcast.
+// 16 rows per vector: vpdpbusd of 64-byte tile vectors with 4 input codes broadcast.
 struct VnniTile {
   static constexpr int kRows = 16;
   using I = __m512i;
   using F = __m512;
   static I izero() { return _mm512_setzero_si512(); }
-  static I dot4(I acc, const uint8_t* w, uint32_t x) {
-    return _mm512_dpbusd_epi32(acc, _mm512_load_si512(w), _mm512_set1_epi32(static_cast<int>(x)));
+  // acc + the 4-column groups w0 . x0 and w1 . x1 of every row.
+  static I dot8(I acc, const uint8_t* w0, const uint8_t* w1, uint32_t x0, uint32_t x1) {
+    acc = _mm512_dpbusd_epi32(acc, _mm512_load_si512(w0), _mm512_set1_epi32(static_cast<int>(x0)));
+    return _mm512_dpbusd_epi32(acc, _mm512_load_si512(w1), _mm512_set1_epi32(static_cast<int>(x1)));
   }
   static F fzero() { return _mm512_setzero_ps(); }
   static F cvt(I v) { return _mm512_cvtepi32_ps(v); }

@@ -14,7 +14,8 @@
 // lanes, one output row each): the rows' codes are decoded once into a tile whose every 4-column
 // group of kRows rows is one vector (codes [block][quad k = 0..7][row][4 bytes], then the scales
 // s [block][row] and m [block][row]), and each input's 4 codes are broadcast against it
-// (Tile::dot4: vpdpbusd, or vpmaddubsw + vpmaddwd), so block sums come out one row per lane with
+// (Tile::dot8, two groups of 4 columns: vpdpbusd twice, or vpmaddubsw twice + vpmaddwd), so block
+// sums come out one row per lane with
 // no horizontal adds; the epilogue is the same sequence per lane, the final tree vertical.
 // Each including file gets its own copy (unnamed namespace).
 #pragma once
@@ -172,12 +173,14 @@ inline void tile_outputs(const uint8_t* tile, int64_t nb, const int8_t* xc, cons
     typename Tile::I sum[8];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) sum[i] = Tile::izero();
-#pragma GCC unroll 8
-    for (int k = 0; k < 8; ++k) {
+#pragma GCC unroll 4
+    for (int k = 0; k < 8; k += 2) {
 #pragma GCC unroll 8
       for (int i = 0; i < 8; ++i) {
         const int64_t b = 8 * j + i;
-        sum[i] = Tile::dot4(sum[i], tile + (b * 8 + k) * RG * 4, load_u32(xb + 32 * b + 4 * k));
+        const uint8_t* wk = tile + (b * 8 + k) * RG * 4;
+        sum[i] = Tile::dot8(sum[i], wk, wk + RG * 4, load_u32(xb + 32 * b + 4 * k),
+                            load_u32(xb + 32 * b + 4 * k + 4));
       }
     }
     const F dxv = Tile::bcast(dx[j]);
