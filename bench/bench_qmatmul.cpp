@@ -129,7 +129,7 @@ void BM_Sb6Int8(benchmark::State& state, int bits) {
   std::vector<int8_t> codes(T * cols);
   std::vector<float> scales(T * wick::kernels::int8_input_blocks(cols));
   for (auto _ : state) {
-    wick::kernels::round_inputs_int8(x.data(), T, cols, codes.data(), scales.data(), nullptr,
+    wick::kernels::round_inputs_int8(x.data(), T, cols, codes.data(), scales.data(),
                                      bench_pool());
     wick::kernels::qmatmul_int8_inputs(data.m, {codes.data(), scales.data(), T, cols}, y.data(),
                                        bench_pool());

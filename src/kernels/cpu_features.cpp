@@ -82,6 +82,18 @@ bool cpu_has_avx512_bf16() {
 
 #undef WICK_AVX512_WITH
 
+IntIsa int8_isa(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512:
+      return cpu_has_avx512_vnni() ? IntIsa::kAvx512Vnni : IntIsa::kAvx2;
+    case Isa::kAvx2:
+      return IntIsa::kAvx2;
+    case Isa::kScalar:
+      break;
+  }
+  return IntIsa::kScalar;
+}
+
 std::string_view isa_name(Isa isa) {
   switch (isa) {
     case Isa::kScalar:

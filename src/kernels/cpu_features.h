@@ -26,4 +26,9 @@ std::string_view isa_name(Isa isa);
 bool cpu_has_avx512_vnni();
 bool cpu_has_avx512_bf16();
 
+// The level of the integer (INT8 x INT8) kernels under `isa`: their AVX-512 form needs VNNI, so on
+// an AVX-512 CPU without it they run in their AVX2 form (which every AVX-512 CPU runs).
+enum class IntIsa { kScalar, kAvx2, kAvx512Vnni };
+IntIsa int8_isa(Isa isa);
+
 }  // namespace wick::kernels

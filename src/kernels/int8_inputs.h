@@ -30,11 +30,14 @@ struct Int8Inputs {
   int64_t T = 0, cols = 0;
 };
 
-// Rounds x [T, cols] (fp32 row-major) as above: codes [T, cols], scales [T,
-// int8_input_blocks(cols)] and, when `rounded` is not null, the rounded values [T, cols]. Rows are
-// spread over `pool` (one caller at a time); each output is a function of its own superblock of x
-// alone. T >= 1, cols >= 1; the outputs must not alias x.
+// Rounds x [T, cols] (fp32 row-major) as above: codes [T, cols] and scales [T,
+// int8_input_blocks(cols)]. Rows are spread over `pool` (one caller at a time); each output is a
+// function of its own superblock of x alone. T >= 1, cols >= 1; the outputs must not alias x.
 void round_inputs_int8(const float* x, int64_t T, int64_t cols, int8_t* codes, float* scales,
-                       float* rounded, ThreadPool& pool);
+                       ThreadPool& pool);
+
+// The rounded values of x: out [x.T, x.cols] = float(code) * scale of the code's superblock.
+// Spread over `pool` as above; `out` must not alias the codes or scales.
+void int8_inputs_as_floats(const Int8Inputs& x, float* out, ThreadPool& pool);
 
 }  // namespace wick::kernels

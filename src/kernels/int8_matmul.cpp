@@ -27,9 +27,6 @@ constexpr int64_t kGemvRows = 64;
 // L1 while its rows stream past them.
 constexpr int64_t kGemmRows = 64;
 constexpr int64_t kGemmInputs = 16;
-// Below this many weight x input products a call runs on the calling thread (waking a worker
-// costs ~1-2 us).
-constexpr int64_t kParallelWork = 1 << 15;
 // Weight quantisation at load: rows per work item.
 constexpr int64_t kQuantizeRows = 64;
 
@@ -149,12 +146,12 @@ const Kernels& kernels_scalar() {
 }
 
 const Kernels& kernels_for(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return cpu_has_avx512_vnni() ? kernels_avx512_vnni() : kernels_avx2();
-    case Isa::kAvx2:
+  switch (int8_isa(isa)) {
+    case IntIsa::kAvx512Vnni:
+      return kernels_avx512_vnni();
+    case IntIsa::kAvx2:
       return kernels_avx2();
-    case Isa::kScalar:
+    case IntIsa::kScalar:
       break;
   }
   return kernels_scalar();
@@ -180,13 +177,8 @@ static void int8_matmul_with(const Kernels& k, const Int8Matrix& w, const float*
     float* tmp = a.get<float>(static_cast<size_t>(cols), Arena::kBlock1);
     quantize_input_row(w, x + t * cols, xq + t * stride, xin[t], tmp);
   };
-  if (T * cols < kParallelWork) {
-    for (int64_t t = 0; t < T; ++t) quantize_input(t, arena);
-  } else {
-    parallel_for(pool, T, quantize_input);
-  }
+  parallel_for(pool, T, T * cols, quantize_input);
 
-  const bool serial = w.rows * cols * T < kParallelWork;
   if (T == 1) {
     const int64_t blocks = (w.rows + kGemvRows - 1) / kGemvRows;
     auto block = [&](int64_t b, Arena& a) {
@@ -197,11 +189,7 @@ static void int8_matmul_with(const Kernels& k, const Int8Matrix& w, const float*
       k.epilogue(w, r0, r1, s, kGemvRows, xin, 1, x, cols, y + r0, w.rows, xin[0].outlier_cols,
                  xin[0].n_outliers, tile);
     };
-    if (serial) {
-      for (int64_t b = 0; b < blocks; ++b) block(b, arena);
-    } else {
-      parallel_for(pool, blocks, block);
-    }
+    parallel_for(pool, blocks, w.rows * cols, block);
     return;
   }
   const int64_t row_blocks = (w.rows + kGemmRows - 1) / kGemmRows;
@@ -218,11 +206,7 @@ static void int8_matmul_with(const Kernels& k, const Int8Matrix& w, const float*
     k.epilogue(w, r0, r1, s, kGemmRows, xin + t0, t1 - t0, x + t0 * cols, cols,
                y + t0 * w.rows + r0, w.rows, cols_buf, n_cols, tile);
   };
-  if (serial) {
-    for (int64_t i = 0; i < row_blocks * input_blocks; ++i) item(i, arena);
-  } else {
-    parallel_for(pool, row_blocks * input_blocks, item);
-  }
+  parallel_for(pool, row_blocks * input_blocks, w.rows * cols * T, item);
 }
 
 void int8_matmul_isa(Isa isa, const Int8Matrix& w, const float* x, int64_t T, float* y,

@@ -98,8 +98,7 @@ const Kernels& kernels_scalar();
 const Kernels& kernels_avx2();
 const Kernels& kernels_avx512_vnni();
 
-// The kernels for `isa`: kAvx512 means AVX-512 VNNI when the CPU has it (else the AVX2 kernel,
-// which every AVX-512 CPU runs), kAvx2 the AVX2 kernel, kScalar the reference.
+// The kernels for `isa`, at the level int8_isa(isa) (kernels/cpu_features.h).
 const Kernels& kernels_for(Isa isa);
 // True when the CPU supports AVX-512 F/BW/VL and VNNI (the VNNI kernel may run).
 using kernels::cpu_has_avx512_vnni;

@@ -7,24 +7,14 @@
 #include "base/check.h"
 #include "kernels/dot.h"
 #include "kernels/thread_pool.h"
+#include "kernels/work_items.h"
 
 namespace wick::kernels {
 namespace {
 
-// GEMV (T = 1): blocks of output rows; each block streams its rows once, several at a time.
-constexpr int64_t kGemvBlockRows = 64;
-// Below this many weights a GEMV runs on the calling thread (waking a worker costs ~1-2 us).
-constexpr int64_t kGemvParallelWeights = 1 << 15;
+using work::for_each_gemm_item;
+using work::for_each_gemv_block;
 
-// GEMM (T > 1): work items are blocks of output rows x spans of inputs. An item's rows (at most
-// kGemmBlockBytes as fp32) stay in L2 while every tile of inputs (in L1) passes over them; spans
-// of inputs are long (whole prompts when there are enough row blocks), so each weight is read
-// from memory about once per call.
-constexpr int64_t kGemmBlockBytes = 192 * 1024;
-// Items per thread to aim for, so a thread the OS descheduled costs little (thread_pool.h).
-constexpr int64_t kGemmItemsPerThread = 4;
-// Shortest span of inputs an item is split down to.
-constexpr int64_t kGemmMinInputs = 32;
 // matmul_decoded GEMV: rows decoded at once, at most kDecodeRows and about kDecodeBytes of fp32.
 constexpr int64_t kDecodeRows = 8;
 constexpr int64_t kDecodeBytes = 32 * 1024;
@@ -98,54 +88,6 @@ void gemm_item(const DotKernels& k, const MatrixRef& w, const float* x, float* y
                 });
 }
 
-// The blocks of a GEMV of `rows` outputs, run on the pool (or the caller when small):
-// fn(r0, r1, arena) with the running thread's arena.
-template <typename Fn>
-void for_each_gemv_block(const MatrixRef& w, ThreadPool& pool, Fn&& fn) {
-  const int64_t blocks = (w.rows + kGemvBlockRows - 1) / kGemvBlockRows;
-  auto block = [&](int64_t b, Arena& arena) {
-    const int64_t r0 = b * kGemvBlockRows;
-    fn(r0, std::min(w.rows, r0 + kGemvBlockRows), arena);
-  };
-  if (w.rows * w.cols < kGemvParallelWeights) {
-    for (int64_t b = 0; b < blocks; ++b) block(b, pool.caller_arena());
-  } else {
-    parallel_for(pool, blocks, block);
-  }
-}
-
-// The work items of a GEMM of T inputs, run on the pool (or the caller when small):
-// fn(r0, r1, t0, t1, arena) for blocks of rows (a multiple of tile_rows, each block's weights at
-// most kGemmBlockBytes when held as `block_elem_bytes` per element) x spans of inputs.
-template <typename Fn>
-void for_each_gemm_item(const MatrixRef& w, int64_t T, int64_t tile_rows, int64_t block_elem_bytes,
-                        ThreadPool& pool, Fn&& fn) {
-  // Row blocks: as many rows as fit the L2 budget, but enough blocks for every thread.
-  const int64_t tr = tile_rows;
-  const int64_t threads = pool.threads();
-  const int64_t fit_rows =
-      std::max<int64_t>(1, kGemmBlockBytes / (w.cols * block_elem_bytes) / tr) * tr;
-  const int64_t want_blocks = kGemmItemsPerThread * threads;
-  const int64_t even_rows = ((w.rows + want_blocks - 1) / want_blocks + tr - 1) / tr * tr;
-  const int64_t block_rows = std::max(tr, std::min(fit_rows, even_rows));
-  const int64_t row_blocks = (w.rows + block_rows - 1) / block_rows;
-  // Spans of inputs: one (all T) unless there are too few row blocks to share out.
-  const int64_t want_spans = std::max<int64_t>(1, (want_blocks + row_blocks - 1) / row_blocks);
-  const int64_t spans = std::max<int64_t>(1, std::min(want_spans, T / kGemmMinInputs));
-  const int64_t span = (T + spans - 1) / spans;
-  const int64_t input_blocks = (T + span - 1) / span;
-  auto item = [&](int64_t i, Arena& arena) {
-    const int64_t rb = i % row_blocks, tb = i / row_blocks;
-    const int64_t r0 = rb * block_rows, t0 = tb * span;
-    fn(r0, std::min(w.rows, r0 + block_rows), t0, std::min(T, t0 + span), arena);
-  };
-  if (w.rows * w.cols * T < kGemvParallelWeights) {
-    for (int64_t i = 0; i < row_blocks * input_blocks; ++i) item(i, pool.caller_arena());
-  } else {
-    parallel_for(pool, row_blocks * input_blocks, item);
-  }
-}
-
 }  // namespace
 
 void matmul(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
@@ -153,11 +95,11 @@ void matmul(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool&
              "the loader only builds F32/F16/BF16 matrices");
   const DotKernels& k = dot_kernels();
   if (T == 1) {
-    for_each_gemv_block(w, pool,
+    for_each_gemv_block(w.rows, w.cols, 1, pool,
                         [&](int64_t r0, int64_t r1, Arena&) { gemv_block(k, w, x, r0, r1, y); });
     return;
   }
-  for_each_gemm_item(w, T, k.tile_rows, sizeof(float), pool,
+  for_each_gemm_item(w.rows, w.cols, T, k.tile_rows, w.cols * int64_t{sizeof(float)}, pool,
                      [&](int64_t r0, int64_t r1, int64_t t0, int64_t t1, Arena& arena) {
                        gemm_item(k, w, x, y, r0, r1, t0, t1, arena);
                      });
@@ -177,21 +119,17 @@ void matmul_bf16_inputs(const MatrixRef& w, const float* x, int64_t T, float* y,
     k->pack(x + i0, xb + i0, static_cast<size_t>(i1 - i0));
   };
   const int64_t bit_blocks = (count + kBitsBlock - 1) / kBitsBlock;
-  if (bit_blocks == 1) {
-    to_bits(0);
-  } else {
-    parallel_for(pool, bit_blocks, to_bits);
-  }
+  parallel_for(pool, bit_blocks, to_bits);
   const auto* wb = static_cast<const uint16_t*>(w.data);
   if (T == 1) {
-    for_each_gemv_block(w, pool, [&](int64_t r0, int64_t r1, Arena&) {
+    for_each_gemv_block(w.rows, w.cols, 1, pool, [&](int64_t r0, int64_t r1, Arena&) {
       k->gemv(wb + r0 * w.cols, n, xb, n, static_cast<int>(r1 - r0), y + r0);
     });
     return;
   }
   // The weights are read in place (no widening); a block of rows stays in L2 while every tile of
   // inputs passes over it.
-  for_each_gemm_item(w, T, k->tile_rows, sizeof(uint16_t), pool,
+  for_each_gemm_item(w.rows, w.cols, T, k->tile_rows, w.cols * int64_t{sizeof(uint16_t)}, pool,
                      [&](int64_t r0, int64_t r1, int64_t t0, int64_t t1, Arena&) {
                        for_each_tile(k->tile_rows, k->tile_inputs, r0, r1, t0, t1,
                                      [&](int64_t r, int nr, int64_t t, int nt) {
@@ -207,14 +145,13 @@ void matmul_decoded(const DecodedMatrix& w, const float* x, int64_t T, float* y,
   WICK_CHECK(w.decode != nullptr && w.rows >= 0 && w.cols > 0 && T >= 1,
              "a decoded matrix has a decoder and a shape");
   if (w.rows == 0) return;
-  const MatrixRef shape{nullptr, DType::F32, w.rows, w.cols};
   const size_t n = static_cast<size_t>(w.cols);
   if (T == 1) {
     // Each block of rows is decoded a few rows at a time into an L1-sized piece (at least one
     // row, at most kDecodeRows), which the GEMV then sums while it is still in cache.
     const int64_t sub =
         std::clamp<int64_t>(kDecodeBytes / (w.cols * int64_t{sizeof(float)}), 1, kDecodeRows);
-    for_each_gemv_block(shape, pool, [&](int64_t r0, int64_t r1, Arena& arena) {
+    for_each_gemv_block(w.rows, w.cols, 1, pool, [&](int64_t r0, int64_t r1, Arena& arena) {
       if (w.gemv != nullptr) return w.gemv(w.ctx, r0, r1, x, y + r0);
       float* rows = arena.get<float>(static_cast<size_t>(sub) * n, Arena::kBlock0);
       for (int64_t r = r0; r < r1; r += sub) {
@@ -225,7 +162,7 @@ void matmul_decoded(const DecodedMatrix& w, const float* x, int64_t T, float* y,
     });
     return;
   }
-  for_each_gemm_item(shape, T, k.tile_rows, sizeof(float), pool,
+  for_each_gemm_item(w.rows, w.cols, T, k.tile_rows, w.cols * int64_t{sizeof(float)}, pool,
                      [&](int64_t r0, int64_t r1, int64_t t0, int64_t t1, Arena& arena) {
                        float* rows =
                            arena.get<float>(static_cast<size_t>(r1 - r0) * n, Arena::kBlock0);

@@ -14,6 +14,7 @@
 #include "kernels/matmul.h"
 #include "kernels/qmatmul_impl.h"
 #include "kernels/thread_pool.h"
+#include "kernels/work_items.h"
 
 namespace wick::kernels {
 namespace qmat {
@@ -62,14 +63,6 @@ void run(const M& w, const Source<M>& src, const DotKernels& dense, const float*
   matmul_decoded(d, x, T, y, dense, pool);
 }
 
-// The integer product's work: blocks of kInt8BlockRows rows (a multiple of every tile's rows), and
-// for the tile path also spans of inputs when there are too few row blocks for the threads (at
-// least kInt8MinSpan inputs each; each span decodes its tile again). Below kInt8ParallelWeights
-// weight x input products the caller runs everything.
-constexpr int64_t kInt8BlockRows = 64;
-constexpr int64_t kInt8ParallelWeights = 1 << 15;
-constexpr int64_t kInt8ItemsPerThread = 4;
-constexpr int64_t kInt8MinSpan = 32;
 // From this many inputs on, the tile (decoding each block of rows' codes once for all inputs)
 // beats the GEMV run once per input: on a 3072 x 768 sb6@4 matrix with 2 threads (Zen 4), the
 // tile cost ~0.4 ms to set up plus ~20 us per input against ~50 us per input for the GEMV. Both
@@ -83,7 +76,8 @@ void run_int8(const Int8InputKernels& k, const Sb6Matrix& w, const Int8Inputs& x
   const int64_t cols = w.cols, T = x.T, nb = cols / 32, nsb = cols / 256;
   const bool tile = T >= kInt8TileMinInputs;
   // Prepared once on the caller for every item: each input's block sums Q_b, and for the GEMV its
-  // codes in the sb6 order (kernels/qmatmul_impl.h).
+  // codes in the sb6 order (kernels/qmatmul_impl.h). The work is shared out as the dense
+  // products' (kernels/work_items.h).
   Arena& arena = pool.caller_arena();
   float* sums = arena.get<float>(static_cast<size_t>(T * nb), Arena::kCaller1);
   for (int64_t t = 0; t < T; ++t)
@@ -93,49 +87,35 @@ void run_int8(const Int8InputKernels& k, const Sb6Matrix& w, const Int8Inputs& x
       for (int64_t e = 0; e < 32; ++e) q += src[e];
       sums[t * nb + b] = static_cast<float>(q);
     }
-  int8_t* ordered = nullptr;
-  if (!tile) {
-    ordered = arena.get<int8_t>(static_cast<size_t>(T * cols), Arena::kCaller0);
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t c = 0; c < cols; ++c) ordered[t * cols + sb6_order(c)] = x.codes[t * cols + c];
-  }
-  const int64_t row_blocks = (w.rows + kInt8BlockRows - 1) / kInt8BlockRows;
-  int64_t span = T;
   if (tile) {
-    const int64_t want = (kInt8ItemsPerThread * pool.threads() + row_blocks - 1) / row_blocks;
-    const int64_t spans = std::max<int64_t>(1, std::min(want, T / kInt8MinSpan));
-    span = (T + spans - 1) / spans;
+    // An item holds its rows' tile: 32 code bytes and two fp32 scales per 32 columns.
+    work::for_each_gemm_item(
+        w.rows, cols, T, k.tile_rows, nb * (32 + 2 * int64_t{sizeof(float)}), pool,
+        [&](int64_t r0, int64_t r1, int64_t t0, int64_t t1, Arena& a) {
+          const Int8Inputs xs{x.codes + t0 * cols, x.scales + t0 * nsb, t1 - t0, cols};
+          k.sb6_tile(w, r0, r1, xs, sums + t0 * nb, y + t0 * w.rows + r0, w.rows, a);
+        });
+    return;
   }
-  const int64_t items = row_blocks * ((T + span - 1) / span);
-  auto item = [&](int64_t i, Arena& a) {
-    const int64_t rb = i % row_blocks, t0 = (i / row_blocks) * span;
-    const int64_t r0 = rb * kInt8BlockRows, r1 = std::min(w.rows, r0 + kInt8BlockRows);
-    const int64_t t1 = std::min(T, t0 + span);
-    if (tile) {
-      const Int8Inputs xs{x.codes + t0 * cols, x.scales + t0 * nsb, t1 - t0, cols};
-      k.sb6_tile(w, r0, r1, xs, sums + t0 * nb, y + t0 * w.rows + r0, w.rows, a);
-    } else {
-      for (int64_t t = t0; t < t1; ++t)
-        k.sb6(w, r0, r1, Sb6Int8Input{ordered + t * cols, sums + t * nb, x.scales + t * nsb},
-              y + t * w.rows + r0);
-    }
-  };
-  if (w.rows * cols * T < kInt8ParallelWeights) {
-    for (int64_t i = 0; i < items; ++i) item(i, arena);
-  } else {
-    parallel_for(pool, items, item);
-  }
+  int8_t* ordered = arena.get<int8_t>(static_cast<size_t>(T * cols), Arena::kCaller0);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t c = 0; c < cols; ++c) ordered[t * cols + sb6_order(c)] = x.codes[t * cols + c];
+  work::for_each_gemv_block(w.rows, cols, T, pool, [&](int64_t r0, int64_t r1, Arena&) {
+    for (int64_t t = 0; t < T; ++t)
+      k.sb6(w, r0, r1, Sb6Int8Input{ordered + t * cols, sums + t * nb, x.scales + t * nsb},
+            y + t * w.rows + r0);
+  });
 }
 
 }  // namespace
 
 const Int8InputKernels& int8_input_kernels_for(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return cpu_has_avx512_vnni() ? int8_input_kernels_avx512_vnni() : int8_input_kernels_avx2();
-    case Isa::kAvx2:
+  switch (int8_isa(isa)) {
+    case IntIsa::kAvx512Vnni:
+      return int8_input_kernels_avx512_vnni();
+    case IntIsa::kAvx2:
       return int8_input_kernels_avx2();
-    case Isa::kScalar:
+    case IntIsa::kScalar:
       break;
   }
   return int8_input_kernels_scalar();

@@ -70,13 +70,14 @@ struct Int8InputKernels {
   // bits of sb6().
   void (*sb6_tile)(const Sb6Matrix& w, int64_t r0, int64_t r1, const Int8Inputs& x,
                    const float* sums, float* y, int64_t ys, Arena& arena);
+  int tile_rows;     // rows the tile holds per vector (a block of rows is best a multiple of it)
   const char* name;  // "scalar", "avx2", "avx512-vnni"
 };
 
 const Int8InputKernels& int8_input_kernels_scalar();
 const Int8InputKernels& int8_input_kernels_avx2();
 const Int8InputKernels& int8_input_kernels_avx512_vnni();
-// kAvx512: the VNNI kernel where the CPU has VNNI, else the AVX2 one; kAvx2; kScalar.
+// The kernels for `isa`, at the level int8_isa(isa) (kernels/cpu_features.h).
 const Int8InputKernels& int8_input_kernels_for(Isa isa);
 
 // qmatmul_int8_inputs with an explicit instruction set (tests, benchmarks).

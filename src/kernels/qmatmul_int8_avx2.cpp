@@ -6,6 +6,7 @@
 // vpmaddwd widens to 4-column int32 groups, and horizontal adds gather each block's sum.
 #include <immintrin.h>
 
+#include "kernels/dot_avx2_trait.h"
 #include "kernels/qmatmul_int8_impl.h"
 
 namespace wick::kernels::qmat {
@@ -71,10 +72,9 @@ struct Sb6Avx2Int8 : Sb6RowScales {
 
 // 8 rows per vector: vpmaddubsw of 32-byte tile vectors with 4 input codes broadcast, widened
 // and paired by vpmaddwd.
-struct Avx2Tile {
+struct Avx2Tile : Avx2 {
   static constexpr int kRows = 8;
   using I = __m256i;
-  using F = __m256;
   static I izero() { return _mm256_setzero_si256(); }
   // acc + the 4-column groups w0 . x0 and w1 . x1 of every row: the two groups' int16 pair sums
   // added before one vpmaddwd (each at most 2 * 63 * 127, so their sum fits: 32004 < 2^15).
@@ -85,19 +85,14 @@ struct Avx2Tile {
                                             _mm256_set1_epi32(static_cast<int>(x1)));
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_add_epi16(p0, p1), _mm256_set1_epi16(1)));
   }
-  static F fzero() { return _mm256_setzero_ps(); }
-  static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
-  static F load(const float* p) { return _mm256_load_ps(p); }
-  static F bcast(float v) { return _mm256_set1_ps(v); }
-  static F add(F a, F b) { return _mm256_add_ps(a, b); }
-  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
-  static void store(float* p, F v) { _mm256_store_ps(p, v); }
+  static Vec cvt(I v) { return _mm256_cvtepi32_ps(v); }
 };
 
 }  // namespace
 
 const Int8InputKernels& int8_input_kernels_avx2() {
-  static const Int8InputKernels k{int8_sb6<Sb6Avx2Int8>, int8_tile<Avx2Tile>, "avx2"};
+  static const Int8InputKernels k{int8_sb6<Sb6Avx2Int8>, int8_tile<Avx2Tile>, Avx2Tile::kRows,
+                                  "avx2"};
   return k;
 }
 

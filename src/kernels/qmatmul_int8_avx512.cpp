@@ -6,6 +6,7 @@
 // in 4-column groups, and a few lane shuffles add the groups of each block.
 #include <immintrin.h>
 
+#include "kernels/dot_avx512_trait.h"
 #include "kernels/qmatmul_int8_impl.h"
 
 // GCC 12 reports the _mm512_undefined_* operands inside its own shuffle and conversion intrinsics
@@ -73,29 +74,23 @@ struct Sb6Vnni : Sb6RowScales {
 };
 
 // 16 rows per vector: vpdpbusd of 64-byte tile vectors with 4 input codes broadcast.
-struct VnniTile {
+struct VnniTile : Avx512 {
   static constexpr int kRows = 16;
   using I = __m512i;
-  using F = __m512;
   static I izero() { return _mm512_setzero_si512(); }
   // acc + the 4-column groups w0 . x0 and w1 . x1 of every row.
   static I dot8(I acc, const uint8_t* w0, const uint8_t* w1, uint32_t x0, uint32_t x1) {
     acc = _mm512_dpbusd_epi32(acc, _mm512_load_si512(w0), _mm512_set1_epi32(static_cast<int>(x0)));
     return _mm512_dpbusd_epi32(acc, _mm512_load_si512(w1), _mm512_set1_epi32(static_cast<int>(x1)));
   }
-  static F fzero() { return _mm512_setzero_ps(); }
-  static F cvt(I v) { return _mm512_cvtepi32_ps(v); }
-  static F load(const float* p) { return _mm512_load_ps(p); }
-  static F bcast(float v) { return _mm512_set1_ps(v); }
-  static F add(F a, F b) { return _mm512_add_ps(a, b); }
-  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
-  static void store(float* p, F v) { _mm512_store_ps(p, v); }
+  static Vec cvt(I v) { return _mm512_cvtepi32_ps(v); }
 };
 
 }  // namespace
 
 const Int8InputKernels& int8_input_kernels_avx512_vnni() {
-  static const Int8InputKernels k{int8_sb6<Sb6Vnni>, int8_tile<VnniTile>, "avx512-vnni"};
+  static const Int8InputKernels k{int8_sb6<Sb6Vnni>, int8_tile<VnniTile>, VnniTile::kRows,
+                                  "avx512-vnni"};
   return k;
 }
 

@@ -15,8 +15,10 @@
 // group of kRows rows is one vector (codes [block][quad k = 0..7][row][4 bytes], then the scales
 // s [block][row] and m [block][row]), and each input's 4 codes are broadcast against it
 // (Tile::dot8, two groups of 4 columns: vpdpbusd twice, or vpmaddubsw twice + vpmaddwd), so block
-// sums come out one row per lane with
-// no horizontal adds; the epilogue is the same sequence per lane, the final tree vertical.
+// sums come out one row per lane with no horizontal adds; the epilogue is the same sequence per
+// lane, the final tree vertical. A Tile derives its float side (Vec, zero, load, store) from the
+// dense kernels' vector trait (kernels/dot_avx512_trait.h, dot_avx2_trait.h) and adds the integer
+// side: I, izero, dot8 and cvt (int32 lanes to fp32).
 // Each including file gets its own copy (unnamed namespace).
 #pragma once
 
@@ -27,6 +29,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/dot_impl.h"
 #include "kernels/qmatmul_impl.h"
 #include "kernels/qmatmul_row_state.h"
 #include "kernels/thread_pool.h"
@@ -160,14 +163,14 @@ void pack_group(const Sb6Matrix& w, int64_t r0, int64_t n, uint8_t* row, uint8_t
 template <class Tile>
 inline void tile_outputs(const uint8_t* tile, int64_t nb, const int8_t* xc, const float* q,
                          const float* dx, float* out) {
-  using F = typename Tile::F;
+  using F = typename Tile::Vec;
   constexpr int RG = Tile::kRows;
   const float* s = reinterpret_cast<const float*>(tile + nb * 32 * RG);
   const float* m = s + nb * RG;
   const uint8_t* xb = reinterpret_cast<const uint8_t*>(xc);
   F a[8];
 #pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) a[i] = Tile::fzero();
+  for (int i = 0; i < 8; ++i) a[i] = Tile::zero();
   for (int64_t j = 0; j < nb / 8; ++j) {
     // The 8 blocks' sums as 8 independent chains (quad k outer), so the multiply-adds overlap.
     typename Tile::I sum[8];
@@ -183,17 +186,16 @@ inline void tile_outputs(const uint8_t* tile, int64_t nb, const int8_t* xc, cons
                             load_u32(xb + 32 * b + 4 * k + 4));
       }
     }
-    const F dxv = Tile::bcast(dx[j]);
+    // Vector operators, never contracted into fused multiply-adds (-ffp-contract=off).
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) {
       const int64_t b = 8 * j + i;
-      const F t = Tile::add(Tile::mul(Tile::cvt(sum[i]), Tile::load(s + b * RG)),
-                            Tile::mul(Tile::bcast(q[b]), Tile::load(m + b * RG)));
-      a[i] = Tile::add(a[i], Tile::mul(t, dxv));
+      const F t = Tile::cvt(sum[i]) * Tile::load(dot_impl::F32{}, s + b * RG) +
+                  q[b] * Tile::load(dot_impl::F32{}, m + b * RG);
+      a[i] = a[i] + t * dx[j];
     }
   }
-  Tile::store(out, Tile::add(Tile::add(Tile::add(a[0], a[4]), Tile::add(a[2], a[6])),
-                             Tile::add(Tile::add(a[1], a[5]), Tile::add(a[3], a[7]))));
+  Tile::store(out, ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])));
 }
 
 template <class Tile>

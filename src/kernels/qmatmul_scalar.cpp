@@ -146,7 +146,7 @@ void int8_tile(const Sb6Matrix& w, int64_t r0, int64_t r1, const Int8Inputs& x, 
 }  // namespace
 
 const Int8InputKernels& int8_input_kernels_scalar() {
-  static const Int8InputKernels k{int8_sb6, int8_tile, "scalar"};
+  static const Int8InputKernels k{int8_sb6, int8_tile, 1, "scalar"};
   return k;
 }
 

@@ -120,19 +120,36 @@ class ThreadPool {
   void* ctx_ = nullptr;
 };
 
+namespace pool_detail {
+// fn(b[, arena]) for every block in order, on the caller with the caller's arena.
+template <typename Fn>
+void run_inline(ThreadPool& pool, int64_t n_blocks, Fn& fn) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    if constexpr (std::is_invocable_v<Fn&, int64_t, Arena&>)
+      fn(b, pool.caller_arena());
+    else
+      fn(b);
+  }
+}
+}  // namespace pool_detail
+
 // pool.run(n_blocks, fn), or inline on the caller (with the caller's arena) when n_blocks <= 1.
 template <typename Fn>
 void parallel_for(ThreadPool& pool, int64_t n_blocks, Fn&& fn) {
-  if (n_blocks <= 1) {
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      if constexpr (std::is_invocable_v<Fn&, int64_t, Arena&>)
-        fn(b, pool.caller_arena());
-      else
-        fn(b);
-    }
-    return;
-  }
+  if (n_blocks <= 1) return pool_detail::run_inline(pool, n_blocks, fn);
   pool.run(n_blocks, std::forward<Fn>(fn));
+}
+
+// Below this much work (multiply-adds, or elements written) a kernel runs all of its blocks on the
+// calling thread: waking a worker costs about 1-2 us.
+constexpr int64_t kParallelMinWork = int64_t{1} << 15;
+
+// parallel_for(pool, n_blocks, fn), or every block inline on the caller when `work` is below
+// kParallelMinWork.
+template <typename Fn>
+void parallel_for(ThreadPool& pool, int64_t n_blocks, int64_t work, Fn&& fn) {
+  if (work < kParallelMinWork) return pool_detail::run_inline(pool, n_blocks, fn);
+  parallel_for(pool, n_blocks, std::forward<Fn>(fn));
 }
 
 }  // namespace wick::kernels

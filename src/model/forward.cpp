@@ -96,8 +96,8 @@ struct Workspace final : PassWorkspace {
   std::vector<int64_t> rows;
   Precision precision = Precision::kFp32;
   kernels::ThreadPool* pool = nullptr;  // the lease's pool, for this pass
-  std::vector<float> rounded;           // kBf16 / kInt8: a large product's input rows, rounded
-  std::vector<int8_t> codes;            // kInt8: their 8-bit codes [T, in] and superblock scales
+  std::vector<float> rounded;  // kBf16: a large product's input rows, rounded; kInt8: scratch
+  std::vector<int8_t> codes;   // kInt8: their 8-bit codes [T, in] and superblock scales
   std::vector<float> code_scales;
   // LoRA adapters of this pass: whether any segment has one, each row's adapter (filled only
   // then), and the low-rank terms' scratch: x·Aᵀ [rows, r] and (x·Aᵀ)·Bᵀ [rows, out].
@@ -191,8 +191,7 @@ void project(const model::Linear& L, const float* x, int64_t T, float* y, Worksp
       const size_t ns = static_cast<size_t>(T * kernels::int8_input_blocks(in));
       if (ws.codes.size() < n) ws.codes.resize(n);
       if (ws.code_scales.size() < ns) ws.code_scales.resize(ns);
-      kernels::round_inputs_int8(x, T, in, ws.codes.data(), ws.code_scales.data(), rounded,
-                                 *ws.pool);
+      kernels::round_inputs_int8(x, T, in, ws.codes.data(), ws.code_scales.data(), *ws.pool);
       L.apply_int8_inputs(kernels::Int8Inputs{ws.codes.data(), ws.code_scales.data(), T, in},
                           rounded, y, *ws.pool);
       break;

@@ -30,12 +30,14 @@ class Linear {
     apply(x, T, y, pool);
   }
   // The same product for inputs rounded to 8 bits (Precision::kInt8): `x` holds the codes and
-  // scales, `rounded` [x.T, in] the rounded values float(code) * scale. Implementations with an
-  // integer kernel use the codes (packed sb6 weights: kernels/qmatmul.h qmatmul_int8_inputs); the
-  // rest run apply() on the rounded values. Row t of T > 1 equals the T = 1 call bit for bit.
-  virtual void apply_int8_inputs(const kernels::Int8Inputs& x, const float* rounded, float* y,
+  // scales (kernels/int8_inputs.h). Implementations with an integer kernel use the codes (packed
+  // sb6 weights: kernels/qmatmul.h qmatmul_int8_inputs); the rest run apply() on the rounded
+  // values float(code) * scale, written into `scratch` [x.T, in] (caller-owned; its contents
+  // afterwards are unspecified). Row t of T > 1 equals the T = 1 call bit for bit.
+  virtual void apply_int8_inputs(const kernels::Int8Inputs& x, float* scratch, float* y,
                                  kernels::ThreadPool& pool) const {
-    apply(rounded, x.T, y, pool);
+    kernels::int8_inputs_as_floats(x, scratch, pool);
+    apply(scratch, x.T, y, pool);
   }
   virtual DType stored_dtype() const = 0;
   virtual uint64_t stored_bytes() const = 0;

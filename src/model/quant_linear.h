@@ -25,7 +25,7 @@ class PackedLinear final : public Linear {
   void apply(const float* x, int64_t T, float* y, kernels::ThreadPool& pool) const override;
   // sb6: the integer product of the codes (kernels/qmatmul.h qmatmul_int8_inputs); sym: apply()
   // on the rounded values.
-  void apply_int8_inputs(const kernels::Int8Inputs& x, const float* rounded, float* y,
+  void apply_int8_inputs(const kernels::Int8Inputs& x, float* scratch, float* y,
                          kernels::ThreadPool& pool) const override;
   DType stored_dtype() const override { return DType::U8; }
   uint64_t stored_bytes() const override { return bytes_; }

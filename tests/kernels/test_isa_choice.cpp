@@ -91,6 +91,11 @@ TEST(KernelTable, OneTableNamesEveryFamily) {
   EXPECT_EQ(d[4].second, vnni                               ? std::string("avx512-vnni")
                          : active_isa() == Isa::kScalar ? std::string("scalar")
                                                           : std::string("avx2"));
+  // Both integer families at the one level int8_isa() picks.
+  EXPECT_EQ(d[2].second, d[4].second);
+  EXPECT_EQ(int8_isa(active_isa()), vnni                             ? IntIsa::kAvx512Vnni
+                                    : active_isa() == Isa::kScalar ? IntIsa::kScalar
+                                                                   : IntIsa::kAvx2);
   // Scalar everywhere at the scalar level (and no BF16 dot product); at AVX2 and above the
   // attention and sampler loops run their AVX2 build.
   for (const auto& [family, variant] : kernel_table_for(Isa::kScalar).describe())

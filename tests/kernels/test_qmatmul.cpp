@@ -526,9 +526,9 @@ RoundedInputs round_inputs(const std::vector<float>& x, int64_t T, int64_t cols)
   r.codes.resize(T * cols);
   r.scales.resize(T * int8_input_blocks(cols));
   r.rounded.resize(T * cols);
-  round_inputs_int8(x.data(), T, cols, r.codes.data(), r.scales.data(), r.rounded.data(),
-                    test_pool());
+  round_inputs_int8(x.data(), T, cols, r.codes.data(), r.scales.data(), test_pool());
   r.view = Int8Inputs{r.codes.data(), r.scales.data(), T, cols};
+  int8_inputs_as_floats(r.view, r.rounded.data(), test_pool());
   return r;
 }
 

@@ -32,11 +32,11 @@ void check_tensor(const quant::RwkvqFile& f, const char* key, quant::Layout layo
   for (float& v : x) v = nd(rng);
   std::vector<int8_t> codes(T * in);
   std::vector<float> scales(T * kernels::int8_input_blocks(in)), rounded(T * in);
-  kernels::round_inputs_int8(x.data(), T, in, codes.data(), scales.data(), rounded.data(),
-                             test_pool());
+  kernels::round_inputs_int8(x.data(), T, in, codes.data(), scales.data(), test_pool());
   const kernels::Int8Inputs xq{codes.data(), scales.data(), T, in};
-  std::vector<float> y(T * out), exact(T * out), want(T * out);
-  L.apply_int8_inputs(xq, rounded.data(), y.data(), test_pool());
+  kernels::int8_inputs_as_floats(xq, rounded.data(), test_pool());
+  std::vector<float> y(T * out), exact(T * out), want(T * out), scratch(T * in);
+  L.apply_int8_inputs(xq, scratch.data(), y.data(), test_pool());
   L.apply(rounded.data(), T, exact.data(), test_pool());
   if (layout == quant::Layout::kSb6) {
     kernels::qmatmul_int8_inputs(quant::sb6_matrix(t), xq, want.data(), test_pool());

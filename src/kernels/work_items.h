@@ -1,0 +1,61 @@
+// How the matrix products share out their work (kernels/matmul.cpp, kernels/qmatmul.cpp): the
+// blocks of rows of a GEMV and the items (blocks of rows x spans of inputs) of a GEMM, run on the
+// pool or, when small, on the caller (thread_pool.h kParallelMinWork). How work is split never
+// changes a result: each output's summation is fixed by the kernel alone.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/thread_pool.h"
+
+namespace wick::kernels::work {
+
+// GEMV (one input): blocks of this many output rows; each block streams its rows once.
+constexpr int64_t kGemvBlockRows = 64;
+// GEMM (several inputs): an item's rows (at most kGemmBlockBytes as the kernel holds them) stay in
+// L2 while every tile of inputs (in L1) passes over them; spans of inputs are long (whole prompts
+// when there are enough row blocks), so each weight is read from memory about once per call.
+constexpr int64_t kGemmBlockBytes = 192 * 1024;
+// Items per thread to aim for, so a thread the OS descheduled costs little (thread_pool.h).
+constexpr int64_t kGemmItemsPerThread = 4;
+// Shortest span of inputs an item is split down to.
+constexpr int64_t kGemmMinInputs = 32;
+
+// The blocks of a GEMV (or of a product run once per input, `inputs` of them) of a rows x cols
+// matrix: fn(r0, r1, arena) with the running thread's arena.
+template <typename Fn>
+void for_each_gemv_block(int64_t rows, int64_t cols, int64_t inputs, ThreadPool& pool, Fn&& fn) {
+  const int64_t blocks = (rows + kGemvBlockRows - 1) / kGemvBlockRows;
+  parallel_for(pool, blocks, rows * cols * inputs, [&](int64_t b, Arena& arena) {
+    const int64_t r0 = b * kGemvBlockRows;
+    fn(r0, std::min(rows, r0 + kGemvBlockRows), arena);
+  });
+}
+
+// The work items of a GEMM of T inputs and a rows x cols matrix whose rows take `row_bytes` each
+// as the item holds them: fn(r0, r1, t0, t1, arena) for blocks of rows (a multiple of tile_rows,
+// at most kGemmBlockBytes each unless one tile of rows is more) x spans of inputs.
+template <typename Fn>
+void for_each_gemm_item(int64_t rows, int64_t cols, int64_t T, int64_t tile_rows, int64_t row_bytes,
+                        ThreadPool& pool, Fn&& fn) {
+  // Row blocks: as many rows as fit the L2 budget, but enough blocks for every thread.
+  const int64_t tr = tile_rows;
+  const int64_t fit_rows = std::max<int64_t>(1, kGemmBlockBytes / row_bytes / tr) * tr;
+  const int64_t want_blocks = kGemmItemsPerThread * pool.threads();
+  const int64_t even_rows = ((rows + want_blocks - 1) / want_blocks + tr - 1) / tr * tr;
+  const int64_t block_rows = std::max(tr, std::min(fit_rows, even_rows));
+  const int64_t row_blocks = (rows + block_rows - 1) / block_rows;
+  // Spans of inputs: one (all T) unless there are too few row blocks to share out.
+  const int64_t want_spans = std::max<int64_t>(1, (want_blocks + row_blocks - 1) / row_blocks);
+  const int64_t spans = std::max<int64_t>(1, std::min(want_spans, T / kGemmMinInputs));
+  const int64_t span = (T + spans - 1) / spans;
+  const int64_t input_blocks = (T + span - 1) / span;
+  parallel_for(pool, row_blocks * input_blocks, rows * cols * T, [&](int64_t i, Arena& arena) {
+    const int64_t rb = i % row_blocks, tb = i / row_blocks;
+    const int64_t r0 = rb * block_rows, t0 = tb * span;
+    fn(r0, std::min(rows, r0 + block_rows), t0, std::min(T, t0 + span), arena);
+  });
+}
+
+}  // namespace wick::kernels::work
