@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "common.h"
 #include "wick/errors.h"
+#include "wick/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"wick: fast, exact RWKV-7 inference on the CPU", "wick"};
@@ -17,7 +18,7 @@ int main(int argc, char** argv) {
       "Run `wick <command> --help` for a command's options.\n"
       "Exit status: 0 success, 1 error in the input (file, model, arguments), 2 internal error,\n"
       "other non-zero values: command-line syntax errors.");
-  app.set_version_flag("--version", std::string("wick 0.1.0"));
+  app.set_version_flag("--version", "wick " + std::string(wick::version()));
   wick::cli::register_generate(app);
   wick::cli::register_chat(app);
   wick::cli::register_info(app);

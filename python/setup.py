@@ -16,6 +16,7 @@ Environment:
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +27,16 @@ from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.environ.get("WICK_SOURCE_DIR", os.path.dirname(HERE))
+
+
+def project_version():
+    """The version written in the top-level CMakeLists.txt project() (the one place it is set)."""
+    path = os.path.join(SOURCE_DIR, "CMakeLists.txt")
+    with open(path, encoding="utf-8") as f:
+        m = re.search(r"project\(wick VERSION ([0-9]+\.[0-9]+\.[0-9]+)", f.read())
+    if not m:
+        raise RuntimeError("%s has no `project(wick VERSION x.y.z ...)` line" % path)
+    return m.group(1)
 
 
 class CMakeExtension(Extension):
@@ -65,7 +76,7 @@ class CMakeBuild(build_ext):
 
 setup(
     name="wick",
-    version="0.1.0",
+    version=project_version(),
     description="RWKV-7 language models in C++: native bindings and the rwkv pip API",
     packages=["wick", "wick.compat"],
     ext_modules=[CMakeExtension("wick._wick")],

@@ -5,6 +5,7 @@
 #include "binding.h"
 #include "wick/generate.h"
 #include "wick/runtime.h"
+#include "wick/version.h"
 
 namespace py = pybind11;
 using namespace wick::py_binding;
@@ -22,6 +23,7 @@ PYBIND11_MODULE(_wick, m) {
   register_tasks(m);
   register_compat(m);
 
+  m.attr("__version__") = std::string(wick::version());
   m.def("default_stop_tokens", &wick::default_stop_tokens, py::arg("vocab"),
         "The end-of-text ids generation stops at by default for a vocabulary of `vocab` ids: "
         "[0] for the World vocabulary (65536), [] otherwise.");

@@ -17,6 +17,7 @@ wick.Error subclasses carrying wick's messages.
 """
 
 from ._wick import (  # noqa: F401  (re-exported)
+    __version__,
     CheckpointError,
     ContextFullError,
     Engine,
@@ -53,4 +54,5 @@ __all__ = [
     "GenerationStream", "InputError", "Model", "QueueFullError", "Request", "Sampler", "State",
     "StateFileError", "Tokenizer", "UnsafePickleError", "default_stop_tokens",
     "default_thread_count", "embed", "generate", "kernel_isa", "perplexity", "rerank",
+    "__version__",
 ]

@@ -14,6 +14,7 @@
 #include "io/safetensors_writer.h"
 #include "model/state_geometry.h"
 #include "wick/errors.h"
+#include "wick/version.h"
 
 namespace wick {
 namespace {
@@ -22,7 +23,6 @@ constexpr const char* kFormatKey = "wick.state";
 constexpr const char* kFormatVersion = "2";
 constexpr const char* kFormatVersion1 = "1";  // before the continuation parts; still read
 constexpr const char* kKindSnapshot = "snapshot";
-constexpr const char* kEngineVersion = "wick 0.1.0";
 
 // A non-negative integer metadata value, or `fallback` when the key is absent.
 int64_t parse_count(const std::map<std::string, std::string>& meta, const char* key,
@@ -151,7 +151,7 @@ void build_state_file(StateFileParts& parts, const State& state, const Model& mo
       {"base_fingerprint", model.info().fingerprint},
       {"contract", contract.dump()},
       {"note", info.note},
-      {"engine_version", kEngineVersion},
+      {"engine_version", "wick " + std::string(version())},
   };
   tensors = {{"wkv", DType::F32, {L, 1, H, N, N}, as_bytes(wkv_all)},
              {"tmix_shift", DType::F32, {L, 1, 1, C}, as_bytes(tmix)},

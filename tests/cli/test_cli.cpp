@@ -2,13 +2,16 @@
 // of the issue contract, stdout carrying only results.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
 #include "test_util.h"
 #include "wick/model.h"
+#include "wick/version.h"
 
 namespace wick::test {
 namespace {
@@ -92,6 +95,18 @@ TEST(Cli, InfoReportsGeometryDtypesParametersAndSize) {
   CliRun text = wick("info");
   ASSERT_EQ(text.status, 0) << text.err;
   EXPECT_NE(text.out.find("L=12 C=64 H=1 N=64 F=256 V=256"), std::string::npos) << text.out;
+}
+
+// --version prints the one version the library has (wick/version.h, from CMake's project()).
+TEST(Cli, VersionIsTheLibrarysVersion) {
+  const CliRun r = wick("--version");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.out, "wick " + std::string(version()) + "\n");
+  const std::string v(version());
+  ASSERT_EQ(std::count(v.begin(), v.end(), '.'), 2) << v;
+  EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(v.front())) &&
+              std::isdigit(static_cast<unsigned char>(v.back())))
+      << v;
 }
 
 TEST(Cli, ErrorsGoToStderrWithNonZeroStatus) {

@@ -2,6 +2,8 @@
 state files round-trip."""
 
 import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -104,3 +106,10 @@ def test_int8_precision_on_an_rwkvq_file_equals_cli(cli, fixtures_dir):
     assert not np.array_equal(bits(exact), bits(logits))
     with pytest.raises(wick.InputError, match='"int8"'):
         wick.Model(path, precision="int4")
+
+
+def test_version_is_the_clis_and_cmakes(cli):
+    assert cli("--version") == "wick %s\n" % wick.__version__
+    cmake = Path(__file__).resolve().parents[2] / "CMakeLists.txt"
+    m = re.search(r"project\(wick VERSION ([0-9.]+)", cmake.read_text(encoding="utf-8"))
+    assert m and m.group(1) == wick.__version__
