@@ -8,6 +8,7 @@
 #include <string_view>
 #include <utility>
 
+#include "base/check.h"
 #include "model/tensor_table.h"
 #include "wick/errors.h"
 
@@ -33,6 +34,8 @@ std::optional<std::pair<int, std::string>> layer_and_rest(std::string_view name,
 }
 
 struct Renamed {
+  // In Renaming::block the official suffix inside a block ("att.key.weight"); as returned by
+  // rename_in_block the full official name ("blocks.3.att.key.weight").
   std::string official;
   bool linear_layout = false;
 };
@@ -113,14 +116,19 @@ struct Renaming {
   std::map<std::string, std::string> top;
 };
 
+// Two official names mapping to one stored name would make a checkpoint ambiguous: a fault of the
+// table or the convention, caught the first time the renaming is built.
 Renaming make_renaming(const Convention& c) {
   Renaming r{c, {}, {}};
   for (const LayerSpec& s : layer_tensors()) {
     auto [stored, linear] = stored_block_name(c, s.name);
-    r.block[stored] = Renamed{std::string(s.name), linear};
+    const bool added = r.block.emplace(stored, Renamed{std::string(s.name), linear}).second;
+    WICK_CHECK(added, "every official block tensor has its own stored name in each convention");
   }
-  for (const ModelSpec& s : model_tensors())
-    r.top[stored_top_name(c, s.name)] = std::string(s.name);
+  for (const ModelSpec& s : model_tensors()) {
+    const bool added = r.top.emplace(stored_top_name(c, s.name), std::string(s.name)).second;
+    WICK_CHECK(added, "every official top-level tensor has its own stored name in each convention");
+  }
   return r;
 }
 
@@ -133,14 +141,15 @@ const Renaming& tmix_renaming() {
   return r;
 }
 
-// The official name of a stored block tensor "<block_prefix><i>.<suffix>", if `r` covers it.
-std::optional<std::pair<std::string, Renamed>> rename_in_block(const Renaming& r,
-                                                               const std::string& name) {
+// The official full name ("blocks.<i>.<official suffix>") and layout of a stored block tensor
+// "<block_prefix><i>.<suffix>", if `r` covers it.
+std::optional<Renamed> rename_in_block(const Renaming& r, const std::string& name) {
   auto lr = layer_and_rest(name, r.convention.block_prefix);
   if (!lr) return std::nullopt;
   auto it = r.block.find(lr->second);
   if (it == r.block.end()) return std::nullopt;
-  return std::make_pair("blocks." + std::to_string(lr->first) + ".", it->second);
+  return Renamed{"blocks." + std::to_string(lr->first) + "." + it->second.official,
+                 it->second.linear_layout};
 }
 
 std::string strip_wrapper_prefix(const std::string& name) {
@@ -158,8 +167,8 @@ std::string official_name_of(const std::string& stored, bool* linear_layout) {
   for (const Renaming* r : {&tmix_renaming(), &fla_renaming()}) {
     if (auto it = r->top.find(name); it != r->top.end()) return it->second;
     if (auto renamed = rename_in_block(*r, name)) {
-      if (linear_layout) *linear_layout = renamed->second.linear_layout;
-      return renamed->first + renamed->second.official;
+      if (linear_layout) *linear_layout = renamed->linear_layout;
+      return renamed->official;
     }
   }
   return name;
@@ -217,8 +226,7 @@ OfficialNames map_to_official_names(const io::TensorSet& set) {
       if (auto it = renaming->top.find(name); it != renaming->top.end()) {
         put(it->second, *view, view->name, false);
       } else if (auto renamed = rename_in_block(*renaming, name)) {
-        put(renamed->first + renamed->second.official, *view, view->name,
-            renamed->second.linear_layout);
+        put(renamed->official, *view, view->name, renamed->linear_layout);
       } else if (auto lr = layer_and_rest(name, "model.layers.");
                  lr && renaming == &fla_renaming() && lr->second == "attn.x_x") {
         // fla before 2025-04: the six mixes stacked as [6, C], rows r, w, k, v, a, g.
