@@ -12,15 +12,6 @@
 namespace wick::kernels::qmat {
 namespace {
 
-// 0xff in byte i where bit i of w is set.
-inline __m256i bits_to_bytes(uint32_t w) {
-  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
-                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
-  const __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(w)), spread);
-  return _mm256_cmpeq_epi8(_mm256_and_si256(b, bit), bit);
-}
-
 // Adds `value` to the code bytes of 2 blocks whose plane bit (words at p) is set: the low halves
 // take bits 0-15 of each word, the high halves bits 16-31.
 inline void add_planes(__m256i& lo, __m256i& hi, const uint8_t* p, char value) {
@@ -86,6 +77,18 @@ struct Avx2Tile : Avx2 {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_add_epi16(p0, p1), _mm256_set1_epi16(1)));
   }
   static Vec cvt(I v) { return _mm256_cvtepi32_ps(v); }
+  // The transpose of the tile's set-up (transpose8): row i (8 dwords, `stride` dwords apart) per
+  // vector, and the even / odd 128-bit lanes of two vectors [a0 b0] / [a1 b1].
+  static I load_rows(const uint32_t* src, int64_t stride, int i) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i * stride));
+  }
+  static I unpacklo32(I a, I b) { return _mm256_unpacklo_epi32(a, b); }
+  static I unpackhi32(I a, I b) { return _mm256_unpackhi_epi32(a, b); }
+  static I unpacklo64(I a, I b) { return _mm256_unpacklo_epi64(a, b); }
+  static I unpackhi64(I a, I b) { return _mm256_unpackhi_epi64(a, b); }
+  static I even_lanes(I a, I b) { return _mm256_permute2x128_si256(a, b, 0x20); }
+  static I odd_lanes(I a, I b) { return _mm256_permute2x128_si256(a, b, 0x31); }
+  static void store_i(uint32_t* p, I v) { _mm256_store_si256(reinterpret_cast<__m256i*>(p), v); }
 };
 
 }  // namespace

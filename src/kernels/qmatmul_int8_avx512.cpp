@@ -84,6 +84,26 @@ struct VnniTile : Avx512 {
     return _mm512_dpbusd_epi32(acc, _mm512_load_si512(w1), _mm512_set1_epi32(static_cast<int>(x1)));
   }
   static Vec cvt(I v) { return _mm512_cvtepi32_ps(v); }
+  // The transpose of the tile's set-up (transpose8): rows i and i + 8 (8 dwords each, `stride`
+  // dwords apart) in the low and high 256 bits; the even / odd 128-bit lanes of two vectors
+  // interleaved [a0 b0 a2 b2] / [a1 b1 a3 b3].
+  static I load_rows(const uint32_t* src, int64_t stride, int i) {
+    return _mm512_inserti64x4(
+        _mm512_castsi256_si512(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i * stride))),
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + (i + 8) * stride)), 1);
+  }
+  static I unpacklo32(I a, I b) { return _mm512_unpacklo_epi32(a, b); }
+  static I unpackhi32(I a, I b) { return _mm512_unpackhi_epi32(a, b); }
+  static I unpacklo64(I a, I b) { return _mm512_unpacklo_epi64(a, b); }
+  static I unpackhi64(I a, I b) { return _mm512_unpackhi_epi64(a, b); }
+  static I even_lanes(I a, I b) {
+    return _mm512_permutex2var_epi64(a, _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), b);
+  }
+  static I odd_lanes(I a, I b) {
+    return _mm512_permutex2var_epi64(a, _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15), b);
+  }
+  static void store_i(uint32_t* p, I v) { _mm512_store_si512(p, v); }
 };
 
 }  // namespace

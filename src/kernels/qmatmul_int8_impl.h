@@ -25,7 +25,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <cstring>
 
@@ -92,37 +91,34 @@ void int8_sb6(const Sb6Matrix& w, int64_t r0, int64_t r1, const Sb6Int8Input& x,
 
 // ---- the tile (GEMM) ----
 
-// kBitBytes[v]: 8 bytes, byte i = bit i of v (a bit-plane byte spread to one byte per column).
-constexpr auto kBitBytes = [] {
-  std::array<uint64_t, 256> t{};
-  for (int v = 0; v < 256; ++v)
-    for (int i = 0; i < 8; ++i)
-      if ((v >> i) & 1) t[v] |= uint64_t{1} << (8 * i);
-  return t;
-}();
+// 0xff in byte i where bit i of w is set.
+inline __m256i bits_to_bytes(uint32_t w) {
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  const __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(w)), spread);
+  return _mm256_cmpeq_epi8(_mm256_and_si256(b, bit), bit);
+}
 
-// Row r's codes as bytes in column order.
+// Row r's codes as bytes in column order: per block of 32 columns, the nibble byte e holds
+// columns e (low) and e + 16 (high), and bit c of each plane's word column c.
 inline void decode_code_bytes(const Sb6Matrix& w, int64_t r, uint8_t* out) {
   const int64_t cols = w.cols;
   const uint8_t* nib = w.codes_packed + r * (cols / 2);
+  const uint8_t* qh = w.bits >= 5 ? w.qh + r * (cols / 8) : nullptr;
+  const uint8_t* qh2 = w.bits >= 6 ? w.qh2 + r * (cols / 8) : nullptr;
   const __m128i low = _mm_set1_epi8(0x0f);
-  for (int64_t b = 0; b < cols / 32; ++b) {  // byte e of a block: columns e and e + 16
+  for (int64_t b = 0; b < cols / 32; ++b) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(nib + 16 * b));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * b), _mm_and_si128(v, low));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * b + 16),
-                     _mm_and_si128(_mm_srli_epi16(v, 4), low));
+    __m256i c = _mm256_setr_m128i(_mm_and_si128(v, low), _mm_and_si128(_mm_srli_epi16(v, 4), low));
+    if (qh != nullptr)
+      c = _mm256_add_epi8(
+          c, _mm256_and_si256(bits_to_bytes(load_u32(qh + 4 * b)), _mm256_set1_epi8(16)));
+    if (qh2 != nullptr)
+      c = _mm256_add_epi8(
+          c, _mm256_and_si256(bits_to_bytes(load_u32(qh2 + 4 * b)), _mm256_set1_epi8(32)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * b), c);
   }
-  // Each plane byte adds value (16 or 32) to its 8 columns' bytes: no byte carries into the next.
-  auto add_plane = [&](const uint8_t* plane, uint64_t value) {
-    for (int64_t i = 0; i < cols / 8; ++i) {
-      uint64_t v;
-      std::memcpy(&v, out + 8 * i, 8);
-      v += kBitBytes[plane[i]] * value;
-      std::memcpy(out + 8 * i, &v, 8);
-    }
-  };
-  if (w.bits >= 5) add_plane(w.qh + r * (cols / 8), 16);
-  if (w.bits >= 6) add_plane(w.qh2 + r * (cols / 8), 32);
 }
 
 // Bytes of the tile of one group of RG rows: codes, then s and m.
@@ -131,30 +127,79 @@ constexpr int64_t tile_group_bytes(int64_t cols) {
   return cols / 32 * RG * (32 + 2 * static_cast<int64_t>(sizeof(float)));
 }
 
-// The tile of rows [r0, r0 + n), n <= RG (the missing rows get zero codes and scales).
+// dst[k * RG + rr] = src[rr * stride + k] for k < 8 and rr < RG = Tile::kRows: 8 dwords of each
+// of RG rows turned into 8 vectors of one dword per row (an 8 x 8 transpose in each 256-bit half:
+// rows rr and rr + 8 share a zmm on AVX-512). The tile's codes (4 bytes per dword) and scales.
+template <class Tile>
+inline void transpose8(const uint32_t* src, int64_t stride, uint32_t* dst) {
+  using I = typename Tile::I;
+  constexpr int RG = Tile::kRows;
+  I z[8], t[8], u[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) z[i] = Tile::load_rows(src, stride, i);
+    // Per 128-bit lane: t = [a0 b0 a1 b1] / [a2 b2 a3 b3] of row pairs, then u[k] and u[4 + k] hold
+    // dword k of four rows in their even lanes and dword k + 4 in their odd lanes.
+#pragma GCC unroll 4
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = Tile::unpacklo32(z[i], z[i + 1]);
+    t[i + 1] = Tile::unpackhi32(z[i], z[i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < 8; h += 4) {
+    u[h] = Tile::unpacklo64(t[h], t[h + 2]);
+    u[h + 1] = Tile::unpackhi64(t[h], t[h + 2]);
+    u[h + 2] = Tile::unpacklo64(t[h + 1], t[h + 3]);
+    u[h + 3] = Tile::unpackhi64(t[h + 1], t[h + 3]);
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    Tile::store_i(dst + k * RG, Tile::even_lanes(u[k], u[k + 4]));
+    Tile::store_i(dst + (k + 4) * RG, Tile::odd_lanes(u[k], u[k + 4]));
+  }
+}
+
+// Bytes of the scratch pack_group uses: the RG rows' codes as bytes, and their s and m per
+// superblock.
 template <int RG>
-void pack_group(const Sb6Matrix& w, int64_t r0, int64_t n, uint8_t* row, uint8_t* tile) {
-  const int64_t nb = w.cols / 32;
-  uint8_t* codes = tile;
-  float* s = reinterpret_cast<float*>(tile + nb * 32 * RG);
-  float* m = s + nb * RG;
+constexpr int64_t pack_scratch_bytes(int64_t cols) {
+  return RG * cols + 2 * (cols / 256) * RG * 8 * static_cast<int64_t>(sizeof(float));
+}
+
+// The tile of rows [r0, r0 + n), n <= RG (the missing rows get zero codes and scales): each row
+// decoded into `scratch` (pack_scratch_bytes), then every block's codes and every superblock's
+// scales transposed into the tile.
+template <class Tile>
+void pack_group(const Sb6Matrix& w, int64_t r0, int64_t n, uint8_t* scratch, uint8_t* tile) {
+  constexpr int RG = Tile::kRows;
+  const int64_t cols = w.cols, nb = cols / 32, nsb = cols / 256;
+  uint8_t* rows = scratch;
+  float* rs = reinterpret_cast<float*>(scratch + RG * cols);  // [superblock][row][8]
+  float* rm = rs + nsb * RG * 8;
   for (int rr = 0; rr < RG; ++rr) {
     if (rr >= n) {
-      for (int64_t q = 0; q < nb * 8; ++q) std::memset(codes + (q * RG + rr) * 4, 0, 4);
-      for (int64_t b = 0; b < nb; ++b) s[b * RG + rr] = m[b * RG + rr] = 0.0f;
+      std::memset(rows + rr * cols, 0, static_cast<size_t>(cols));
+      for (int64_t j = 0; j < nsb; ++j)
+        for (int i = 0; i < 8; ++i) rs[(j * RG + rr) * 8 + i] = rm[(j * RG + rr) * 8 + i] = 0.0f;
       continue;
     }
-    decode_code_bytes(w, r0 + rr, row);
-    for (int64_t q = 0; q < nb * 8; ++q) std::memcpy(codes + (q * RG + rr) * 4, row + 4 * q, 4);
+    decode_code_bytes(w, r0 + rr, rows + rr * cols);
     Sb6RowScales sc;
     sc.init_row(w, r0 + rr, w.bits);
-    for (int64_t j = 0; j < nb / 8; ++j) {
+    for (int64_t j = 0; j < nsb; ++j) {
       sc.superblock(j);
-      for (int i = 0; i < 8; ++i) {
-        s[(8 * j + i) * RG + rr] = sc.s[i];
-        m[(8 * j + i) * RG + rr] = sc.m[i];
-      }
+      std::memcpy(rs + (j * RG + rr) * 8, sc.s, sizeof(sc.s));
+      std::memcpy(rm + (j * RG + rr) * 8, sc.m, sizeof(sc.m));
     }
+  }
+  auto* codes = reinterpret_cast<uint32_t*>(tile);
+  auto* s = reinterpret_cast<uint32_t*>(tile + nb * 32 * RG);
+  uint32_t* m = s + nb * RG;
+  for (int64_t b = 0; b < nb; ++b)
+    transpose8<Tile>(reinterpret_cast<const uint32_t*>(rows + 32 * b), cols / 4,
+                     codes + b * 8 * RG);
+  for (int64_t j = 0; j < nsb; ++j) {
+    transpose8<Tile>(reinterpret_cast<const uint32_t*>(rs + j * RG * 8), 8, s + 8 * j * RG);
+    transpose8<Tile>(reinterpret_cast<const uint32_t*>(rm + j * RG * 8), 8, m + 8 * j * RG);
   }
 }
 
@@ -205,9 +250,11 @@ void int8_tile(const Sb6Matrix& w, int64_t r0, int64_t r1, const Int8Inputs& x, 
   const int64_t cols = w.cols, nb = cols / 32, nsb = cols / 256;
   const int64_t groups = (r1 - r0 + RG - 1) / RG, gb = tile_group_bytes<RG>(cols);
   uint8_t* tile = arena.get<uint8_t>(static_cast<size_t>(groups * gb), Arena::kBlock0);
-  uint8_t* row = arena.get<uint8_t>(static_cast<size_t>(cols), Arena::kBlock1);
+  uint8_t* scratch =
+      arena.get<uint8_t>(static_cast<size_t>(pack_scratch_bytes<RG>(cols)), Arena::kBlock1);
   for (int64_t g = 0; g < groups; ++g)
-    pack_group<RG>(w, r0 + g * RG, std::min<int64_t>(RG, r1 - r0 - g * RG), row, tile + g * gb);
+    pack_group<Tile>(w, r0 + g * RG, std::min<int64_t>(RG, r1 - r0 - g * RG), scratch,
+                     tile + g * gb);
   alignas(64) float out[RG];
   for (int64_t t = 0; t < x.T; ++t) {
     for (int64_t g = 0; g < groups; ++g) {
