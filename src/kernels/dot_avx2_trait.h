@@ -1,6 +1,7 @@
 // The AVX2 + FMA + F16C vector trait of the dense kernels' skeleton (kernels/dot_impl.h), shared
-// by the files compiled for AVX2: dot_avx2.cpp and qmatmul_avx2.cpp (whose fused GEMV of packed
-// codes follows the same summation order). Include only from *_avx2.cpp files. Summation order:
+// by the files compiled for AVX2: dot_avx2.cpp, qmatmul_avx2.cpp (whose fused GEMV of packed
+// codes follows the same summation order) and qmatmul_int8_avx2.cpp (whose int8 tile takes its
+// float side from it). Include only from *_avx2.cpp files. Summation order:
 // one 8-lane accumulator per (row, input) pair, fused multiply-adds over chunks of 8 in order (the
 // partial last chunk zero-padded), then hsum's fixed tree (kernels/hsum_avx2.h). GEMV: 8 rows
 // interleaved; GEMM tile: 3 rows x 4 inputs (16 ymm registers: 12 accumulators + 3 weights + 1

@@ -1,7 +1,8 @@
 // The AVX-512F vector trait of the dense kernels' skeleton (kernels/dot_impl.h), shared by the
 // files compiled for AVX-512: dot_avx512.cpp (fp32 / fp16 / bf16 weights times fp32 inputs) and
 // dot_bf16_avx512.cpp (which derives the BF16 dot-product trait from it, so both sum lanes with
-// the same tree). Include only from *_avx512.cpp files. Summation order: one 16-lane accumulator
+// the same tree), qmatmul_avx512.cpp and qmatmul_int8_avx512.cpp (whose int8 tile takes its float
+// side from it). Include only from *_avx512.cpp files. Summation order: one 16-lane accumulator
 // per (row, input) pair, fused multiply-adds over chunks of 16 in order (the partial last chunk
 // masked to zero), then reduce()'s fixed tree. GEMV: 8 rows interleaved; GEMM tile: 4 rows x 6
 // inputs (24 of the 32 zmm registers accumulate).

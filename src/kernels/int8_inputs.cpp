@@ -22,9 +22,12 @@ void round_inputs_int8(const float* x, int64_t T, int64_t cols, int8_t* codes, f
 void int8_inputs_as_floats(const Int8Inputs& x, float* out, ThreadPool& pool) {
   const int64_t nb = int8_input_blocks(x.cols);
   parallel_for(pool, x.T, x.T * x.cols, [&](int64_t t) {
-    for (int64_t c = 0; c < x.cols; ++c)
-      out[t * x.cols + c] =
-          static_cast<float>(x.codes[t * x.cols + c]) * x.scales[t * nb + c / kInt8InputBlock];
+    for (int64_t b = 0; b < nb; ++b) {
+      const float s = x.scales[t * nb + b];
+      const int64_t i0 = t * x.cols + b * kInt8InputBlock;
+      const int64_t n = std::min(kInt8InputBlock, x.cols - b * kInt8InputBlock);
+      for (int64_t i = i0; i < i0 + n; ++i) out[i] = static_cast<float>(x.codes[i]) * s;
+    }
   });
 }
 

@@ -65,7 +65,8 @@ void run(const M& w, const Source<M>& src, const DotKernels& dense, const float*
 
 // From this many inputs on, the tile (decoding each block of rows' codes once for all inputs)
 // beats the GEMV run once per input: on a 3072 x 768 sb6@4 matrix with 2 threads (Zen 4), the
-// tile cost ~0.4 ms to set up plus ~20 us per input against ~50 us per input for the GEMV. Both
+// tile cost ~0.4 ms to set up plus ~20 us per input against ~50 us per input for the GEMV (measured
+// before the set-up's transposes made it 1.2-2x faster: the crossover may now be lower). Both
 // give the same bits, so the choice changes no result.
 constexpr int64_t kInt8TileMinInputs = 13;
 

@@ -13,10 +13,10 @@
 // condition variable, so an idle process uses no CPU.
 //
 // Thread-safety: one caller at a time (a Runtime lease, wick/runtime.h, serialises the passes that
-// share a pool); the caller's arena (caller_arena(), and the blocks run by parallel_for when
-// n_blocks <= 1) belongs to that caller. Kernels never start a run() from inside a block. Should
-// one find the pool busy anyway, its blocks run inline with a temporary arena (same results, but
-// it allocates) - a fallback, not a way to share the pool.
+// share a pool); the caller's arena (caller_arena(), and the blocks parallel_for runs inline:
+// n_blocks <= 1, or work below kParallelMinWork) belongs to that caller. Kernels never start a
+// run() from inside a block. Should one find the pool busy anyway, its blocks run inline with a
+// temporary arena (same results, but it allocates) - a fallback, not a way to share the pool.
 #pragma once
 
 #include <atomic>
