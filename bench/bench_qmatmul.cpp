@@ -1,7 +1,7 @@
 // Quantised matrix kernel benchmarks (performance only; correctness lives in
 // tests/kernels/test_qmatmul.cpp). GEMV (T = 1, the decode step) and GEMM (T = 16, batched decode; T = 64) of the sb6
-// (4/5/6 bits; also the integer product of inputs rounded to 8 bits, Precision::kInt8) and sym
-// (8/6 bits) layouts at the 0.1B shapes (C = 768, F = 3072, V = 65536), next
+// (4/5/6 bits) and sym (8/6 bits) layouts, exact and as the integer product of inputs rounded to
+// 8 bits (Precision::kInt8), at the 0.1B shapes (C = 768, F = 3072, V = 65536), next
 // to the dense bf16 product of the same shape. Reported bytes are the stored weight bytes read per
 // call (codes, planes and scales), to be judged against the machine's memory bandwidth.
 //   build/bench/bench_qmatmul --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
@@ -119,9 +119,10 @@ void BM_Sb6(benchmark::State& state, int bits) {
 
 // The integer product of inputs rounded to 8 bits (Precision::kInt8): the rounding of the inputs
 // (kernels/int8_inputs.h) is part of each call, as it is in the model.
-void BM_Sb6Int8(benchmark::State& state, int bits) {
+template <class Data>
+void BM_Int8(benchmark::State& state, int bits) {
   const int64_t rows = state.range(0), cols = state.range(1), T = state.range(2);
-  const Sb6Data data(bits, rows, cols);
+  const Data data(bits, rows, cols);
   std::vector<float> x(T * cols), y(T * rows);
   std::mt19937 rng(5);
   std::normal_distribution<float> nd;
@@ -139,6 +140,9 @@ void BM_Sb6Int8(benchmark::State& state, int bits) {
   state.SetBytesProcessed(state.iterations() * data.bytes());
   state.counters["bits/w"] = 8.0 * data.bytes() / (rows * cols);
 }
+
+void BM_Sb6Int8(benchmark::State& state, int bits) { BM_Int8<Sb6Data>(state, bits); }
+void BM_SymInt8(benchmark::State& state, int bits) { BM_Int8<SymData>(state, bits); }
 
 void BM_Sym(benchmark::State& state, int bits) {
   const int64_t rows = state.range(0), cols = state.range(1), T = state.range(2);
@@ -182,6 +186,8 @@ BENCHMARK_CAPTURE(BM_Sb6Int8, sb6_5_int8, 5)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Sb6Int8, sb6_6_int8, 6)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Sym, sym_8, 8)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Sym, sym_6, 6)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_SymInt8, sym_8_int8, 8)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_SymInt8, sym_6_int8, 6)->Apply(shapes);
 BENCHMARK(BM_Bf16)->Apply(shapes);
 
 }  // namespace

@@ -2,7 +2,7 @@
 # The .rwkvq speed table of README.md: synthetic 0.1B / 1.5B checkpoints, dense bf16 vs the plain
 # quantised files, all in one run (the machine is shared: compare only numbers of one run).
 # Each model is benchmarked cold (page cache dropped; needs root, skipped otherwise) and then
-# loaded once more from the cache. Then the sb6 files at --precision int8 (their products in
+# loaded once more from the cache. Then the packed files at --precision int8 (their products in
 # integers: decode and prefill) and its cost, KL(fp32 || int8 inputs) on the English passage of
 # bench/eval_text.sh (wick kl --json records). Writes JSON lines to stdout. Needs ~8 GB in $DIR.
 set -e
@@ -31,7 +31,7 @@ done
 sh bench/eval_text.sh $DIR/wick-precision
 for g in $GEOMETRIES; do
   if [ $g = 0.1b ]; then gen=128; reps=5; else gen=32; reps=3; fi
-  for m in $DIR/synth-$g-sb65.rwkvq $DIR/synth-$g-sb64.rwkvq; do
+  for m in $DIR/synth-$g-sym8.rwkvq $DIR/synth-$g-sb65.rwkvq $DIR/synth-$g-sb64.rwkvq; do
     $W bench --model $m --precision int8 --prompt 512 --gen $gen --reps $reps --json
     $W kl --reference $m --model $m --precision int8 --text $DIR/wick-precision/eval.txt --ctx 128 --json
   done

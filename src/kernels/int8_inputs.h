@@ -6,9 +6,9 @@
 //   an all-zero superblock (or one whose max |v| / 127 underflows to 0) has scale 0 and codes 0;
 //   one holding an inf or NaN has scale NaN and codes 0 (so every product with it is NaN, as the
 //   fp32 product would be non-finite).
-// The rounded input is float(code) * scale, element by element. Packed sb6 products take the
-// codes and scales directly (kernels/qmatmul.h qmatmul_int8_inputs: integer dot products); every
-// other product takes the rounded floats.
+// The rounded input is float(code) * scale, element by element. Packed sb6 and sym products take
+// the codes and scales directly (kernels/qmatmul.h qmatmul_int8_inputs: integer dot products; the
+// sym kernels rely on -128 never being a code); every other product takes the rounded floats.
 #pragma once
 
 #include <cstdint>

@@ -108,6 +108,37 @@ void run_int8(const Int8InputKernels& k, const Sb6Matrix& w, const Int8Inputs& x
   });
 }
 
+// sym: as sb6 - fewer than kInt8TileMinInputs inputs run the GEMV once each, more the tile (its
+// codes biased per instruction set, so each input's 16-column block sums go with it).
+void run_int8(const Int8InputKernels& k, const SymMatrix& w, const Int8Inputs& x, float* y,
+              ThreadPool& pool) {
+  WICK_CHECK(valid(w) && x.T >= 1 && x.cols == w.cols,
+             "PackedLinear passes inputs of the matrix's width");
+  const int64_t cols = w.cols, T = x.T, nb = cols / 16, nsb = cols / 256;
+  if (T < kInt8TileMinInputs) {
+    work::for_each_gemv_block(w.rows, cols, T, pool, [&](int64_t r0, int64_t r1, Arena&) {
+      for (int64_t t = 0; t < T; ++t)
+        k.sym(w, r0, r1, x.codes + t * cols, x.scales + t * nsb, y + t * w.rows + r0);
+    });
+    return;
+  }
+  int32_t* q16 = pool.caller_arena().get<int32_t>(static_cast<size_t>(T * nb), Arena::kCaller1);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t b = 0; b < nb; ++b) {
+      const int8_t* src = x.codes + t * cols + 16 * b;
+      int32_t q = 0;
+      for (int e = 0; e < 16; ++e) q += src[e];
+      q16[t * nb + b] = q;
+    }
+  // An item holds its rows' tile: a code byte per column and an fp32 scale per 16 columns.
+  work::for_each_gemm_item(
+      w.rows, cols, T, k.tile_rows, cols + nb * int64_t{sizeof(float)}, pool,
+      [&](int64_t r0, int64_t r1, int64_t t0, int64_t t1, Arena& a) {
+        const Int8Inputs xs{x.codes + t0 * cols, x.scales + t0 * nsb, t1 - t0, cols};
+        k.sym_tile(w, r0, r1, xs, q16 + t0 * nb, y + t0 * w.rows + r0, w.rows, a);
+      });
+}
+
 }  // namespace
 
 const Int8InputKernels& int8_input_kernels_for(Isa isa) {
@@ -123,6 +154,11 @@ const Int8InputKernels& int8_input_kernels_for(Isa isa) {
 }
 
 void qmatmul_int8_inputs_isa(Isa isa, const Sb6Matrix& w, const Int8Inputs& x, float* y,
+                             ThreadPool& pool) {
+  run_int8(int8_input_kernels_for(isa), w, x, y, pool);
+}
+
+void qmatmul_int8_inputs_isa(Isa isa, const SymMatrix& w, const Int8Inputs& x, float* y,
                              ThreadPool& pool) {
   run_int8(int8_input_kernels_for(isa), w, x, y, pool);
 }
@@ -166,6 +202,10 @@ void qmatmul(const SymMatrix& w, const float* x, int64_t T, float* y, ThreadPool
 }
 
 void qmatmul_int8_inputs(const Sb6Matrix& w, const Int8Inputs& x, float* y, ThreadPool& pool) {
+  qmat::run_int8(*kernel_table().packed_int8, w, x, y, pool);
+}
+
+void qmatmul_int8_inputs(const SymMatrix& w, const Int8Inputs& x, float* y, ThreadPool& pool) {
   qmat::run_int8(*kernel_table().packed_int8, w, x, y, pool);
 }
 

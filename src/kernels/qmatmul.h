@@ -4,7 +4,7 @@
 // w = q * s_b + m_b, multiplied then added, s_b = max(half(qs*d), 1e-8), m_b = half(qm*dm); sym:
 // w = q * half(qs*d)) - the floats quant::dequantize gives.
 //
-// Contract of qmatmul() (qmatmul_int8_inputs below has its own):
+// Contract of qmatmul() (the qmatmul_int8_inputs below have their own):
 //  * Each output is the dense fp32 dot kernel (kernels/dot.h) of the decoded row and the input,
 //    bit for bit: qmatmul(W, X) equals matmul() of an fp32 matrix holding dequantize(W), so the
 //    recurrent step (T = 1) and the parallel pass agree exactly, whatever T, the tile an output
@@ -93,5 +93,23 @@ void qmatmul(const SymMatrix& w, const float* x, int64_t T, float* y, ThreadPool
 // `pool` runs blocks of output rows (and spans of inputs) and holds the prepared inputs (one
 // caller at a time).
 void qmatmul_int8_inputs(const Sb6Matrix& w, const Int8Inputs& x, float* y, ThreadPool& pool);
+
+// The same for a sym matrix (bits 6 or 8): for each block b = (j, i) of 16 columns (superblock j,
+// block i = 0..15 in it), S_b = sum_c q_c x_c exactly in int32 (q_c the signed code: -128..127 at
+// 8 bits, u - 32 at 6) and the block's scale s_b = half(qs_b d_j) (the dequantiser's, w_c =
+// q_c s_b). Each output is
+// clang-format off
+//
+//     for j = 0 .. cols/256 - 1:
+//         for i = 0..7:  a_i = a_i + (float(S_(16j+i)) * s_(16j+i)) * dx_j
+//         for i = 0..7:  a_i = a_i + (float(S_(16j+8+i)) * s_(16j+8+i)) * dx_j
+//     Y[t, o] = ((a_0 + a_4) + (a_2 + a_6)) + ((a_1 + a_5) + (a_3 + a_7))
+//
+// clang-format on
+// every product and sum rounded to fp32 on its own, in that order (a_i start at 0): the dot
+// product of the dequantised row with the rounded inputs, rounded at other points than the fp32
+// kernels. Every instruction set gives the same bits, each output a function of W[o] and X[t]
+// alone, with the same conditions on x, Y and `pool` as above.
+void qmatmul_int8_inputs(const SymMatrix& w, const Int8Inputs& x, float* y, ThreadPool& pool);
 
 }  // namespace wick::kernels

@@ -21,14 +21,10 @@ namespace {
 // bit is i % 8 of one byte of the word.
 template <bool Sym6 = false>
 inline __m256i plane_mask(const uint8_t* p) {
-  // byte i <- the word's byte holding its column, then test bit i % 8.
-  const __m256i spread = Sym6 ? _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2,  //
-                                                 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3)
-                              : _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
-                                                 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
-  const __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(load_u32(p))), spread);
-  return _mm256_cmpeq_epi8(_mm256_and_si256(b, bit), bit);
+  if constexpr (!Sym6) return bits_to_bytes(load_u32(p));
+  return spread_bits(load_u32(p),
+                     _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2,  //
+                                      1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3));
 }
 
 // 32 bytes in column order -> 4 x 8 floats (f[k] = bytes 8k .. 8k+7), unsigned / signed.

@@ -39,7 +39,7 @@ const Kernels& kernels_avx512();
 // The table of `isa` (which the CPU must support).
 const Kernels& kernels_for(Isa isa);
 
-// ---- integer-domain sb6 products of inputs rounded to 8 bits (kernels/qmatmul.h
+// ---- integer-domain sb6 and sym products of inputs rounded to 8 bits (kernels/qmatmul.h
 // qmatmul_int8_inputs) ----
 //
 // One input row as the kernels read it. Codes are in the "sb6 order": within each group of 128
@@ -70,6 +70,16 @@ struct Int8InputKernels {
   // bits of sb6().
   void (*sb6_tile)(const Sb6Matrix& w, int64_t r0, int64_t r1, const Int8Inputs& x,
                    const float* sums, float* y, int64_t ys, Arena& arena);
+  // y[r - r0] for r in [r0, r1): the product of qmatmul.h qmatmul_int8_inputs for a sym matrix,
+  // row r of w with one input (codes [cols] in natural column order, scales [cols / 256]). The
+  // GEMV of the decode step, and of a few inputs (fewer than the tile's threshold) once each.
+  void (*sym)(const SymMatrix& w, int64_t r0, int64_t r1, const int8_t* codes, const float* scales,
+              float* y);
+  // The same for rows [r0, r1) and every input t < x.T, into y[t * ys + (r - r0)], through a tile
+  // of the rows' codes in `arena` (slots kBlock0, kBlock1) as sb6_tile; q16 [x.T, cols / 16] the
+  // sums of each input's 16-column blocks of codes. Each output has the bits of sym().
+  void (*sym_tile)(const SymMatrix& w, int64_t r0, int64_t r1, const Int8Inputs& x,
+                   const int32_t* q16, float* y, int64_t ys, Arena& arena);
   int tile_rows;     // rows the tile holds per vector (a block of rows is best a multiple of it)
   const char* name;  // "scalar", "avx2", "avx512-vnni"
 };
@@ -82,6 +92,8 @@ const Int8InputKernels& int8_input_kernels_for(Isa isa);
 
 // qmatmul_int8_inputs with an explicit instruction set (tests, benchmarks).
 void qmatmul_int8_inputs_isa(Isa isa, const Sb6Matrix& w, const Int8Inputs& x, float* y,
+                             ThreadPool& pool);
+void qmatmul_int8_inputs_isa(Isa isa, const SymMatrix& w, const Int8Inputs& x, float* y,
                              ThreadPool& pool);
 
 // qmatmul with an explicit instruction set for the decoders and the dense kernels (tests,

@@ -1,8 +1,8 @@
-// AVX2 block sums of the integer sb6 products (kernels/qmatmul_int8_impl.h; only called when the
-// CPU has AVX2 + FMA + F16C). A 32-byte load of the nibbles of 2 blocks splits into their low and
-// high halves, which the input's codes match in the sb6 order (kernels/qmatmul_impl.h); each bit
-// plane is spread to one byte per code; vpmaddubsw multiplies code x input and adds pairs in int16
-// (at most 2 * 63 * 127 per pair, and the low and high halves' pairs added: 32004 < 2^15),
+// AVX2 block sums of the integer sb6 and sym products (kernels/qmatmul_int8_impl.h; only called
+// when the CPU has AVX2 + FMA + F16C). A 32-byte load of the nibbles of 2 blocks splits into their
+// low and high halves, which the input's codes match in the sb6 order (kernels/qmatmul_impl.h);
+// each bit plane is spread to one byte per code; vpmaddubsw multiplies code x input and adds pairs
+// in int16 (at most 2 * 63 * 127 per pair, and the low and high halves' pairs added: 32004 < 2^15),
 // vpmaddwd widens to 4-column int32 groups, and horizontal adds gather each block's sum.
 #include <immintrin.h>
 
@@ -76,6 +76,22 @@ struct Avx2Tile : Avx2 {
                                             _mm256_set1_epi32(static_cast<int>(x1)));
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_add_epi16(p0, p1), _mm256_set1_epi16(1)));
   }
+  // The sym tile holds the signed codes themselves (no bias): acc + two quads' products of every
+  // row as |q| . sign(x, q) per byte, each vpmaddubsw widened on its own (a pair is at most
+  // 2 * 128 * 127 < 2^15, two pairs are not).
+  static constexpr uint8_t kSymBias = 0;
+  static I sym_dot8(I acc, const uint8_t* w0, const uint8_t* w1, uint32_t x0, uint32_t x1) {
+    const __m256i q0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w0));
+    const __m256i q1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w1));
+    const __m256i p0 = _mm256_maddubs_epi16(
+        _mm256_abs_epi8(q0), _mm256_sign_epi8(_mm256_set1_epi32(static_cast<int>(x0)), q0));
+    const __m256i p1 = _mm256_maddubs_epi16(
+        _mm256_abs_epi8(q1), _mm256_sign_epi8(_mm256_set1_epi32(static_cast<int>(x1)), q1));
+    const __m256i ones = _mm256_set1_epi16(1);
+    return _mm256_add_epi32(
+        acc, _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)));
+  }
+  static I sym_unbias(I sum, int32_t) { return sum; }
   static Vec cvt(I v) { return _mm256_cvtepi32_ps(v); }
   // The transpose of the tile's set-up (transpose8): row i (8 dwords, `stride` dwords apart) per
   // vector, and the even / odd 128-bit lanes of two vectors [a0 b0] / [a1 b1].
@@ -91,11 +107,21 @@ struct Avx2Tile : Avx2 {
   static void store_i(uint32_t* p, I v) { _mm256_store_si256(reinterpret_cast<__m256i*>(p), v); }
 };
 
+// The sym GEMV's sums of 4 adjacent products (kernels/qmatmul_int8_impl.h int8_sym_rows_n):
+// vpmaddubsw (pairs, at most 2 * 128 * 127 < 2^15), then vpmaddwd with ones.
+struct Avx2SymDot {
+  static constexpr int kSymRows = 2;
+  static __m256i sums4(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+  }
+};
+
 }  // namespace
 
 const Int8InputKernels& int8_input_kernels_avx2() {
-  static const Int8InputKernels k{int8_sb6<Sb6Avx2Int8>, int8_tile<Avx2Tile>, Avx2Tile::kRows,
-                                  "avx2"};
+  static const Int8InputKernels k{int8_sb6<Sb6Avx2Int8>, int8_tile<Avx2Tile>,
+                                  int8_sym<Avx2SymDot>,  int8_sym_tile<Avx2Tile>,
+                                  Avx2Tile::kRows,       "avx2"};
   return k;
 }
 

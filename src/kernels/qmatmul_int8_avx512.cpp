@@ -1,8 +1,8 @@
-// AVX-512 VNNI block sums of the integer sb6 products (kernels/qmatmul_int8_impl.h; only called
-// when the CPU has AVX-512 F/BW/VL and VNNI). A 64-byte load of the nibbles of 4 blocks splits
-// into their low halves (low nibbles) and high halves (high nibbles), which the input's codes
-// match in the sb6 order (kernels/qmatmul_impl.h); the bit planes are added with one masked byte
-// add per half (the low / high 16 bits of each block's plane word); vpdpbusd sums code x input
+// AVX-512 VNNI block sums of the integer sb6 and sym products (kernels/qmatmul_int8_impl.h; only
+// called when the CPU has AVX-512 F/BW/VL and VNNI). A 64-byte load of the nibbles of 4 blocks
+// splits into their low halves (low nibbles) and high halves (high nibbles), which the input's
+// codes match in the sb6 order (kernels/qmatmul_impl.h); the bit planes are added with one masked
+// byte add per half (the low / high 16 bits of each block's plane word); vpdpbusd sums code x input
 // in 4-column groups, and a few lane shuffles add the groups of each block.
 #include <immintrin.h>
 
@@ -83,6 +83,15 @@ struct VnniTile : Avx512 {
     acc = _mm512_dpbusd_epi32(acc, _mm512_load_si512(w0), _mm512_set1_epi32(static_cast<int>(x0)));
     return _mm512_dpbusd_epi32(acc, _mm512_load_si512(w1), _mm512_set1_epi32(static_cast<int>(x1)));
   }
+  // The sym tile holds the signed codes plus 128 (unsigned for vpdpbusd); a block's sum then
+  // exceeds S_b by 128 times the sum of its input codes, taken back out exactly in int32.
+  static constexpr uint8_t kSymBias = 128;
+  static I sym_dot8(I acc, const uint8_t* w0, const uint8_t* w1, uint32_t x0, uint32_t x1) {
+    return dot8(acc, w0, w1, x0, x1);
+  }
+  static I sym_unbias(I sum, int32_t q) {
+    return _mm512_sub_epi32(sum, _mm512_set1_epi32(128 * q));
+  }
   static Vec cvt(I v) { return _mm512_cvtepi32_ps(v); }
   // The transpose of the tile's set-up (transpose8): rows i and i + 8 (8 dwords each, `stride`
   // dwords apart) in the low and high 256 bits; the even / odd 128-bit lanes of two vectors
@@ -106,11 +115,22 @@ struct VnniTile : Avx512 {
   static void store_i(uint32_t* p, I v) { _mm512_store_si512(p, v); }
 };
 
+// The sym GEMV's sums of 4 adjacent products (kernels/qmatmul_int8_impl.h int8_sym_rows_n): one
+// 256-bit vpdpbusd (AVX-512 VL + VNNI; exact in int32). 256 bits, not 512: vpsignb, which the
+// loop uses to move each code's sign onto the input, has no 512-bit form.
+struct VnniSymDot {
+  static constexpr int kSymRows = 4;
+  static __m256i sums4(__m256i u, __m256i s) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+  }
+};
+
 }  // namespace
 
 const Int8InputKernels& int8_input_kernels_avx512_vnni() {
-  static const Int8InputKernels k{int8_sb6<Sb6Vnni>, int8_tile<VnniTile>, VnniTile::kRows,
-                                  "avx512-vnni"};
+  static const Int8InputKernels k{int8_sb6<Sb6Vnni>,    int8_tile<VnniTile>,
+                                  int8_sym<VnniSymDot>, int8_sym_tile<VnniTile>,
+                                  VnniTile::kRows,      "avx512-vnni"};
   return k;
 }
 

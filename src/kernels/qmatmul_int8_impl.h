@@ -1,6 +1,6 @@
-// The loop of the integer-domain sb6 products (kernels/qmatmul.h qmatmul_int8_inputs), written
-// once for qmatmul_int8_avx2.cpp and qmatmul_int8_avx512.cpp against their block-sum step Fmt:
-// for each superblock j, Fmt gives the 8 exact block sums S_b of a row with the input's codes
+// The loops of the integer-domain sb6 and sym products (kernels/qmatmul.h qmatmul_int8_inputs),
+// written once for qmatmul_int8_avx2.cpp and qmatmul_int8_avx512.cpp against their block-sum step
+// Fmt: for each superblock j, Fmt gives the 8 exact block sums S_b of a row with the input's codes
 // (the one piece that differs per instruction set: vpmaddubsw or vpdpbusd), and this file applies
 // the float epilogue of qmatmul.h in 8 lanes, every product and sum rounded on its own (the files
 // are compiled with -ffp-contract=off), so both give the scalar reference's bits.
@@ -19,6 +19,9 @@
 // lane, the final tree vertical. A Tile derives its float side (Vec, zero, load, store) from the
 // dense kernels' vector trait (kernels/dot_avx512_trait.h, dot_avx2_trait.h) and adds the integer
 // side: I, izero, dot8 and cvt (int32 lanes to fp32).
+//
+// The sym GEMV (int8_sym) is written once against a policy Dot: kSymRows (rows interleaved) and
+// sums4 (vpmaddubsw + vpmaddwd, or vpdpbusd), the codes decoded to signed bytes per superblock.
 // Each including file gets its own copy (unnamed namespace).
 #pragma once
 
@@ -93,13 +96,25 @@ inline void int8_rows_n(const Sb6Matrix& w, int64_t r, int64_t rs, const Sb6Int8
 }
 
 // y[r - r0] for r in [r0, r1): NR rows at a time from NR equal parts of the range (separate code
-// streams, as the fused fp32 GEMV takes them), the rest one by one.
+// streams, as the fused fp32 GEMV takes them), the rest one by one. rows_n(r, rs, y, ys, tag)
+// computes rows r, r + rs, ... into y[0], y[ys], ..., NR of them, or 1 when tag is Rows<1>.
+template <int N>
+struct Rows {
+  static constexpr int kRows = N;
+};
+template <int NR, class RowsN>
+void interleaved_rows(int64_t r0, int64_t r1, float* y, RowsN&& rows_n) {
+  const int64_t h = (r1 - r0) / NR;
+  for (int64_t i = 0; i < h; ++i) rows_n(r0 + i, h, y + i, h, Rows<NR>{});
+  for (int64_t r = r0 + NR * h; r < r1; ++r) rows_n(r, 0, y + (r - r0), 0, Rows<1>{});
+}
+
 template <class Fmt>
 void int8_rows(const Sb6Matrix& w, int64_t r0, int64_t r1, const Sb6Int8Input& x, float* y) {
-  constexpr int NR = Fmt::kRows;
-  const int64_t h = (r1 - r0) / NR;
-  for (int64_t i = 0; i < h; ++i) int8_rows_n<Fmt, NR>(w, r0 + i, h, x, y + i, h);
-  for (int64_t r = r0 + NR * h; r < r1; ++r) int8_rows_n<Fmt, 1>(w, r, 0, x, y + (r - r0), 0);
+  interleaved_rows<Fmt::kRows>(r0, r1, y,
+                               [&](int64_t r, int64_t rs, float* yr, int64_t ys, auto n) {
+                                 int8_rows_n<Fmt, decltype(n)::kRows>(w, r, rs, x, yr, ys);
+                               });
 }
 
 template <template <int> class Fmt>
@@ -115,15 +130,6 @@ void int8_sb6(const Sb6Matrix& w, int64_t r0, int64_t r1, const Sb6Int8Input& x,
 }
 
 // ---- the tile (GEMM) ----
-
-// 0xff in byte i where bit i of w is set.
-inline __m256i bits_to_bytes(uint32_t w) {
-  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
-                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
-  const __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(w)), spread);
-  return _mm256_cmpeq_epi8(_mm256_and_si256(b, bit), bit);
-}
 
 // Row r's codes as bytes in column order: per block of 32 columns, the nibble byte e holds
 // columns e (low) and e + 16 (high), and bit c of each plane's word column c.
@@ -285,6 +291,251 @@ void int8_tile(const Sb6Matrix& w, int64_t r0, int64_t r1, const Int8Inputs& x, 
     for (int64_t g = 0; g < groups; ++g) {
       tile_outputs<Tile>(tile + g * gb, nb, x.codes + t * cols, sums + t * nb, x.scales + t * nsb,
                          out);
+      const int64_t n = std::min<int64_t>(RG, r1 - r0 - g * RG);
+      std::memcpy(y + t * ys + g * RG, out, static_cast<size_t>(n) * sizeof(float));
+    }
+  }
+}
+
+// ---- sym (the GEMV; several inputs run it once each over rows held in cache) ----
+
+// One sym row's codes and scales per superblock j: its 256 signed codes in column order (sym@8
+// reads them in place; sym@6 decodes nibbles - byte e of a 16-column block holds columns e and
+// e + 8 - and bit planes into buf, u - 32) and the scales s_b = half(qs_b d_j) of its 16 blocks.
+template <int Bits>
+struct SymInt8Row : SymRowStreams {
+  alignas(32) int8_t buf[Bits == 6 ? 256 : 1];
+
+  void init(const SymMatrix& w, int64_t r) { init_row(w, r, Bits); }
+
+  const int8_t* superblock(int64_t j) {
+    if constexpr (Bits == 8) {
+      return codes + 256 * j;
+    } else {
+      const __m128i low = _mm_set1_epi8(0x0f);
+      for (int v = 0; v < 8; ++v) {  // blocks 16j + 2v and 16j + 2v + 1
+        const int64_t u = 16 * j + 2 * v;
+        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(nib + 8 * u));
+        const __m128i lo = _mm_and_si128(raw, low);
+        const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), low);
+        __m256i c = _mm256_setr_m128i(_mm_unpacklo_epi64(lo, hi), _mm_unpackhi_epi64(lo, hi));
+        c = _mm256_add_epi8(c, _mm256_and_si256(bits_to_bytes(load_u32(qh + 32 * j + 4 * v)),
+                                                _mm256_set1_epi8(16)));
+        c = _mm256_add_epi8(c, _mm256_and_si256(bits_to_bytes(load_u32(qh2 + 32 * j + 4 * v)),
+                                                _mm256_set1_epi8(32)));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(buf + 32 * v),
+                           _mm256_sub_epi8(c, _mm256_set1_epi8(32)));
+      }
+      return buf;
+    }
+  }
+
+  // s_b of blocks 16j + 8h .. 16j + 8h + 7.
+  __m256 scales(int64_t j, int h) const {
+    const __m256i q = _mm256_cvtepi8_epi32(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 16 * j + 8 * h)));
+    return half_of(_mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(f16_at(d + 2 * j))));
+  }
+};
+
+// Lanes 0-3 / 4-7 of v[0..3] the 4-column sums of blocks 0, 1 / 2, 3 / ... : the 8 block sums
+// in block order (per 128-bit lane the hadds give [b0 b2 b4 b6] | [b1 b3 b5 b7]).
+inline __m256i block_sums8(const __m256i* v) {
+  const __m256i h3 =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  return _mm256_permutevar8x32_epi32(h3, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// Rows r, r + rs, ..., NR of them; output k to y[k * ys]. Dot::sums4(u, s) gives the 8 int32
+// sums of 4 adjacent products u_c s_c (u unsigned, s signed bytes; exact): each 32 codes q meet
+// the input's codes x as |q| . sign(x, q) = q x (|q| <= 128 and |x| <= 127, so no product or
+// pair sum overflows int16). Prefetches as int8_rows_n.
+template <class Dot, int Bits, int NR>
+inline void int8_sym_rows_n(const SymMatrix& w, int64_t r, int64_t rs, const int8_t* x,
+                            const float* xs, float* y, int64_t ys) {
+  const int64_t cols = w.cols, nsb = cols / 256;
+  SymInt8Row<Bits> row[NR];
+  const char *ahead[NR], *ahead_qh[NR], *ahead_qh2[NR];
+  for (int k = 0; k < NR; ++k) {
+    row[k].init(w, r + k * rs);
+    const int64_t ra = r + k * rs + kInt8PrefetchRows;
+    const bool in = ra < w.rows;
+    ahead[k] = !in         ? nullptr
+               : Bits == 8 ? reinterpret_cast<const char*>(w.codes + ra * cols)
+                           : reinterpret_cast<const char*>(w.codes_packed + ra * (cols / 2));
+    ahead_qh[k] = in && Bits == 6 ? reinterpret_cast<const char*>(w.qh + ra * (cols / 8)) : nullptr;
+    ahead_qh2[k] =
+        in && Bits == 6 ? reinterpret_cast<const char*>(w.qh2 + ra * (cols / 8)) : nullptr;
+    if (in) _mm_prefetch(reinterpret_cast<const char*>(w.qs + ra * (cols / 16)), _MM_HINT_T1);
+  }
+  __m256 acc[NR];
+  for (int k = 0; k < NR; ++k) acc[k] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < nsb; ++j) {
+    for (int k = 0; k < NR; ++k) {
+      if (ahead[k] == nullptr) continue;
+      constexpr int64_t kBytes = Bits == 8 ? 256 : 128;  // code bytes per superblock
+      for (int64_t off = 0; off < kBytes; off += 64)
+        _mm_prefetch(ahead[k] + kBytes * j + off, _MM_HINT_T1);
+      if ((j & 1) == 0 && ahead_qh[k] != nullptr) {
+        _mm_prefetch(ahead_qh[k] + 32 * j, _MM_HINT_T1);
+        _mm_prefetch(ahead_qh2[k] + 32 * j, _MM_HINT_T1);
+      }
+    }
+    const int8_t* xj = x + 256 * j;
+    const __m256 dx = _mm256_set1_ps(xs[j]);
+    for (int k = 0; k < NR; ++k) {
+      const int8_t* q = row[k].superblock(j);
+      __m256i p[8];
+#pragma GCC unroll 8
+      for (int v = 0; v < 8; ++v) {
+        const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * v));
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xj + 32 * v));
+        p[v] = Dot::sums4(_mm256_abs_epi8(qv), _mm256_sign_epi8(xv, qv));
+      }
+      const __m256 lo = _mm256_mul_ps(_mm256_cvtepi32_ps(block_sums8(p)), row[k].scales(j, 0));
+      acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(lo, dx));
+      const __m256 hi = _mm256_mul_ps(_mm256_cvtepi32_ps(block_sums8(p + 4)), row[k].scales(j, 1));
+      acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(hi, dx));
+    }
+  }
+  for (int k = 0; k < NR; ++k) y[k * ys] = reduce8(acc[k]);
+}
+
+template <class Dot, int Bits>
+void int8_sym_rows(const SymMatrix& w, int64_t r0, int64_t r1, const int8_t* x, const float* xs,
+                   float* y) {
+  interleaved_rows<Dot::kSymRows>(
+      r0, r1, y, [&](int64_t r, int64_t rs, float* yr, int64_t ys, auto n) {
+        int8_sym_rows_n<Dot, Bits, decltype(n)::kRows>(w, r, rs, x, xs, yr, ys);
+      });
+}
+
+template <class Dot>
+void int8_sym(const SymMatrix& w, int64_t r0, int64_t r1, const int8_t* codes, const float* scales,
+              float* y) {
+  if (w.bits == 8) return int8_sym_rows<Dot, 8>(w, r0, r1, codes, scales, y);
+  return int8_sym_rows<Dot, 6>(w, r0, r1, codes, scales, y);
+}
+
+// ---- the sym tile (GEMM): the sb6 tile's layout and transposes, blocks of 16 columns ----
+//
+// Codes [group of 32 columns][quad k = 0..7][row][4 bytes] (quads 0-3 block 2g, 4-7 block 2g + 1)
+// as signed bytes plus Tile::kSymBias (0, or 128 where vpdpbusd takes them as unsigned), then
+// the scales s [block][row]. Tile::sym_dot8 adds two quads' products of every row, and
+// Tile::sym_unbias(sum, Q_b) takes the bias back out of a block's sum (Q_b = the sum of the
+// block's input codes), leaving S_b exactly.
+
+template <int RG>
+constexpr int64_t sym_tile_group_bytes(int64_t cols) {
+  return RG * (cols + cols / 16 * static_cast<int64_t>(sizeof(float)));
+}
+template <int RG>
+constexpr int64_t sym_pack_scratch_bytes(int64_t cols) {
+  return RG * (cols + cols / 16 * static_cast<int64_t>(sizeof(float)));
+}
+
+// The tile of rows [r0, r0 + n), n <= RG (the missing rows get zero codes and scales).
+template <class Tile, int Bits>
+void pack_sym_group(const SymMatrix& w, int64_t r0, int64_t n, uint8_t* scratch, uint8_t* tile) {
+  constexpr int RG = Tile::kRows;
+  const int64_t cols = w.cols, nsb = cols / 256;
+  uint8_t* rows = scratch;                                    // [row][cols]
+  float* rs = reinterpret_cast<float*>(scratch + RG * cols);  // [superblock][row][16]
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(Tile::kSymBias));
+  for (int rr = 0; rr < RG; ++rr) {
+    if (rr >= n) {
+      std::memset(rows + rr * cols, 0, static_cast<size_t>(cols));
+      for (int64_t j = 0; j < nsb; ++j) std::memset(rs + (j * RG + rr) * 16, 0, 16 * sizeof(float));
+      continue;
+    }
+    SymInt8Row<Bits> row;
+    row.init(w, r0 + rr);
+    for (int64_t j = 0; j < nsb; ++j) {
+      const int8_t* q = row.superblock(j);
+      for (int v = 0; v < 8; ++v)
+        _mm256_storeu_si256(
+            reinterpret_cast<__m256i*>(rows + rr * cols + 256 * j + 32 * v),
+            _mm256_add_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * v)),
+                            bias));
+      _mm256_storeu_ps(rs + (j * RG + rr) * 16, row.scales(j, 0));
+      _mm256_storeu_ps(rs + (j * RG + rr) * 16 + 8, row.scales(j, 1));
+    }
+  }
+  auto* codes = reinterpret_cast<uint32_t*>(tile);
+  auto* s = reinterpret_cast<uint32_t*>(tile + cols * RG);
+  for (int64_t g = 0; g < cols / 32; ++g)
+    transpose8<Tile>(reinterpret_cast<const uint32_t*>(rows + 32 * g), cols / 4,
+                     codes + g * 8 * RG);
+  for (int64_t j = 0; j < nsb; ++j)
+    for (int h = 0; h < 2; ++h)
+      transpose8<Tile>(reinterpret_cast<const uint32_t*>(rs + j * RG * 16 + 8 * h), 16,
+                       s + (16 * j + 8 * h) * RG);
+}
+
+// out[rr] for the tile's RG rows and one input (codes xc in column order, block sums q16 of its
+// 16-column blocks, superblock scales dx): the sym epilogue of kernels/qmatmul.h per lane.
+template <class Tile>
+inline void sym_tile_outputs(const uint8_t* tile, int64_t cols, const int8_t* xc,
+                             const int32_t* q16, const float* dx, float* out) {
+  using F = typename Tile::Vec;
+  constexpr int RG = Tile::kRows;
+  const float* s = reinterpret_cast<const float*>(tile + cols * RG);
+  const uint8_t* xb = reinterpret_cast<const uint8_t*>(xc);
+  F a[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) a[i] = Tile::zero();
+  for (int64_t j = 0; j < cols / 256; ++j) {
+    for (int h = 0; h < 2; ++h) {
+      // Blocks b = 16j + 8h + i, i = 0..7, as 8 independent chains; block b's quads are quads
+      // 4 (b % 2) .. 4 (b % 2) + 3 of group b / 2.
+      typename Tile::I sum[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) sum[i] = Tile::izero();
+#pragma GCC unroll 2
+      for (int k = 0; k < 4; k += 2) {
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) {
+          const int64_t b = 16 * j + 8 * h + i;
+          const uint8_t* wk = tile + ((b / 2) * 8 + (b % 2) * 4 + k) * RG * 4;
+          sum[i] = Tile::sym_dot8(sum[i], wk, wk + RG * 4, load_u32(xb + 16 * b + 4 * k),
+                                  load_u32(xb + 16 * b + 4 * k + 4));
+        }
+      }
+      // Vector operators, never contracted into fused multiply-adds (-ffp-contract=off).
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        const int64_t b = 16 * j + 8 * h + i;
+        const F t =
+            Tile::cvt(Tile::sym_unbias(sum[i], q16[b])) * Tile::load(dot_impl::F32{}, s + b * RG);
+        a[i] = a[i] + t * dx[j];
+      }
+    }
+  }
+  Tile::store(out, ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])));
+}
+
+template <class Tile>
+void int8_sym_tile(const SymMatrix& w, int64_t r0, int64_t r1, const Int8Inputs& x,
+                   const int32_t* q16, float* y, int64_t ys, Arena& arena) {
+  constexpr int RG = Tile::kRows;
+  const int64_t cols = w.cols, nsb = cols / 256, nb = cols / 16;
+  const int64_t groups = (r1 - r0 + RG - 1) / RG, gb = sym_tile_group_bytes<RG>(cols);
+  uint8_t* tile = arena.get<uint8_t>(static_cast<size_t>(groups * gb), Arena::kBlock0);
+  uint8_t* scratch =
+      arena.get<uint8_t>(static_cast<size_t>(sym_pack_scratch_bytes<RG>(cols)), Arena::kBlock1);
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t n = std::min<int64_t>(RG, r1 - r0 - g * RG);
+    if (w.bits == 8) {
+      pack_sym_group<Tile, 8>(w, r0 + g * RG, n, scratch, tile + g * gb);
+    } else {
+      pack_sym_group<Tile, 6>(w, r0 + g * RG, n, scratch, tile + g * gb);
+    }
+  }
+  alignas(64) float out[RG];
+  for (int64_t t = 0; t < x.T; ++t) {
+    for (int64_t g = 0; g < groups; ++g) {
+      sym_tile_outputs<Tile>(tile + g * gb, cols, x.codes + t * cols, q16 + t * nb,
+                             x.scales + t * nsb, out);
       const int64_t n = std::min<int64_t>(RG, r1 - r0 - g * RG);
       std::memcpy(y + t * ys + g * RG, out, static_cast<size_t>(n) * sizeof(float));
     }

@@ -1,9 +1,9 @@
 // Pieces the AVX2 and AVX-512 quantised kernels share (both files are compiled with AVX2 and
-// F16C): unaligned loads, fp16 scalars, the fp16 rounding of scales, the row streams of a sym
-// decoder, and the per-row state of an sb6 decoder with its superblock scales (8 blocks of 32
-// columns per 256-column superblock: s_b = max(half(qs_b d), 1e-8) and m_b = half(qm_b dm), qs/qm
-// 6-bit fields of 12 packed bytes, docs/rwkvq-format.md). Each including file gets its own copy
-// (unnamed namespace).
+// F16C): unaligned loads, fp16 scalars, the fp16 rounding of scales, bit planes spread to bytes,
+// the row streams of a sym decoder, and the per-row state of an sb6 decoder with its superblock
+// scales (8 blocks of 32 columns per 256-column superblock: s_b = max(half(qs_b d), 1e-8) and
+// m_b = half(qm_b dm), qs/qm 6-bit fields of 12 packed bytes, docs/rwkvq-format.md). Each
+// including file gets its own copy (unnamed namespace).
 #pragma once
 
 #include <immintrin.h>
@@ -31,6 +31,19 @@ inline float f16_at(const uint8_t* p) {
 // half(v) per lane: round to fp16 (nearest even, subnormals kept) and widen back.
 inline __m256 half_of(__m256 v) {
   return _mm256_cvtph_ps(_mm256_cvtps_ph(v, 0));
+}
+
+// 0xff in byte i where bit i % 8 of byte spread[i] (0..3) of w is set.
+inline __m256i spread_bits(uint32_t w, __m256i spread) {
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  const __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(w)), spread);
+  return _mm256_cmpeq_epi8(_mm256_and_si256(b, bit), bit);
+}
+
+// 0xff in byte i where bit i of w is set (a bit plane's word of 32 columns as column bytes).
+inline __m256i bits_to_bytes(uint32_t w) {
+  return spread_bits(w, _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                         2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
 }
 
 // The floor of an sb6 block scale (s_b = max(half(qs_b d), 1e-8)). Every other s_b is a half

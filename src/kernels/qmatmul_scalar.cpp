@@ -42,6 +42,25 @@ inline void sb6_scales(const Sb6Matrix& w, int64_t r, int64_t j, float* s, float
   }
 }
 
+// sym code q of column c of row r (-128..127 at 8 bits; u - 32 at 6, u = nibble + 16 qh + 32 qh2
+// with the gs-16 nibble split: byte e of a block holds columns e and e + 8).
+inline int sym_code(const SymMatrix& w, int64_t r, int64_t c) {
+  const int64_t cols = w.cols;
+  if (w.bits == 8) return w.codes[r * cols + c];
+  const int64_t b = c / 16, e = c % 16;
+  const uint8_t byte = w.codes_packed[r * (cols / 2) + b * 8 + (e & 7)];
+  const int u = (e < 8 ? (byte & 15) : (byte >> 4)) + 16 * plane_bit(w.qh + r * (cols / 8), c) +
+                32 * plane_bit(w.qh2 + r * (cols / 8), c);
+  return u - 32;
+}
+
+// The scale s_b = half(qs_b d_j) of block b of row r.
+inline float sym_scale(const SymMatrix& w, int64_t r, int64_t b) {
+  const int64_t nsb = w.cols / 256;
+  return round_to_half(static_cast<float>(w.qs[r * (w.cols / 16) + b]) *
+                       f16_at(w.d, r * nsb + b / 16));
+}
+
 struct Sb6Row {
   const uint8_t *nib, *qh, *qh2;
   Sb6Row(const Sb6Matrix& w, int64_t r)
@@ -71,26 +90,13 @@ void decode_rows(const Sb6Matrix& w, int64_t r0, int64_t r1, float* out) {
 }
 
 void decode_rows(const SymMatrix& w, int64_t r0, int64_t r1, float* out) {
-  const int64_t cols = w.cols, nsb = cols / 256;
+  const int64_t cols = w.cols;
   for (int64_t r = r0; r < r1; ++r) {
-    const int8_t* qs = w.qs + r * (cols / 16);
     float* o = out + (r - r0) * cols;
     for (int64_t b = 0; b < cols / 16; ++b) {
-      const float s = round_to_half(static_cast<float>(qs[b]) * f16_at(w.d, r * nsb + b / 16));
-      for (int e = 0; e < 16; ++e) {
-        const int64_t c = b * 16 + e;
-        int q;
-        if (w.bits == 8) {
-          q = w.codes[r * cols + c];
-        } else {
-          const uint8_t byte = w.codes_packed[r * (cols / 2) + b * 8 + (e & 7)];
-          const int u = (e < 8 ? (byte & 15) : (byte >> 4)) +
-                        16 * plane_bit(w.qh + r * (cols / 8), c) +
-                        32 * plane_bit(w.qh2 + r * (cols / 8), c);
-          q = u - 32;
-        }
-        o[c] = static_cast<float>(q) * s;
-      }
+      const float s = sym_scale(w, r, b);
+      for (int64_t c = b * 16; c < b * 16 + 16; ++c)
+        o[c] = static_cast<float>(sym_code(w, r, c)) * s;
     }
   }
 }
@@ -143,10 +149,34 @@ void int8_tile(const Sb6Matrix& w, int64_t r0, int64_t r1, const Int8Inputs& x, 
   }
 }
 
+// The definition of kernels/qmatmul.h qmatmul_int8_inputs for a sym matrix, row by row.
+void int8_sym(const SymMatrix& w, int64_t r0, int64_t r1, const int8_t* codes, const float* scales,
+              float* y) {
+  const int64_t nsb = w.cols / 256;
+  for (int64_t r = r0; r < r1; ++r) {
+    float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t j = 0; j < nsb; ++j)
+      for (int i = 0; i < 16; ++i) {
+        const int64_t b = 16 * j + i;
+        int32_t sum = 0;
+        for (int64_t c = 16 * b; c < 16 * b + 16; ++c) sum += sym_code(w, r, c) * codes[c];
+        a[i % 8] = a[i % 8] + (static_cast<float>(sum) * sym_scale(w, r, b)) * scales[j];
+      }
+    y[r - r0] = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+  }
+}
+
+void int8_sym_tile(const SymMatrix& w, int64_t r0, int64_t r1, const Int8Inputs& x, const int32_t*,
+                   float* y, int64_t ys, Arena&) {
+  const int64_t cols = w.cols, nsb = cols / 256;
+  for (int64_t t = 0; t < x.T; ++t)
+    int8_sym(w, r0, r1, x.codes + t * cols, x.scales + t * nsb, y + t * ys);
+}
+
 }  // namespace
 
 const Int8InputKernels& int8_input_kernels_scalar() {
-  static const Int8InputKernels k{int8_sb6, int8_tile, 1, "scalar"};
+  static const Int8InputKernels k{int8_sb6, int8_tile, int8_sym, int8_sym_tile, 1, "scalar"};
   return k;
 }
 

@@ -31,9 +31,9 @@ class Linear {
   }
   // The same product for inputs rounded to 8 bits (Precision::kInt8): `x` holds the codes and
   // scales (kernels/int8_inputs.h). Implementations with an integer kernel use the codes (packed
-  // sb6 weights: kernels/qmatmul.h qmatmul_int8_inputs); the rest run apply() on the rounded
-  // values float(code) * scale, written into `scratch` [x.T, in] (caller-owned; its contents
-  // afterwards are unspecified). Row t of T > 1 equals the T = 1 call bit for bit.
+  // sb6 and sym weights: kernels/qmatmul.h qmatmul_int8_inputs); the rest run apply() on the
+  // rounded values float(code) * scale, written into `scratch` [x.T, in] (caller-owned; its
+  // contents afterwards are unspecified). Row t of T > 1 equals the T = 1 call bit for bit.
   virtual void apply_int8_inputs(const kernels::Int8Inputs& x, float* scratch, float* y,
                                  kernels::ThreadPool& pool) const {
     kernels::int8_inputs_as_floats(x, scratch, pool);

@@ -28,12 +28,12 @@ void PackedLinear::apply(const float* x, int64_t T, float* y, kernels::ThreadPoo
   }
 }
 
-void PackedLinear::apply_int8_inputs(const kernels::Int8Inputs& x, float* scratch, float* y,
+void PackedLinear::apply_int8_inputs(const kernels::Int8Inputs& x, float* /*scratch*/, float* y,
                                      kernels::ThreadPool& pool) const {
   if (layout_ == quant::Layout::kSb6) {
     kernels::qmatmul_int8_inputs(sb6_, x, y, pool);
   } else {
-    Linear::apply_int8_inputs(x, scratch, y, pool);
+    kernels::qmatmul_int8_inputs(sym_, x, y, pool);
   }
 }
 

@@ -23,8 +23,8 @@ class PackedLinear final : public Linear {
   int64_t out_features() const override { return rows_; }
   int64_t in_features() const override { return cols_; }
   void apply(const float* x, int64_t T, float* y, kernels::ThreadPool& pool) const override;
-  // sb6: the integer product of the codes (kernels/qmatmul.h qmatmul_int8_inputs); sym: apply()
-  // on the rounded values.
+  // The integer product of the codes with the rounded inputs (kernels/qmatmul.h
+  // qmatmul_int8_inputs, sb6 and sym); `scratch` is not used.
   void apply_int8_inputs(const kernels::Int8Inputs& x, float* scratch, float* y,
                          kernels::ThreadPool& pool) const override;
   DType stored_dtype() const override { return DType::U8; }

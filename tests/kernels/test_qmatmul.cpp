@@ -534,7 +534,11 @@ RoundedInputs round_inputs(const std::vector<float>& x, int64_t T, int64_t cols)
 
 std::vector<float> int8_product(Isa isa, const Packed& p, const RoundedInputs& x) {
   std::vector<float> y(x.view.T * p.rows);
-  qmat::qmatmul_int8_inputs_isa(isa, p.sb6, x.view, y.data(), test_pool());
+  if (p.sym) {
+    qmat::qmatmul_int8_inputs_isa(isa, p.symm, x.view, y.data(), test_pool());
+  } else {
+    qmat::qmatmul_int8_inputs_isa(isa, p.sb6, x.view, y.data(), test_pool());
+  }
   return y;
 }
 
@@ -574,12 +578,11 @@ TEST(Int8Inputs, EachSuperblockIsRoundedOnItsOwn) {
 }
 
 // The integer kernels of every instruction set give the scalar reference's bits (exact int32
-// sums, one float sequence), every bit width, rows split unevenly over the interleaved code
-// streams, with 1 and 2 threads.
+// sums, one float sequence), every layout and bit width, rows split unevenly over the interleaved
+// code streams, with 1 and 2 threads.
 TEST(QmatmulInt8Inputs, EveryIsaGivesTheScalarBits) {
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{71, 512}, {33, 768}}) {
-    for (int bits : {4, 5, 6}) {
-      auto p = random_sb6(bits, rows, cols, 40 + bits + static_cast<uint32_t>(cols));
+    for (const auto& p : all_layouts(rows, cols, 40 + static_cast<uint32_t>(cols))) {
       for (int64_t T : {1, 5, 20}) {  // GEMV once, GEMV per input, the tile
         const RoundedInputs x =
             round_inputs(random_inputs(T * cols, 3 + static_cast<uint32_t>(T)), T, cols);
@@ -603,8 +606,7 @@ TEST(QmatmulInt8Inputs, EveryIsaGivesTheScalarBits) {
 // the inputs are all checked against data the kernels did not produce.
 TEST(QmatmulInt8Inputs, IsTheDequantisedRowTimesTheRoundedInputs) {
   const int64_t rows = 37, cols = 768;
-  for (int bits : {4, 5, 6}) {
-    auto p = random_sb6(bits, rows, cols, 80 + bits);
+  for (const auto& p : all_layouts(rows, cols, 80)) {
     const std::vector<float> w = p->dequantized();
     for (int64_t T : {1, 3, 14}) {  // the GEMV, once and per input, and the tile
       const RoundedInputs x = round_inputs(random_inputs(T * cols, 8), T, cols);
@@ -627,8 +629,7 @@ TEST(QmatmulInt8Inputs, BatchRowsEqualSingleInputsAndOtherInputsDiffer) {
   const RoundedInputs x = round_inputs(xs, T, cols);
   const std::vector<float> x5(xs.begin() + 3 * cols, xs.begin() + 8 * cols);
   const RoundedInputs five = round_inputs(x5, 5, cols);
-  for (int bits : {4, 5, 6}) {
-    auto p = random_sb6(bits, rows, cols, 90 + bits);
+  for (const auto& p : all_layouts(rows, cols, 90)) {
     for (Isa isa : supported_isas())
       for (int threads : {1, 2}) {
         set_test_threads(threads);
@@ -733,16 +734,91 @@ TEST(QmatmulInt8Inputs, LargestCodesGiveTheScalarBits) {
   }
 }
 
+// The documented sym arithmetic (kernels/qmatmul.h), computed here from the test's own packed
+// fields (8-bit codes, or nibbles with the gs-16 split and bit planes; qs; fp16 d) and the rounded
+// input codes: 16 blocks per superblock into the 8 partial sums, blocks i and i + 8 into a_i.
+TEST(QmatmulInt8Inputs, SymFollowsTheDocumentedSequenceBitForBit) {
+  const int64_t rows = 5, cols = 512, nsb = cols / 256;
+  for (int bits : {6, 8}) {
+    auto p = random_sym(bits, rows, cols, 50 + bits);
+    const RoundedInputs x = round_inputs(random_inputs(cols, 51), 1, cols);
+    const std::vector<float> got = int8_product(Isa::kScalar, *p, x);
+    auto code = [&](int64_t r, int64_t c) {
+      if (bits == 8) return static_cast<int>(static_cast<int8_t>(p->codes[r * cols + c]));
+      const int64_t e = c % 16;
+      const uint8_t byte = p->codes_packed[r * cols / 2 + (c / 16) * 8 + (e & 7)];
+      int u = e < 8 ? (byte & 15) : (byte >> 4);
+      u += 16 * ((p->qh[r * cols / 8 + c / 8] >> (c % 8)) & 1);
+      u += 32 * ((p->qh2[r * cols / 8 + c / 8] >> (c % 8)) & 1);
+      return u - 32;
+    };
+    for (int64_t r = 0; r < rows; ++r) {
+      float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      for (int64_t j = 0; j < nsb; ++j) {
+        uint16_t h;
+        std::memcpy(&h, &p->d[2 * (r * nsb + j)], 2);
+        const float d = base::f16_to_f32(h);
+        for (int i = 0; i < 16; ++i) {
+          const int64_t b = 16 * j + i;
+          const float s = base::round_to_half(
+              static_cast<float>(static_cast<int8_t>(p->qs[r * cols / 16 + b])) * d);
+          int32_t S = 0;
+          for (int64_t c = 16 * b; c < 16 * b + 16; ++c) S += code(r, c) * x.codes[c];
+          const float sum_s = static_cast<float>(S) * s;
+          const float scaled = sum_s * x.scales[j];
+          a[i % 8] = a[i % 8] + scaled;
+        }
+      }
+      const float lo = (a[0] + a[4]) + (a[2] + a[6]), hi = (a[1] + a[5]) + (a[3] + a[7]);
+      const float want = lo + hi;
+      EXPECT_EQ(std::memcmp(&got[r], &want, sizeof(float)), 0)
+          << p->name() << " row " << r << ": " << got[r] << " vs " << want;
+    }
+  }
+}
+
+// sym's extreme codes against input codes of +-127 on every path: -128 (the AVX2 kernel's int16
+// pair sums at their bound, 2 * 128 * 127) and 127 at 8 bits, -32 and 31 at 6.
+TEST(QmatmulInt8Inputs, SymLargestCodesGiveTheScalarBits) {
+  const int64_t rows = 20, cols = 256;
+  for (auto [bits, fill] : {std::pair<int, uint8_t>{8, 0x80}, {8, 0x7f}, {6, 0x00}, {6, 0xff}}) {
+    auto p = random_sym(bits, rows, cols, 13);
+    for (auto* buf : {&p->codes, &p->codes_packed, &p->qh, &p->qh2})
+      std::fill(buf->begin(), buf->end(), fill);
+    for (int64_t T : {1, 14}) {
+      std::vector<float> xs(T * cols);
+      for (int64_t i = 0; i < T * cols; ++i) xs[i] = (i / 3) % 2 ? 1.0f : -1.0f;
+      const RoundedInputs x = round_inputs(xs, T, cols);
+      ASSERT_EQ(x.codes[0], -127);
+      const std::vector<float> want = int8_product(Isa::kScalar, *p, x);
+      ASSERT_TRUE(std::isfinite(want[0]));
+      for (Isa isa : supported_isas()) {
+        const std::vector<float> y = int8_product(isa, *p, x);
+        EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0)
+            << p->name() << " fill " << int{fill} << " " << isa_name(isa) << " T=" << T;
+      }
+    }
+  }
+}
+
 // A superblock of NaN / inf inputs makes every output NaN, as the fp32 product would be
 // non-finite; the public entry point runs the active instruction set's kernel.
 TEST(QmatmulInt8Inputs, NonFiniteInputsGiveNaNAndThePublicEntryPointMatches) {
   const int64_t rows = 40, cols = 512;
   auto p = random_sb6(4, rows, cols, 5);
+  auto q = random_sym(8, rows, cols, 5);
   for (int64_t T : {2, 14}) {  // the GEMV per input and the tile
     std::vector<float> xs = random_inputs(T * cols, 9);
     xs[cols + 300] = NAN;
     const RoundedInputs x = round_inputs(xs, T, cols);
     std::vector<float> y(T * rows);
+    qmatmul_int8_inputs(q->symm, x.view, y.data(), test_pool());
+    const std::vector<float> want_sym = int8_product(active_isa(), *q, x);
+    EXPECT_EQ(std::memcmp(y.data(), want_sym.data(), y.size() * sizeof(float)), 0);
+    for (int64_t o = 0; o < rows; ++o) {
+      EXPECT_TRUE(std::isfinite(y[o]));
+      EXPECT_TRUE(std::isnan(y[rows + o]));
+    }
     qmatmul_int8_inputs(p->sb6, x.view, y.data(), test_pool());
     const std::vector<float> want = int8_product(active_isa(), *p, x);
     EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0);

@@ -93,15 +93,16 @@ double mean_kl(const std::vector<float>& p, const std::vector<float>& q, int64_t
   return total / static_cast<double>(rows);
 }
 
-// Precision::kInt8 on the sb6 fixture (its projections run the integer kernels): the parallel
-// pass equals the recurrent step and batch rows equal single sequences bit for bit, and the
-// logits stay close to rwkv-quant's fp32 reference on the same weights - closer than the
-// quantisation of the weights itself moved them from the dense model - while differing from
-// wick's fp32 logits (the integer path really runs).
-TEST(RwkvqModel, Int8PrecisionKeepsThePassesEqualAndStaysNearTheReference) {
+// Precision::kInt8 on a packed fixture (its projections run the integer kernels: sb6 in
+// `compression`, sym in `reduction`): the parallel pass equals the recurrent step and batch rows
+// equal single sequences bit for bit, and the logits stay close to rwkv-quant's fp32 reference on
+// the same weights - closer than the quantisation of the weights itself moved them from the dense
+// model, by `margin` - while differing from wick's fp32 logits (the integer path really runs).
+void check_int8_precision(const std::string& preset, double margin) {
+  SCOPED_TRACE(preset);
   io::TensorSet ref = load_fixture_tensors("rwkvq/tiny_reference_forward.safetensors");
   const std::vector<int32_t> tokens = ints(ref, "tokens");
-  const Model fp32 = Model::load(fixture("rwkvq/tiny_compression.rwkvq"));
+  const Model fp32 = Model::load(fixture("rwkvq/tiny_" + preset + ".rwkvq"));
   const Model m = fp32.with_precision(Precision::kInt8);
   const int64_t V = m.geometry().vocab;
   State st = m.new_state();
@@ -128,13 +129,18 @@ TEST(RwkvqModel, Int8PrecisionKeepsThePassesEqualAndStaysNearTheReference) {
   EXPECT_NE(std::memcmp(batch.data(), batch.data() + V, V * sizeof(float)), 0);
   State s32 = fp32.new_state();
   const std::vector<float> exact = fp32.forward(tokens, s32, true);
-  const double kl_int8 = mean_kl(floats(ref, "logits.compression_f32"), parallel, V);
-  const double kl_fp32 = mean_kl(floats(ref, "logits.compression_f32"), exact, V);
+  const double kl_int8 = mean_kl(floats(ref, "logits." + preset + "_f32"), parallel, V);
+  const double kl_fp32 = mean_kl(floats(ref, "logits." + preset + "_f32"), exact, V);
   const double kl_weights = mean_kl(floats(ref, "logits.dense_f32"), exact, V);
-  std::printf("[int8] KL(reference || int8 inputs) %.3g, fp32 inputs %.3g; weights' own %.3g\n",
-              kl_int8, kl_fp32, kl_weights);
+  std::printf("[int8 %s] KL(reference || int8 inputs) %.3g, fp32 inputs %.3g; weights' own %.3g\n",
+              preset.c_str(), kl_int8, kl_fp32, kl_weights);
   EXPECT_GT(max_abs_diff(parallel, exact), 0.0);
-  EXPECT_LT(kl_int8, kl_weights / 4);
+  EXPECT_LT(kl_int8, kl_weights / margin);
+}
+
+TEST(RwkvqModel, Int8PrecisionKeepsThePassesEqualAndStaysNearTheReference) {
+  check_int8_precision("compression", 4);
+  check_int8_precision("reduction", 2);
 }
 
 TEST(RwkvqModel, InfoDescribesThePackedLayouts) {
