@@ -62,7 +62,7 @@ void add_load_options(CLI::App* cmd, LoadOptions& options) {
              if (v == precision_name(p)) options.precision = p;
          },
          "Inputs of the large matrix products: fp32 (exact, default), bf16 (rounded to bf16 "
-         "first) or int8 (rounded to 8 bits per 256 columns; .rwkvq sb6 products run in "
+         "first) or int8 (rounded to 8 bits per 256 columns; .rwkvq products run in "
          "integers); weights, state and sums stay as they are")
       ->check(CLI::IsMember(precisions))
       ->option_text("fp32|bf16|int8");

@@ -108,9 +108,10 @@ std::string_view weight_quantization_name(WeightQuantization q);
 //   kInt8: the input rows of the same large products are rounded to 8 bits per superblock of 256
 //          columns (scale = max|x| / 127 per superblock, codes round-half-to-even in
 //          [-127, 127]; a superblock holding inf / NaN gives NaN outputs). Products with packed
-//          sb6 weights (.rwkvq 4/5/6-bit) then run in integers (vpdpbusd on AVX-512 VNNI,
-//          vpmaddubsw on AVX2; docs/rwkvq-format.md §2.8) instead of decoding every code to an
-//          fp32 weight, which makes their decode step faster (README "`--precision int8` with
+//          weights (.rwkvq sb6 4/5/6-bit and sym 6/8-bit) then run in integers (vpdpbusd on
+//          AVX-512 VNNI, vpmaddubsw on AVX2; docs/rwkvq-format.md §2.8) instead of decoding every
+//          code to an fp32 weight, which makes their decode step faster (README "`--precision int8`
+//          with
 //          `.rwkvq` files": speed and KL against kFp32); those products give the same bits on
 //          every instruction set. Every other product takes the rounded inputs as floats. The
 //          LoRA branches, the WKV state, the norms and the sums stay as in kFp32; forward() rows

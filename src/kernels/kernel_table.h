@@ -31,7 +31,7 @@ struct KernelTable {
   const DotKernels& dot;                      // dense dot, GEMV, GEMM tile, widening
   const int8::Kernels& int8;                  // --quantize int8 sums and epilogue
   const qmat::Kernels& packed;                // .rwkvq sb6 / sym code decoders (and fused GEMVs)
-  const qmat::Int8InputKernels* packed_int8;  // Precision::kInt8 integer sb6 products
+  const qmat::Int8InputKernels* packed_int8;  // Precision::kInt8 integer sb6 / sym products
   const AttentionKernels& attention;          // RWKV-X softmax attention inner loops
   const SamplerLoops& sampler;                // the sampler's passes over V
   const Bf16DotKernels* bf16_dot;             // Precision::kBf16 products of bf16 weights, or null

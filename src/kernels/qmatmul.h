@@ -109,7 +109,9 @@ void qmatmul_int8_inputs(const Sb6Matrix& w, const Int8Inputs& x, float* y, Thre
 // every product and sum rounded to fp32 on its own, in that order (a_i start at 0): the dot
 // product of the dequantised row with the rounded inputs, rounded at other points than the fp32
 // kernels. Every instruction set gives the same bits, each output a function of W[o] and X[t]
-// alone, with the same conditions on x, Y and `pool` as above.
+// alone, with the same conditions on x, Y and `pool` as above; the input codes must lie in
+// [-127, 127] as round_inputs_int8 makes them (the kernels move each weight's sign onto the input
+// code, which -128 would overflow).
 void qmatmul_int8_inputs(const SymMatrix& w, const Int8Inputs& x, float* y, ThreadPool& pool);
 
 }  // namespace wick::kernels

@@ -1,5 +1,7 @@
 // AVX2 block sums of the integer sb6 and sym products (kernels/qmatmul_int8_impl.h; only called
-// when the CPU has AVX2 + FMA + F16C). A 32-byte load of the nibbles of 2 blocks splits into their
+// when the CPU has AVX2 + FMA + F16C). sym codes (|q| <= 128) meet the input's codes (|x| <= 127)
+// as |q| . sign(x, q): a vpmaddubsw pair is at most 2 * 128 * 127 < 2^15 (Avx2SymDot, Avx2Tile::
+// sym_dot8). The sb6 details: a 32-byte load of the nibbles of 2 blocks splits into their
 // low and high halves, which the input's codes match in the sb6 order (kernels/qmatmul_impl.h);
 // each bit plane is spread to one byte per code; vpmaddubsw multiplies code x input and adds pairs
 // in int16 (at most 2 * 63 * 127 per pair, and the low and high halves' pairs added: 32004 < 2^15),
@@ -76,22 +78,31 @@ struct Avx2Tile : Avx2 {
                                             _mm256_set1_epi32(static_cast<int>(x1)));
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_add_epi16(p0, p1), _mm256_set1_epi16(1)));
   }
-  // The sym tile holds the signed codes themselves (no bias): acc + two quads' products of every
-  // row as |q| . sign(x, q) per byte, each vpmaddubsw widened on its own (a pair is at most
+  // The sym tile: sym@6 holds the codes plus 32 (0..63, as sb6's codes) and sums them as dot8
+  // does; sym@8 holds the signed codes themselves and sums two quads' products of every row as
+  // |q| . sign(x, q) per byte, each vpmaddubsw widened on its own (a pair is at most
   // 2 * 128 * 127 < 2^15, two pairs are not).
-  static constexpr uint8_t kSymBias = 0;
+  static constexpr int sym_bias(int bits) { return bits == 6 ? 32 : 0; }
+  template <int Bits>
   static I sym_dot8(I acc, const uint8_t* w0, const uint8_t* w1, uint32_t x0, uint32_t x1) {
-    const __m256i q0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w0));
-    const __m256i q1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w1));
-    const __m256i p0 = _mm256_maddubs_epi16(
-        _mm256_abs_epi8(q0), _mm256_sign_epi8(_mm256_set1_epi32(static_cast<int>(x0)), q0));
-    const __m256i p1 = _mm256_maddubs_epi16(
-        _mm256_abs_epi8(q1), _mm256_sign_epi8(_mm256_set1_epi32(static_cast<int>(x1)), q1));
-    const __m256i ones = _mm256_set1_epi16(1);
-    return _mm256_add_epi32(
-        acc, _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)));
+    if constexpr (Bits == 6) {
+      return dot8(acc, w0, w1, x0, x1);
+    } else {
+      const __m256i q0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w0));
+      const __m256i q1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w1));
+      const __m256i p0 = _mm256_maddubs_epi16(
+          _mm256_abs_epi8(q0), _mm256_sign_epi8(_mm256_set1_epi32(static_cast<int>(x0)), q0));
+      const __m256i p1 = _mm256_maddubs_epi16(
+          _mm256_abs_epi8(q1), _mm256_sign_epi8(_mm256_set1_epi32(static_cast<int>(x1)), q1));
+      const __m256i ones = _mm256_set1_epi16(1);
+      return _mm256_add_epi32(
+          acc, _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)));
+    }
   }
-  static I sym_unbias(I sum, int32_t) { return sum; }
+  template <int Bits>
+  static I sym_unbias(I sum, int32_t q) {
+    return _mm256_sub_epi32(sum, _mm256_set1_epi32(sym_bias(Bits) * q));
+  }
   static Vec cvt(I v) { return _mm256_cvtepi32_ps(v); }
   // The transpose of the tile's set-up (transpose8): row i (8 dwords, `stride` dwords apart) per
   // vector, and the even / odd 128-bit lanes of two vectors [a0 b0] / [a1 b1].

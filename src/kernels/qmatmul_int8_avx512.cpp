@@ -85,10 +85,12 @@ struct VnniTile : Avx512 {
   }
   // The sym tile holds the signed codes plus 128 (unsigned for vpdpbusd); a block's sum then
   // exceeds S_b by 128 times the sum of its input codes, taken back out exactly in int32.
-  static constexpr uint8_t kSymBias = 128;
+  static constexpr int sym_bias(int) { return 128; }
+  template <int Bits>
   static I sym_dot8(I acc, const uint8_t* w0, const uint8_t* w1, uint32_t x0, uint32_t x1) {
     return dot8(acc, w0, w1, x0, x1);
   }
+  template <int Bits>
   static I sym_unbias(I sum, int32_t q) {
     return _mm512_sub_epi32(sum, _mm512_set1_epi32(128 * q));
   }

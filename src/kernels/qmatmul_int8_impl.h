@@ -1,6 +1,7 @@
 // The loops of the integer-domain sb6 and sym products (kernels/qmatmul.h qmatmul_int8_inputs),
 // written once for qmatmul_int8_avx2.cpp and qmatmul_int8_avx512.cpp against their block-sum step
-// Fmt: for each superblock j, Fmt gives the 8 exact block sums S_b of a row with the input's codes
+// Fmt: for each superblock j, Fmt gives the 8 exact block sums S_b of a row (sb6: blocks of 32
+// columns) with the input's codes
 // (the one piece that differs per instruction set: vpmaddubsw or vpdpbusd), and this file applies
 // the float epilogue of qmatmul.h in 8 lanes, every product and sum rounded on its own (the files
 // are compiled with -ffp-contract=off), so both give the scalar reference's bits.
@@ -18,7 +19,8 @@
 // sums come out one row per lane with no horizontal adds; the epilogue is the same sequence per
 // lane, the final tree vertical. A Tile derives its float side (Vec, zero, load, store) from the
 // dense kernels' vector trait (kernels/dot_avx512_trait.h, dot_avx2_trait.h) and adds the integer
-// side: I, izero, dot8 and cvt (int32 lanes to fp32).
+// side: I, izero, dot8 and cvt (int32 lanes to fp32), and for the sym tile sym_bias (added to the
+// signed codes stored in it), sym_dot8 and sym_unbias (int8_sym_tile below).
 //
 // The sym GEMV (int8_sym) is written once against a policy Dot: kSymRows (rows interleaved) and
 // sums4 (vpmaddubsw + vpmaddwd, or vpdpbusd), the codes decoded to signed bytes per superblock.
@@ -297,7 +299,7 @@ void int8_tile(const Sb6Matrix& w, int64_t r0, int64_t r1, const Int8Inputs& x, 
   }
 }
 
-// ---- sym (the GEMV; several inputs run it once each over rows held in cache) ----
+// ---- sym: the GEMV ----
 
 // One sym row's codes and scales per superblock j: its 256 signed codes in column order (sym@8
 // reads them in place; sym@6 decodes nibbles - byte e of a 16-column block holds columns e and
@@ -420,10 +422,10 @@ void int8_sym(const SymMatrix& w, int64_t r0, int64_t r1, const int8_t* codes, c
 // ---- the sym tile (GEMM): the sb6 tile's layout and transposes, blocks of 16 columns ----
 //
 // Codes [group of 32 columns][quad k = 0..7][row][4 bytes] (quads 0-3 block 2g, 4-7 block 2g + 1)
-// as signed bytes plus Tile::kSymBias (0, or 128 where vpdpbusd takes them as unsigned), then
-// the scales s [block][row]. Tile::sym_dot8 adds two quads' products of every row, and
-// Tile::sym_unbias(sum, Q_b) takes the bias back out of a block's sum (Q_b = the sum of the
-// block's input codes), leaving S_b exactly.
+// as signed bytes plus Tile::sym_bias(Bits) (0, or a bias that makes them unsigned: 128 for
+// vpdpbusd, 32 for sym@6 with vpmaddubsw), then the scales s [block][row]. Tile::sym_dot8<Bits>
+// adds two quads' products of every row, and Tile::sym_unbias<Bits>(sum, Q_b) takes the bias
+// back out of a block's sum (Q_b = the sum of the block's input codes), leaving S_b exactly.
 
 template <int RG>
 constexpr int64_t sym_tile_group_bytes(int64_t cols) {
@@ -441,7 +443,7 @@ void pack_sym_group(const SymMatrix& w, int64_t r0, int64_t n, uint8_t* scratch,
   const int64_t cols = w.cols, nsb = cols / 256;
   uint8_t* rows = scratch;                                    // [row][cols]
   float* rs = reinterpret_cast<float*>(scratch + RG * cols);  // [superblock][row][16]
-  const __m256i bias = _mm256_set1_epi8(static_cast<char>(Tile::kSymBias));
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(Tile::sym_bias(Bits)));
   for (int rr = 0; rr < RG; ++rr) {
     if (rr >= n) {
       std::memset(rows + rr * cols, 0, static_cast<size_t>(cols));
@@ -474,7 +476,7 @@ void pack_sym_group(const SymMatrix& w, int64_t r0, int64_t n, uint8_t* scratch,
 
 // out[rr] for the tile's RG rows and one input (codes xc in column order, block sums q16 of its
 // 16-column blocks, superblock scales dx): the sym epilogue of kernels/qmatmul.h per lane.
-template <class Tile>
+template <class Tile, int Bits>
 inline void sym_tile_outputs(const uint8_t* tile, int64_t cols, const int8_t* xc,
                              const int32_t* q16, const float* dx, float* out) {
   using F = typename Tile::Vec;
@@ -497,16 +499,17 @@ inline void sym_tile_outputs(const uint8_t* tile, int64_t cols, const int8_t* xc
         for (int i = 0; i < 8; ++i) {
           const int64_t b = 16 * j + 8 * h + i;
           const uint8_t* wk = tile + ((b / 2) * 8 + (b % 2) * 4 + k) * RG * 4;
-          sum[i] = Tile::sym_dot8(sum[i], wk, wk + RG * 4, load_u32(xb + 16 * b + 4 * k),
-                                  load_u32(xb + 16 * b + 4 * k + 4));
+          sum[i] =
+              Tile::template sym_dot8<Bits>(sum[i], wk, wk + RG * 4, load_u32(xb + 16 * b + 4 * k),
+                                            load_u32(xb + 16 * b + 4 * k + 4));
         }
       }
       // Vector operators, never contracted into fused multiply-adds (-ffp-contract=off).
 #pragma GCC unroll 8
       for (int i = 0; i < 8; ++i) {
         const int64_t b = 16 * j + 8 * h + i;
-        const F t =
-            Tile::cvt(Tile::sym_unbias(sum[i], q16[b])) * Tile::load(dot_impl::F32{}, s + b * RG);
+        const F t = Tile::cvt(Tile::template sym_unbias<Bits>(sum[i], q16[b])) *
+                    Tile::load(dot_impl::F32{}, s + b * RG);
         a[i] = a[i] + t * dx[j];
       }
     }
@@ -514,9 +517,9 @@ inline void sym_tile_outputs(const uint8_t* tile, int64_t cols, const int8_t* xc
   Tile::store(out, ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])));
 }
 
-template <class Tile>
-void int8_sym_tile(const SymMatrix& w, int64_t r0, int64_t r1, const Int8Inputs& x,
-                   const int32_t* q16, float* y, int64_t ys, Arena& arena) {
+template <class Tile, int Bits>
+void int8_sym_tile_bits(const SymMatrix& w, int64_t r0, int64_t r1, const Int8Inputs& x,
+                        const int32_t* q16, float* y, int64_t ys, Arena& arena) {
   constexpr int RG = Tile::kRows;
   const int64_t cols = w.cols, nsb = cols / 256, nb = cols / 16;
   const int64_t groups = (r1 - r0 + RG - 1) / RG, gb = sym_tile_group_bytes<RG>(cols);
@@ -525,21 +528,24 @@ void int8_sym_tile(const SymMatrix& w, int64_t r0, int64_t r1, const Int8Inputs&
       arena.get<uint8_t>(static_cast<size_t>(sym_pack_scratch_bytes<RG>(cols)), Arena::kBlock1);
   for (int64_t g = 0; g < groups; ++g) {
     const int64_t n = std::min<int64_t>(RG, r1 - r0 - g * RG);
-    if (w.bits == 8) {
-      pack_sym_group<Tile, 8>(w, r0 + g * RG, n, scratch, tile + g * gb);
-    } else {
-      pack_sym_group<Tile, 6>(w, r0 + g * RG, n, scratch, tile + g * gb);
-    }
+    pack_sym_group<Tile, Bits>(w, r0 + g * RG, n, scratch, tile + g * gb);
   }
   alignas(64) float out[RG];
   for (int64_t t = 0; t < x.T; ++t) {
     for (int64_t g = 0; g < groups; ++g) {
-      sym_tile_outputs<Tile>(tile + g * gb, cols, x.codes + t * cols, q16 + t * nb,
-                             x.scales + t * nsb, out);
+      sym_tile_outputs<Tile, Bits>(tile + g * gb, cols, x.codes + t * cols, q16 + t * nb,
+                                   x.scales + t * nsb, out);
       const int64_t n = std::min<int64_t>(RG, r1 - r0 - g * RG);
       std::memcpy(y + t * ys + g * RG, out, static_cast<size_t>(n) * sizeof(float));
     }
   }
+}
+
+template <class Tile>
+void int8_sym_tile(const SymMatrix& w, int64_t r0, int64_t r1, const Int8Inputs& x,
+                   const int32_t* q16, float* y, int64_t ys, Arena& arena) {
+  if (w.bits == 8) return int8_sym_tile_bits<Tile, 8>(w, r0, r1, x, q16, y, ys, arena);
+  return int8_sym_tile_bits<Tile, 6>(w, r0, r1, x, q16, y, ys, arena);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // `--precision fp32|bf16|int8` (cli/common.h add_load_options) as users run it: logits change
 // with bf16 and int8 (and the recurrent step still equals the parallel pass, also for a .rwkvq
-// file whose sb6 products run in integers), bench --json reports the precision, ppl accepts it,
+// file whose packed products run in integers), bench --json reports the precision, ppl accepts it,
 // and other values are refused.
 #include <gtest/gtest.h>
 

@@ -86,7 +86,7 @@ TEST(KernelTable, OneTableNamesEveryFamily) {
   const bool bf16 = active_isa() == Isa::kAvx512 && cpu_has_avx512_bf16();
   EXPECT_EQ(d[1].second, bf16 ? "avx512-bf16" : "fp32-dot");
   EXPECT_EQ(t.bf16_dot != nullptr, bf16);
-  // The integer sb6 products: VNNI where AVX-512 runs on a CPU with it, else the ISA's own.
+  // The integer sb6 / sym products: VNNI where AVX-512 runs on a CPU with it, else the ISA's own.
   const bool vnni = active_isa() == Isa::kAvx512 && cpu_has_avx512_vnni();
   EXPECT_EQ(d[4].second, vnni                               ? std::string("avx512-vnni")
                          : active_isa() == Isa::kScalar ? std::string("scalar")

@@ -19,10 +19,11 @@
 namespace wick::test {
 namespace {
 
-void check_tensor(const quant::RwkvqFile& f, const char* key, quant::Layout layout) {
+void check_tensor(const quant::RwkvqFile& f, const char* key, quant::Layout layout, int bits) {
   SCOPED_TRACE(key);
   const quant::QuantTensor& t = *f.find(key);
   ASSERT_EQ(t.layout, layout);
+  ASSERT_EQ(t.bits, bits);
   const model::PackedLinear L(t, nullptr);
   const int64_t T = 3, in = L.in_features(), out = L.out_features();
   std::mt19937 rng(7);
@@ -50,12 +51,12 @@ void check_tensor(const quant::RwkvqFile& f, const char* key, quant::Layout layo
 TEST(PackedLinear, Int8InputsRunTheIntegerKernelOfTheCodes) {
   const auto compression = quant::RwkvqFile::open(
       io::MappedFile::open(fixture("rwkvq/tiny_compression.rwkvq")));
-  check_tensor(compression, "blocks.0.att.key.weight", quant::Layout::kSb6);
-  check_tensor(compression, "blocks.0.ffn.key.weight", quant::Layout::kSb6);
+  check_tensor(compression, "blocks.0.att.key.weight", quant::Layout::kSb6, 5);
+  check_tensor(compression, "blocks.0.ffn.key.weight", quant::Layout::kSb6, 4);
   const auto reduction =
       quant::RwkvqFile::open(io::MappedFile::open(fixture("rwkvq/tiny_reduction.rwkvq")));
-  check_tensor(reduction, "blocks.0.att.key.weight", quant::Layout::kSym);  // sym@8
-  check_tensor(reduction, "blocks.0.ffn.key.weight", quant::Layout::kSym);  // sym@6
+  check_tensor(reduction, "blocks.0.att.key.weight", quant::Layout::kSym, 8);
+  check_tensor(reduction, "blocks.0.ffn.key.weight", quant::Layout::kSym, 6);
 }
 
 }  // namespace
