@@ -236,67 +236,99 @@ void pack_group(const Sb6Matrix& w, int64_t r0, int64_t n, uint8_t* scratch, uin
   }
 }
 
-// out[rr] for the tile's RG rows and one input (codes xc in column order, block sums q, scales
-// dx): the epilogue of kernels/qmatmul.h per lane.
-template <class Tile>
-inline void tile_outputs(const uint8_t* tile, int64_t nb, const int8_t* xc, const float* q,
-                         const float* dx, float* out) {
+// out[rr] for the tile's RG rows and one input (codes xc in column order, superblock scales dx):
+// the epilogue of kernels/qmatmul.h per lane, written once for the sb6 and sym tiles. Blocks
+// gives the block geometry (kCols columns per block, kHalves runs of 8 blocks per superblock;
+// block b's quads are quads kCols / 4 * b .. of the tile), dot8 (two quads of every row into a
+// block's int32 sum) and term(sum, b), the float of block b before it is scaled by dx.
+template <class Tile, class Blocks>
+inline void tile_outputs(const uint8_t* tile, int64_t cols, const int8_t* xc, const float* dx,
+                         const Blocks& blocks, float* out) {
   using F = typename Tile::Vec;
-  constexpr int RG = Tile::kRows;
-  const float* s = reinterpret_cast<const float*>(tile + nb * 32 * RG);
-  const float* m = s + nb * RG;
+  constexpr int RG = Tile::kRows, kQuads = Blocks::kCols / 4;
   const uint8_t* xb = reinterpret_cast<const uint8_t*>(xc);
   F a[8];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) a[i] = Tile::zero();
-  for (int64_t j = 0; j < nb / 8; ++j) {
-    // The 8 blocks' sums as 8 independent chains (quad k outer), so the multiply-adds overlap.
-    typename Tile::I sum[8];
+  for (int64_t j = 0; j < cols / 256; ++j) {
+    for (int h = 0; h < Blocks::kHalves; ++h) {
+      // Blocks b = 8 (kHalves j + h) + i, i = 0..7, as 8 independent chains (quad k outer), so
+      // the multiply-adds overlap.
+      typename Tile::I sum[8];
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) sum[i] = Tile::izero();
+      for (int i = 0; i < 8; ++i) sum[i] = Tile::izero();
 #pragma GCC unroll 4
-    for (int k = 0; k < 8; k += 2) {
+      for (int k = 0; k < kQuads; k += 2) {
 #pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) {
-        const int64_t b = 8 * j + i;
-        const uint8_t* wk = tile + (b * 8 + k) * RG * 4;
-        sum[i] = Tile::dot8(sum[i], wk, wk + RG * 4, load_u32(xb + 32 * b + 4 * k),
-                            load_u32(xb + 32 * b + 4 * k + 4));
+        for (int i = 0; i < 8; ++i) {
+          const int64_t b = 8 * (Blocks::kHalves * j + h) + i;
+          const uint8_t* wk = tile + (kQuads * b + k) * RG * 4;
+          const uint8_t* xk = xb + Blocks::kCols * b + 4 * k;
+          sum[i] = blocks.dot8(sum[i], wk, wk + RG * 4, load_u32(xk), load_u32(xk + 4));
+        }
       }
-    }
-    // Vector operators, never contracted into fused multiply-adds (-ffp-contract=off).
+      // Vector operators, never contracted into fused multiply-adds (-ffp-contract=off).
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) {
-      const int64_t b = 8 * j + i;
-      const F t = Tile::cvt(sum[i]) * Tile::load(dot_impl::F32{}, s + b * RG) +
-                  q[b] * Tile::load(dot_impl::F32{}, m + b * RG);
-      a[i] = a[i] + t * dx[j];
+      for (int i = 0; i < 8; ++i)
+        a[i] = a[i] + blocks.term(sum[i], 8 * (Blocks::kHalves * j + h) + i) * dx[j];
     }
   }
   Tile::store(out, ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])));
 }
+
+// The tile of rows [r0, r1) in `arena` (slot kBlock0; the set-up's scratch in kBlock1): groups of
+// RG rows of gb bytes each, pack(row, n, scratch, group) filling one, then out_of(group, t, out)
+// the RG outputs of input t, copied to y[t * ys + (r - r0)] for t < T.
+template <int RG, class Pack, class OutputsOf>
+void run_tile(int64_t r0, int64_t r1, int64_t T, int64_t gb, int64_t scratch_bytes, float* y,
+              int64_t ys, Arena& arena, Pack&& pack, OutputsOf&& out_of) {
+  const int64_t groups = (r1 - r0 + RG - 1) / RG;
+  uint8_t* tile = arena.get<uint8_t>(static_cast<size_t>(groups * gb), Arena::kBlock0);
+  uint8_t* scratch = arena.get<uint8_t>(static_cast<size_t>(scratch_bytes), Arena::kBlock1);
+  for (int64_t g = 0; g < groups; ++g)
+    pack(r0 + g * RG, std::min<int64_t>(RG, r1 - r0 - g * RG), scratch, tile + g * gb);
+  alignas(64) float out[RG];
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t g = 0; g < groups; ++g) {
+      out_of(tile + g * gb, t, out);
+      const int64_t n = std::min<int64_t>(RG, r1 - r0 - g * RG);
+      std::memcpy(y + t * ys + g * RG, out, static_cast<size_t>(n) * sizeof(float));
+    }
+  }
+}
+
+// sb6's blocks: 32 columns, t = float(S_b) * s_b + Q_b * m_b (s, m [block][row] in the tile; q
+// the input's block sums).
+template <class Tile>
+struct Sb6TileBlocks {
+  static constexpr int kCols = 32, kHalves = 1;
+  const float *s, *m, *q;
+  typename Tile::I dot8(typename Tile::I acc, const uint8_t* w0, const uint8_t* w1, uint32_t x0,
+                        uint32_t x1) const {
+    return Tile::dot8(acc, w0, w1, x0, x1);
+  }
+  typename Tile::Vec term(typename Tile::I sum, int64_t b) const {
+    constexpr int RG = Tile::kRows;
+    return Tile::cvt(sum) * Tile::load(dot_impl::F32{}, s + b * RG) +
+           q[b] * Tile::load(dot_impl::F32{}, m + b * RG);
+  }
+};
 
 template <class Tile>
 void int8_tile(const Sb6Matrix& w, int64_t r0, int64_t r1, const Int8Inputs& x, const float* sums,
                float* y, int64_t ys, Arena& arena) {
   constexpr int RG = Tile::kRows;
   const int64_t cols = w.cols, nb = cols / 32, nsb = cols / 256;
-  const int64_t groups = (r1 - r0 + RG - 1) / RG, gb = tile_group_bytes<RG>(cols);
-  uint8_t* tile = arena.get<uint8_t>(static_cast<size_t>(groups * gb), Arena::kBlock0);
-  uint8_t* scratch =
-      arena.get<uint8_t>(static_cast<size_t>(pack_scratch_bytes<RG>(cols)), Arena::kBlock1);
-  for (int64_t g = 0; g < groups; ++g)
-    pack_group<Tile>(w, r0 + g * RG, std::min<int64_t>(RG, r1 - r0 - g * RG), scratch,
-                     tile + g * gb);
-  alignas(64) float out[RG];
-  for (int64_t t = 0; t < x.T; ++t) {
-    for (int64_t g = 0; g < groups; ++g) {
-      tile_outputs<Tile>(tile + g * gb, nb, x.codes + t * cols, sums + t * nb, x.scales + t * nsb,
-                         out);
-      const int64_t n = std::min<int64_t>(RG, r1 - r0 - g * RG);
-      std::memcpy(y + t * ys + g * RG, out, static_cast<size_t>(n) * sizeof(float));
-    }
-  }
+  run_tile<RG>(
+      r0, r1, x.T, tile_group_bytes<RG>(cols), pack_scratch_bytes<RG>(cols), y, ys, arena,
+      [&](int64_t r, int64_t n, uint8_t* scratch, uint8_t* tile) {
+        pack_group<Tile>(w, r, n, scratch, tile);
+      },
+      [&](const uint8_t* tile, int64_t t, float* out) {
+        const float* s = reinterpret_cast<const float*>(tile + cols * RG);
+        tile_outputs<Tile>(tile, cols, x.codes + t * cols, x.scales + t * nsb,
+                           Sb6TileBlocks<Tile>{s, s + nb * RG, sums + t * nb}, out);
+      });
 }
 
 // ---- sym: the GEMV ----
@@ -474,71 +506,38 @@ void pack_sym_group(const SymMatrix& w, int64_t r0, int64_t n, uint8_t* scratch,
                        s + (16 * j + 8 * h) * RG);
 }
 
-// out[rr] for the tile's RG rows and one input (codes xc in column order, block sums q16 of its
-// 16-column blocks, superblock scales dx): the sym epilogue of kernels/qmatmul.h per lane.
+// sym's blocks: 16 columns, t = float(S_b) * s_b, S_b the block's biased sum less the bias times
+// the sum q16[b] of its input codes (s [block][row] in the tile).
 template <class Tile, int Bits>
-inline void sym_tile_outputs(const uint8_t* tile, int64_t cols, const int8_t* xc,
-                             const int32_t* q16, const float* dx, float* out) {
-  using F = typename Tile::Vec;
-  constexpr int RG = Tile::kRows;
-  const float* s = reinterpret_cast<const float*>(tile + cols * RG);
-  const uint8_t* xb = reinterpret_cast<const uint8_t*>(xc);
-  F a[8];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) a[i] = Tile::zero();
-  for (int64_t j = 0; j < cols / 256; ++j) {
-    for (int h = 0; h < 2; ++h) {
-      // Blocks b = 16j + 8h + i, i = 0..7, as 8 independent chains; block b's quads are quads
-      // 4 (b % 2) .. 4 (b % 2) + 3 of group b / 2.
-      typename Tile::I sum[8];
-#pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) sum[i] = Tile::izero();
-#pragma GCC unroll 2
-      for (int k = 0; k < 4; k += 2) {
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; ++i) {
-          const int64_t b = 16 * j + 8 * h + i;
-          const uint8_t* wk = tile + ((b / 2) * 8 + (b % 2) * 4 + k) * RG * 4;
-          sum[i] =
-              Tile::template sym_dot8<Bits>(sum[i], wk, wk + RG * 4, load_u32(xb + 16 * b + 4 * k),
-                                            load_u32(xb + 16 * b + 4 * k + 4));
-        }
-      }
-      // Vector operators, never contracted into fused multiply-adds (-ffp-contract=off).
-#pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) {
-        const int64_t b = 16 * j + 8 * h + i;
-        const F t = Tile::cvt(Tile::template sym_unbias<Bits>(sum[i], q16[b])) *
-                    Tile::load(dot_impl::F32{}, s + b * RG);
-        a[i] = a[i] + t * dx[j];
-      }
-    }
+struct SymTileBlocks {
+  static constexpr int kCols = 16, kHalves = 2;
+  const float* s;
+  const int32_t* q16;
+  typename Tile::I dot8(typename Tile::I acc, const uint8_t* w0, const uint8_t* w1, uint32_t x0,
+                        uint32_t x1) const {
+    return Tile::template sym_dot8<Bits>(acc, w0, w1, x0, x1);
   }
-  Tile::store(out, ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])));
-}
+  typename Tile::Vec term(typename Tile::I sum, int64_t b) const {
+    return Tile::cvt(Tile::template sym_unbias<Bits>(sum, q16[b])) *
+           Tile::load(dot_impl::F32{}, s + b * Tile::kRows);
+  }
+};
 
 template <class Tile, int Bits>
 void int8_sym_tile_bits(const SymMatrix& w, int64_t r0, int64_t r1, const Int8Inputs& x,
                         const int32_t* q16, float* y, int64_t ys, Arena& arena) {
   constexpr int RG = Tile::kRows;
   const int64_t cols = w.cols, nsb = cols / 256, nb = cols / 16;
-  const int64_t groups = (r1 - r0 + RG - 1) / RG, gb = sym_tile_group_bytes<RG>(cols);
-  uint8_t* tile = arena.get<uint8_t>(static_cast<size_t>(groups * gb), Arena::kBlock0);
-  uint8_t* scratch =
-      arena.get<uint8_t>(static_cast<size_t>(sym_pack_scratch_bytes<RG>(cols)), Arena::kBlock1);
-  for (int64_t g = 0; g < groups; ++g) {
-    const int64_t n = std::min<int64_t>(RG, r1 - r0 - g * RG);
-    pack_sym_group<Tile, Bits>(w, r0 + g * RG, n, scratch, tile + g * gb);
-  }
-  alignas(64) float out[RG];
-  for (int64_t t = 0; t < x.T; ++t) {
-    for (int64_t g = 0; g < groups; ++g) {
-      sym_tile_outputs<Tile, Bits>(tile + g * gb, cols, x.codes + t * cols, q16 + t * nb,
-                                   x.scales + t * nsb, out);
-      const int64_t n = std::min<int64_t>(RG, r1 - r0 - g * RG);
-      std::memcpy(y + t * ys + g * RG, out, static_cast<size_t>(n) * sizeof(float));
-    }
-  }
+  run_tile<RG>(
+      r0, r1, x.T, sym_tile_group_bytes<RG>(cols), sym_pack_scratch_bytes<RG>(cols), y, ys, arena,
+      [&](int64_t r, int64_t n, uint8_t* scratch, uint8_t* tile) {
+        pack_sym_group<Tile, Bits>(w, r, n, scratch, tile);
+      },
+      [&](const uint8_t* tile, int64_t t, float* out) {
+        const float* s = reinterpret_cast<const float*>(tile + cols * RG);
+        tile_outputs<Tile>(tile, cols, x.codes + t * cols, x.scales + t * nsb,
+                           SymTileBlocks<Tile, Bits>{s, q16 + t * nb}, out);
+      });
 }
 
 template <class Tile>
