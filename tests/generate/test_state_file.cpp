@@ -13,6 +13,7 @@
 #include "wick/errors.h"
 #include "wick/generate.h"
 #include "wick/state_file.h"
+#include "wick/version.h"
 
 namespace wick::test {
 namespace {
@@ -64,6 +65,10 @@ TEST_F(StateFile, RoundTripIsBitExactAndCarriesTheContract) {
   EXPECT_EQ(l.info.tokenizer, "byte-level");
   EXPECT_EQ(l.info.n_tokens, 35);
   EXPECT_EQ(l.info.base_fingerprint, model_.info().fingerprint);
+  // The engine that wrote it, as the library names itself (the CLI's --version and the Python
+  // package's __version__ read the same wick::version()).
+  EXPECT_EQ(l.info.engine_version, "wick " + std::string(version()));
+  EXPECT_NE(std::string(version()), "");
   // The layout of §3.5.
   io::TensorSet set = io::read_safetensors(io::MappedFile::open(path));
   const Geometry& g = model_.geometry();
