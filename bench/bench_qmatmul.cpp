@@ -34,7 +34,9 @@ std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
 // Random codes; scales that decode to moderate values (the speed does not depend on them).
 struct Sb6Data {
   std::vector<uint8_t> codes, qh, qh2, qsqm, d, dm;
+  std::vector<uint16_t> sm;
   Sb6Matrix m;
+  Sb6Data(const Sb6Data&) = delete;  // m.sm points into sm
   Sb6Data(int bits, int64_t rows, int64_t cols) {
     codes = random_bytes(rows * cols / 2, 1);
     if (bits >= 5) qh = random_bytes(rows * cols / 8, 2);
@@ -56,10 +58,13 @@ struct Sb6Data {
                   rows,
                   cols,
                   bits};
+    sm = wick::kernels::unpack_sb6_scales(m);
+    m.sm = sm.data();
   }
+  // What the SIMD kernels read: the codes, the planes and the unpacked scales.
   int64_t bytes() const {
-    return static_cast<int64_t>(codes.size() + qh.size() + qh2.size() + qsqm.size() + d.size() +
-                                dm.size());
+    return static_cast<int64_t>(codes.size() + qh.size() + qh2.size() +
+                                sm.size() * sizeof(uint16_t));
   }
 };
 

@@ -26,7 +26,7 @@ namespace {
 bool valid(const Sb6Matrix& w) {
   if (w.rows < 0 || w.cols <= 0 || w.cols % 256 != 0) return false;
   if (w.bits < 4 || w.bits > 6) return false;
-  if (!w.codes_packed || !w.qsqm || !w.d || !w.dm) return false;
+  if (!w.codes_packed || !w.qsqm || !w.d || !w.dm || !w.sm) return false;
   return (w.bits < 5 || w.qh) && (w.bits < 6 || w.qh2);
 }
 bool valid(const SymMatrix& w) {

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/int8_inputs.h"
 
@@ -34,7 +35,17 @@ struct Sb6Matrix {
   const uint8_t* dm = nullptr;            // fp16 [rows, cols/256] superblock scale of qm
   int64_t rows = 0, cols = 0;
   int bits = 4;
+  // fp16 [rows, cols/256, 16], 32-byte rows of superblocks: the 8 block scales half(qs_b d)
+  // before their floor, then the 8 m_b = half(qm_b dm); unpack_sb6_scales() makes it from qsqm,
+  // d and dm (the scalar decoders read those; the SIMD kernels read the scales only from here:
+  // one 32-byte load per superblock, not 6-bit fields unpacked and rounded per row and call).
+  const uint16_t* sm = nullptr;
 };
+
+// The `sm` array of w (qsqm, d and dm set; sm not read), [rows * cols / 256 * 16] fp16 bits.
+// The owner of the matrix view keeps it beside the view (model/quant_linear.h: 1 bit per weight
+// on top of the file's codes). Every value is exact: s and m are fp16 values by definition.
+std::vector<uint16_t> unpack_sb6_scales(const Sb6Matrix& w);
 
 // sym (symmetric, blocks of 16 columns, superblocks of 16 blocks; bits 6 or 8). cols % 256 == 0.
 struct SymMatrix {

@@ -26,18 +26,19 @@ inline void add_planes(__m256i& lo, __m256i& hi, const uint8_t* p, char value) {
 template <int Bits>
 struct Sb6Avx2Int8 : Sb6RowScales {
   static constexpr int kRows = 2;
+  // The input's codes of superblock j in the sb6 order, read from memory (L1) by each row's
+  // vpmaddubsw: holding its 8 vectors in registers for all the rows spills the accumulators.
   struct Input {
-    // x[4g + h]: the low halves of blocks 4g + 2h, 4g + 2h + 1; x[4g + 2 + h]: their high halves.
-    __m256i x[8];
+    const int8_t* x;  // x[32 (4g + h)]: the low halves of blocks 4g + 2h, 4g + 2h + 1; x[32
+                      // (4g + 2 + h)]: their high halves
   };
 
   void init(const Sb6Matrix& w, int64_t r) { init_row(w, r, Bits); }
 
-  static Input load(const Sb6Int8Input& x, int64_t j) {
-    Input in;
-    for (int i = 0; i < 8; ++i)
-      in.x[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.codes + 256 * j + 32 * i));
-    return in;
+  static Input load(const Sb6Int8Input& x, int64_t j) { return Input{x.codes + 256 * j}; }
+
+  static __m256i input(const Input& in, int i) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in.x + 32 * i));
   }
 
   __m256i sums(int64_t j, const Input& in) const {
@@ -51,8 +52,8 @@ struct Sb6Avx2Int8 : Sb6RowScales {
         __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
         if constexpr (Bits >= 5) add_planes(lo, hi, qh + 4 * u, 16);
         if constexpr (Bits >= 6) add_planes(lo, hi, qh2 + 4 * u, 32);
-        const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, in.x[4 * g + h]),
-                                               _mm256_maddubs_epi16(hi, in.x[4 * g + 2 + h]));
+        const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, input(in, 4 * g + h)),
+                                               _mm256_maddubs_epi16(hi, input(in, 4 * g + 2 + h)));
         v[2 * g + h] = _mm256_madd_epi16(pairs, ones);
       }
     }

@@ -61,8 +61,9 @@ inline void int8_rows_n(const Sb6Matrix& w, int64_t r, int64_t rs, const Sb6Int8
   const int64_t cols = w.cols, nsb = cols / 256;
   Fmt fmt[NR];
   for (int k = 0; k < NR; ++k) fmt[k].init(w, r + k * rs);
-  // Row r + k rs + kInt8PrefetchRows's codes and planes (null past the matrix, or without planes).
-  const char *ahead[NR], *ahead_qh[NR], *ahead_qh2[NR];
+  // Row r + k rs + kInt8PrefetchRows's codes, planes and scales (null past the matrix, or without
+  // planes).
+  const char *ahead[NR], *ahead_qh[NR], *ahead_qh2[NR], *ahead_sm[NR];
   for (int k = 0; k < NR; ++k) {
     const int64_t ra = r + k * rs + kInt8PrefetchRows;
     const bool in = ra < w.rows;
@@ -71,7 +72,7 @@ inline void int8_rows_n(const Sb6Matrix& w, int64_t r, int64_t rs, const Sb6Int8
         in && w.bits >= 5 ? reinterpret_cast<const char*>(w.qh + ra * (cols / 8)) : nullptr;
     ahead_qh2[k] =
         in && w.bits >= 6 ? reinterpret_cast<const char*>(w.qh2 + ra * (cols / 8)) : nullptr;
-    if (in) _mm_prefetch(reinterpret_cast<const char*>(w.qsqm + ra * nsb * 12), _MM_HINT_T1);
+    ahead_sm[k] = in ? reinterpret_cast<const char*>(w.sm + ra * nsb * 16) : nullptr;
   }
   __m256 acc[NR];
   for (int k = 0; k < NR; ++k) acc[k] = _mm256_setzero_ps();
@@ -80,8 +81,10 @@ inline void int8_rows_n(const Sb6Matrix& w, int64_t r, int64_t rs, const Sb6Int8
       if (ahead[k] == nullptr) continue;
       _mm_prefetch(ahead[k] + 128 * j, _MM_HINT_T1);
       _mm_prefetch(ahead[k] + 128 * j + 64, _MM_HINT_T1);
-      if ((j & 1) == 0 && ahead_qh[k] != nullptr) _mm_prefetch(ahead_qh[k] + 32 * j, _MM_HINT_T1);
-      if ((j & 1) == 0 && ahead_qh2[k] != nullptr) _mm_prefetch(ahead_qh2[k] + 32 * j, _MM_HINT_T1);
+      if ((j & 1) != 0) continue;  // planes and scales: 32 bytes per superblock
+      _mm_prefetch(ahead_sm[k] + 32 * j, _MM_HINT_T1);
+      if (ahead_qh[k] != nullptr) _mm_prefetch(ahead_qh[k] + 32 * j, _MM_HINT_T1);
+      if (ahead_qh2[k] != nullptr) _mm_prefetch(ahead_qh2[k] + 32 * j, _MM_HINT_T1);
     }
     const typename Fmt::Input in = Fmt::load(x, j);
     const __m256 q = _mm256_loadu_ps(x.block_sums + 8 * j);

@@ -2,7 +2,7 @@
 // F16C): unaligned loads, fp16 scalars, the fp16 rounding of scales, bit planes spread to bytes,
 // the row streams of a sym decoder, and the per-row state of an sb6 decoder with its superblock
 // scales (8 blocks of 32 columns per 256-column superblock: s_b = max(half(qs_b d), 1e-8) and
-// m_b = half(qm_b dm), qs/qm 6-bit fields of 12 packed bytes, docs/rwkvq-format.md). Each
+// m_b = half(qm_b dm), docs/rwkvq-format.md, read from the matrix's unpacked fp16 scales). Each
 // including file gets its own copy (unnamed namespace).
 #pragma once
 
@@ -71,58 +71,29 @@ struct SymRowStreams {
   }
 };
 
-// One sb6 row: where its streams start, and the scales of the current superblock.
+// One sb6 row: where its streams start, and the scales of the current superblock (read from the
+// matrix's unpacked fp16 scales `sm`, kernels/qmatmul.h).
 struct Sb6RowScales {
-  const uint8_t *nib, *qh, *qh2, *qsqm, *d, *dm;
-  int64_t nsb;
-  bool last_row;  // the 16-byte load of the last superblock's 12 scale bytes would overrun
+  const uint8_t *nib, *qh, *qh2;
+  const uint16_t* sm;
   alignas(32) float s[8];
   alignas(32) float m[8];
 
   void init_row(const Sb6Matrix& w, int64_t r, int bits) {
     const int64_t cols = w.cols;
-    nsb = cols / 256;
-    last_row = r == w.rows - 1;
     nib = w.codes_packed + r * (cols / 2);
     qh = bits >= 5 ? w.qh + r * (cols / 8) : nullptr;
     qh2 = bits >= 6 ? w.qh2 + r * (cols / 8) : nullptr;
-    qsqm = w.qsqm + r * nsb * 12;
-    d = w.d + r * nsb * 2;
-    dm = w.dm + r * nsb * 2;
+    sm = w.sm + r * (cols / 256) * 16;
   }
 
-  // s_b = max(half(qs_i d), 1e-8) (to s[]) and m_b = half(qm_i dm) (to m[]) for the 8 blocks.
+  // s_b = max(half(qs_b d), 1e-8) (to s[]) and m_b = half(qm_b dm) (to m[]) for the 8 blocks.
   void superblock(int64_t j) {
-    const uint8_t* p = qsqm + 12 * j;
-    __m128i raw;
-    if (!last_row || j + 1 < nsb) {
-      raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));  // 4 bytes of the next one
-    } else {
-      raw = _mm_insert_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)),
-                             static_cast<int>(load_u32(p + 8)), 2);
-    }
-    const __m256i v = _mm256_broadcastsi128_si256(raw);
-    // Lane i takes the byte(s) holding bits 6i .. 6i+5 of the 6-bit stream, then shifts.
-    const __m256i qs_idx = _mm256_setr_epi8(0, -1, -1, -1, 0, 1, -1, -1,   // values 0, 1
-                                            1, 2, -1, -1, 2, -1, -1, -1,   // 2, 3
-                                            3, -1, -1, -1, 3, 4, -1, -1,   // 4, 5
-                                            4, 5, -1, -1, 5, -1, -1, -1);  // 6, 7
-    const __m256i qm_idx = _mm256_setr_epi8(6, -1, -1, -1, 6, 7, -1, -1,   // the same, 6 bytes on
-                                            7, 8, -1, -1, 8, -1, -1, -1,   //
-                                            9, -1, -1, -1, 9, 10, -1, -1,  //
-                                            10, 11, -1, -1, 11, -1, -1, -1);
-    const __m256i shifts = _mm256_setr_epi32(0, 6, 4, 2, 0, 6, 4, 2);
-    const __m256i six = _mm256_set1_epi32(63);
-    const __m256i qs =
-        _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v, qs_idx), shifts), six);
-    const __m256i qm = _mm256_sub_epi32(
-        _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v, qm_idx), shifts), six),
-        _mm256_set1_epi32(31));
-    const __m256 dv = _mm256_set1_ps(f16_at(d + 2 * j)), dmv = _mm256_set1_ps(f16_at(dm + 2 * j));
-    const __m256 sv = half_of(_mm256_mul_ps(_mm256_cvtepi32_ps(qs), dv));
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sm + 16 * j));
     // max(floor, s) with s second: a NaN s stays NaN, as std::max(s, floor) leaves it.
-    _mm256_store_ps(s, _mm256_max_ps(_mm256_set1_ps(kSb6FloorScale), sv));
-    _mm256_store_ps(m, half_of(_mm256_mul_ps(_mm256_cvtepi32_ps(qm), dmv)));
+    _mm256_store_ps(s, _mm256_max_ps(_mm256_set1_ps(kSb6FloorScale),
+                                     _mm256_cvtph_ps(_mm256_castsi256_si128(v))));
+    _mm256_store_ps(m, _mm256_cvtph_ps(_mm256_extracti128_si256(v, 1)));
   }
 };
 

@@ -29,16 +29,27 @@ inline int sb6_code(const uint8_t* nib, const uint8_t* qh, const uint8_t* qh2, i
   return q;
 }
 
-// The scales s_b, m_b of the 8 blocks of superblock j of row r.
-inline void sb6_scales(const Sb6Matrix& w, int64_t r, int64_t j, float* s, float* m) {
+// The fp16 bits of half(qs_b d) (before the floor) and of m_b = half(qm_b dm) for the 8 blocks of
+// superblock j of row r: the one reading of the 6-bit fields (unpack_sb6_scales stores these).
+inline void sb6_scale_halves(const Sb6Matrix& w, int64_t r, int64_t j, uint16_t* s, uint16_t* m) {
   const int64_t nsb = w.cols / 256;
   int qs[8], qm[8];
   unpack6x8(w.qsqm + (r * nsb + j) * 12, qs);
   unpack6x8(w.qsqm + (r * nsb + j) * 12 + 6, qm);
   const float d = f16_at(w.d, r * nsb + j), dm = f16_at(w.dm, r * nsb + j);
   for (int i = 0; i < 8; ++i) {
-    s[i] = std::max(round_to_half(static_cast<float>(qs[i]) * d), 1e-8f);
-    m[i] = round_to_half(static_cast<float>(qm[i] - 31) * dm);
+    s[i] = base::f32_to_f16(static_cast<float>(qs[i]) * d);
+    m[i] = base::f32_to_f16(static_cast<float>(qm[i] - 31) * dm);
+  }
+}
+
+// The scales s_b = max(half(qs_b d), 1e-8), m_b of the 8 blocks of superblock j of row r.
+inline void sb6_scales(const Sb6Matrix& w, int64_t r, int64_t j, float* s, float* m) {
+  uint16_t hs[8], hm[8];
+  sb6_scale_halves(w, r, j, hs, hm);
+  for (int i = 0; i < 8; ++i) {
+    s[i] = std::max(base::f16_to_f32(hs[i]), 1e-8f);
+    m[i] = base::f16_to_f32(hm[i]);
   }
 }
 
@@ -71,6 +82,17 @@ struct Sb6Row {
 };
 
 }  // namespace
+
+std::vector<uint16_t> unpack_sb6_scales(const Sb6Matrix& w) {
+  const int64_t nsb = w.cols / 256;
+  std::vector<uint16_t> out(static_cast<size_t>(w.rows * nsb * 16));
+  for (int64_t r = 0; r < w.rows; ++r)
+    for (int64_t j = 0; j < nsb; ++j) {
+      uint16_t* o = out.data() + (r * nsb + j) * 16;
+      sb6_scale_halves(w, r, j, o, o + 8);
+    }
+  return out;
+}
 
 void decode_rows(const Sb6Matrix& w, int64_t r0, int64_t r1, float* out) {
   const int64_t cols = w.cols, nsb = cols / 256;

@@ -50,6 +50,7 @@ struct Packed {
   int bits = 0;
   int64_t rows = 0, cols = 0;
   std::vector<uint8_t> codes_packed, qh, qh2, qsqm, d, dm, codes, qs;
+  std::vector<uint16_t> sm;  // sb6: the unpacked scales the SIMD kernels read
   std::vector<io::TensorView> views;
   quant::QuantTensor qt;
   Sb6Matrix sb6;
@@ -128,7 +129,14 @@ struct Packed {
       sb6.rows = rows;
       sb6.cols = cols;
       sb6.bits = bits;
+      unpack_scales();
     }
+  }
+
+  // The kernels' unpacked copy of the sb6 scales (Sb6Matrix::sm), again after qsqm, d or dm change.
+  void unpack_scales() {
+    sm = wick::kernels::unpack_sb6_scales(sb6);
+    sb6.sm = sm.data();
   }
 
   std::vector<float> dequantized() const { return quant::dequantize(qt); }
@@ -323,6 +331,7 @@ TEST(Qmatmul, EveryIsaDecodesFloorScaleBlocksAsTheDequantiser) {
       put_f16(p->d, j, j == 5 ? 0x7e00 : d[j % 4]);
       put_f16(p->dm, j, static_cast<uint16_t>(1 + rng() % 0x1400));  // subnormal .. 1e-3
     }
+    p->unpack_scales();
     const std::vector<float> w = p->dequantized();
     for (Isa isa : supported_isas()) {
       std::vector<float> got(rows * cols);

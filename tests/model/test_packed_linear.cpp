@@ -39,7 +39,10 @@ void check_tensor(const quant::RwkvqFile& f, const char* key, quant::Layout layo
   L.apply_int8_inputs(xq, scratch.data(), y.data(), test_pool());
   L.apply(rounded.data(), T, exact.data(), test_pool());
   if (layout == quant::Layout::kSb6) {
-    kernels::qmatmul_int8_inputs(quant::sb6_matrix(t), xq, want.data(), test_pool());
+    kernels::Sb6Matrix w = quant::sb6_matrix(t);
+    const std::vector<uint16_t> sm = kernels::unpack_sb6_scales(w);
+    w.sm = sm.data();
+    kernels::qmatmul_int8_inputs(w, xq, want.data(), test_pool());
   } else {
     kernels::qmatmul_int8_inputs(quant::sym_matrix(t), xq, want.data(), test_pool());
   }

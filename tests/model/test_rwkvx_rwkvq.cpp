@@ -67,18 +67,22 @@ std::pair<double, double> kl_per_row(const std::vector<float>& p, const std::vec
 
 // What the step's weight bytes shrink by against the dense fp32 model when every sb6 / sym
 // record of `file` stays packed (the other packed layouts are dequantised to fp32 at load, as
-// the dense fp32 tensors are used as they are): per projection 4 bytes per weight minus its
-// stored bytes; for the embedding one row.
+// the dense fp32 tensors are used as they are): per projection 4 bytes per weight minus the bytes
+// its product reads (sb6: with the scales unpacked); for the embedding one row.
 int64_t packed_saving(const std::string& file, int64_t vocab, int64_t n_embd) {
   const quant::RwkvqFile f = quant::RwkvqFile::open(io::MappedFile::open(file));
   int64_t saving = 0;
   for (const quant::QuantTensor& t : f.tensors()) {
     if (t.layout != quant::Layout::kSb6 && t.layout != quant::Layout::kSym) continue;
     const auto stored = static_cast<int64_t>(t.stored_bytes());
-    if (t.key.size() >= 10 && t.key.substr(t.key.size() - 10) == "emb.weight")
+    if (t.key.size() >= 10 && t.key.substr(t.key.size() - 10) == "emb.weight") {
       saving += 4 * n_embd - stored / vocab;
-    else
+    } else if (t.layout == quant::Layout::kSb6) {
+      // A superblock's 12 bytes of qs / qm and fp16 d, dm are read as 16 unpacked fp16 scales.
+      saving += 4 * t.numel() - (stored - 16 * t.numel() / 256 + 32 * t.numel() / 256);
+    } else {
       saving += 4 * t.numel() - stored;
+    }
   }
   return saving;
 }
