@@ -70,73 +70,82 @@ void run(const M& w, const Source<M>& src, const DotKernels& dense, const float*
 // give the same bits, so the choice changes no result.
 constexpr int64_t kInt8TileMinInputs = 13;
 
-void run_int8(const Int8InputKernels& k, const Sb6Matrix& w, const Int8Inputs& x, float* y,
-              ThreadPool& pool) {
+// out[t * (cols / width) + b] = the sum of input t's codes in columns [width b, width (b + 1)).
+template <class Sum>
+Sum* input_block_sums(const Int8Inputs& x, int64_t width, Arena& arena) {
+  const int64_t nb = x.cols / width;
+  Sum* out = arena.get<Sum>(static_cast<size_t>(x.T * nb), Arena::kCaller1);
+  for (int64_t t = 0; t < x.T; ++t)
+    for (int64_t b = 0; b < nb; ++b) {
+      const int8_t* src = x.codes + t * x.cols + width * b;
+      int32_t q = 0;
+      for (int64_t e = 0; e < width; ++e) q += src[e];
+      out[t * nb + b] = static_cast<Sum>(q);
+    }
+  return out;
+}
+
+// The work split of both layouts: fewer than kInt8TileMinInputs inputs run the GEMV once each
+// (gemv(r0, r1, t)), more the tile (tile(r0, r1, t0, t1, arena), an item holding tile_bytes).
+template <class M, class Gemv, class Tile>
+void run_int8(const Int8InputKernels& k, const M& w, const Int8Inputs& x, int64_t tile_bytes,
+              Gemv&& gemv, Tile&& tile, ThreadPool& pool) {
   WICK_CHECK(valid(w) && x.T >= 1 && x.cols == w.cols,
              "PackedLinear passes inputs of the matrix's width");
-  const int64_t cols = w.cols, T = x.T, nb = cols / 32, nsb = cols / 256;
-  const bool tile = T >= kInt8TileMinInputs;
-  // Prepared once on the caller for every item: each input's block sums Q_b, and for the GEMV its
-  // codes in the sb6 order (kernels/qmatmul_impl.h). The work is shared out as the dense
-  // products' (kernels/work_items.h).
-  Arena& arena = pool.caller_arena();
-  float* sums = arena.get<float>(static_cast<size_t>(T * nb), Arena::kCaller1);
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t b = 0; b < nb; ++b) {
-      const int8_t* src = x.codes + t * cols + 32 * b;
-      int32_t q = 0;
-      for (int64_t e = 0; e < 32; ++e) q += src[e];
-      sums[t * nb + b] = static_cast<float>(q);
-    }
-  if (tile) {
-    // An item holds its rows' tile: 32 code bytes and two fp32 scales per 32 columns.
-    work::for_each_gemm_item(
-        w.rows, cols, T, k.tile_rows, nb * (32 + 2 * int64_t{sizeof(float)}), pool,
-        [&](int64_t r0, int64_t r1, int64_t t0, int64_t t1, Arena& a) {
-          const Int8Inputs xs{x.codes + t0 * cols, x.scales + t0 * nsb, t1 - t0, cols};
-          k.sb6_tile(w, r0, r1, xs, sums + t0 * nb, y + t0 * w.rows + r0, w.rows, a);
-        });
+  if (x.T >= kInt8TileMinInputs) {
+    work::for_each_gemm_item(w.rows, w.cols, x.T, k.tile_rows, tile_bytes, pool, tile);
     return;
   }
-  int8_t* ordered = arena.get<int8_t>(static_cast<size_t>(T * cols), Arena::kCaller0);
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t c = 0; c < cols; ++c) ordered[t * cols + sb6_order(c)] = x.codes[t * cols + c];
-  work::for_each_gemv_block(w.rows, cols, T, pool, [&](int64_t r0, int64_t r1, Arena&) {
-    for (int64_t t = 0; t < T; ++t)
-      k.sb6(w, r0, r1, Sb6Int8Input{ordered + t * cols, sums + t * nb, x.scales + t * nsb},
-            y + t * w.rows + r0);
+  work::for_each_gemv_block(w.rows, w.cols, x.T, pool, [&](int64_t r0, int64_t r1, Arena&) {
+    for (int64_t t = 0; t < x.T; ++t) gemv(r0, r1, t);
   });
 }
 
-// sym: as sb6 - fewer than kInt8TileMinInputs inputs run the GEMV once each, more the tile (its
-// codes biased per instruction set, so each input's 16-column block sums go with it).
+// sb6: each input's 32-column block sums Q_b as floats (GEMV and tile), and for the GEMV its
+// codes in the sb6 order (kernels/qmatmul_impl.h), prepared once on the caller.
+void run_int8(const Int8InputKernels& k, const Sb6Matrix& w, const Int8Inputs& x, float* y,
+              ThreadPool& pool) {
+  const int64_t cols = w.cols, T = x.T, nb = cols / 32, nsb = cols / 256;
+  Arena& arena = pool.caller_arena();
+  const float* sums = input_block_sums<float>(x, 32, arena);
+  int8_t* ordered = nullptr;
+  if (T < kInt8TileMinInputs) {
+    ordered = arena.get<int8_t>(static_cast<size_t>(T * cols), Arena::kCaller0);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t c = 0; c < cols; ++c) ordered[t * cols + sb6_order(c)] = x.codes[t * cols + c];
+  }
+  // A tile item holds its rows' 32 code bytes and two fp32 scales per 32 columns.
+  run_int8(
+      k, w, x, nb * (32 + 2 * int64_t{sizeof(float)}),
+      [&](int64_t r0, int64_t r1, int64_t t) {
+        k.sb6(w, r0, r1, Sb6Int8Input{ordered + t * cols, sums + t * nb, x.scales + t * nsb},
+              y + t * w.rows + r0);
+      },
+      [&](int64_t r0, int64_t r1, int64_t t0, int64_t t1, Arena& a) {
+        const Int8Inputs xs{x.codes + t0 * cols, x.scales + t0 * nsb, t1 - t0, cols};
+        k.sb6_tile(w, r0, r1, xs, sums + t0 * nb, y + t0 * w.rows + r0, w.rows, a);
+      },
+      pool);
+}
+
+// sym: the tile's codes are biased per instruction set, so each input's 16-column block sums go
+// with them (T x cols additions on the caller, against rows x T x cols products in the tile).
 void run_int8(const Int8InputKernels& k, const SymMatrix& w, const Int8Inputs& x, float* y,
               ThreadPool& pool) {
-  WICK_CHECK(valid(w) && x.T >= 1 && x.cols == w.cols,
-             "PackedLinear passes inputs of the matrix's width");
   const int64_t cols = w.cols, T = x.T, nb = cols / 16, nsb = cols / 256;
-  if (T < kInt8TileMinInputs) {
-    work::for_each_gemv_block(w.rows, cols, T, pool, [&](int64_t r0, int64_t r1, Arena&) {
-      for (int64_t t = 0; t < T; ++t)
+  const int32_t* q16 =
+      T >= kInt8TileMinInputs ? input_block_sums<int32_t>(x, 16, pool.caller_arena()) : nullptr;
+  // A tile item holds its rows' code byte per column and fp32 scale per 16 columns.
+  run_int8(
+      k, w, x, cols + nb * int64_t{sizeof(float)},
+      [&](int64_t r0, int64_t r1, int64_t t) {
         k.sym(w, r0, r1, x.codes + t * cols, x.scales + t * nsb, y + t * w.rows + r0);
-    });
-    return;
-  }
-  int32_t* q16 = pool.caller_arena().get<int32_t>(static_cast<size_t>(T * nb), Arena::kCaller1);
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t b = 0; b < nb; ++b) {
-      const int8_t* src = x.codes + t * cols + 16 * b;
-      int32_t q = 0;
-      for (int e = 0; e < 16; ++e) q += src[e];
-      q16[t * nb + b] = q;
-    }
-  // An item holds its rows' tile: a code byte per column and an fp32 scale per 16 columns.
-  work::for_each_gemm_item(
-      w.rows, cols, T, k.tile_rows, cols + nb * int64_t{sizeof(float)}, pool,
+      },
       [&](int64_t r0, int64_t r1, int64_t t0, int64_t t1, Arena& a) {
         const Int8Inputs xs{x.codes + t0 * cols, x.scales + t0 * nsb, t1 - t0, cols};
         k.sym_tile(w, r0, r1, xs, q16 + t0 * nb, y + t0 * w.rows + r0, w.rows, a);
-      });
+      },
+      pool);
 }
 
 }  // namespace

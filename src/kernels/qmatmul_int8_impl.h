@@ -462,12 +462,10 @@ void int8_sym(const SymMatrix& w, int64_t r0, int64_t r1, const int8_t* codes, c
 // adds two quads' products of every row, and Tile::sym_unbias<Bits>(sum, Q_b) takes the bias
 // back out of a block's sum (Q_b = the sum of the block's input codes), leaving S_b exactly.
 
+// Bytes of the tile of one group of RG rows (a code byte per column, an fp32 scale per 16
+// columns), and of pack_sym_group's scratch (the same, in row order).
 template <int RG>
 constexpr int64_t sym_tile_group_bytes(int64_t cols) {
-  return RG * (cols + cols / 16 * static_cast<int64_t>(sizeof(float)));
-}
-template <int RG>
-constexpr int64_t sym_pack_scratch_bytes(int64_t cols) {
   return RG * (cols + cols / 16 * static_cast<int64_t>(sizeof(float)));
 }
 
@@ -532,7 +530,7 @@ void int8_sym_tile_bits(const SymMatrix& w, int64_t r0, int64_t r1, const Int8In
   constexpr int RG = Tile::kRows;
   const int64_t cols = w.cols, nsb = cols / 256, nb = cols / 16;
   run_tile<RG>(
-      r0, r1, x.T, sym_tile_group_bytes<RG>(cols), sym_pack_scratch_bytes<RG>(cols), y, ys, arena,
+      r0, r1, x.T, sym_tile_group_bytes<RG>(cols), sym_tile_group_bytes<RG>(cols), y, ys, arena,
       [&](int64_t r, int64_t n, uint8_t* scratch, uint8_t* tile) {
         pack_sym_group<Tile, Bits>(w, r, n, scratch, tile);
       },

@@ -145,6 +145,12 @@ struct Packed {
 void put_f16(std::vector<uint8_t>& buf, size_t i, uint16_t h) {
   std::memcpy(&buf[2 * i], &h, 2);
 }
+// The i-th fp16 of buf, widened.
+float get_f16(const std::vector<uint8_t>& buf, int64_t i) {
+  uint16_t h;
+  std::memcpy(&h, &buf[2 * i], 2);
+  return base::f16_to_f32(h);
+}
 
 // Four 6-bit values into 3 bytes, LSB first (§2.1).
 void pack6(const int* v, uint8_t* out) {
@@ -676,11 +682,6 @@ TEST(QmatmulInt8Inputs, FollowsTheDocumentedSequenceBitForBit) {
     const RoundedInputs x = round_inputs(random_inputs(cols, 31), 1, cols);
     const std::vector<float> got = int8_product(Isa::kScalar, *p, x);
     const int64_t nsb = cols / 256;
-    auto f16 = [](const std::vector<uint8_t>& buf, int64_t i) {
-      uint16_t h;
-      std::memcpy(&h, &buf[2 * i], 2);
-      return base::f16_to_f32(h);
-    };
     auto six = [&](int64_t sb, int k) {  // the k-th 6-bit field of superblock sb's 12 bytes
       const uint8_t* q = &p->qsqm[12 * sb + 3 * (k / 4)];
       const uint32_t v = q[0] | q[1] << 8 | static_cast<uint32_t>(q[2]) << 16;
@@ -692,9 +693,9 @@ TEST(QmatmulInt8Inputs, FollowsTheDocumentedSequenceBitForBit) {
         const int64_t sb = r * nsb + j;
         for (int i = 0; i < 8; ++i) {
           const float s =
-              std::max(base::round_to_half(static_cast<float>(six(sb, i)) * f16(p->d, sb)), 1e-8f);
+              std::max(base::round_to_half(static_cast<float>(six(sb, i)) * get_f16(p->d, sb)), 1e-8f);
           const float m =
-              base::round_to_half(static_cast<float>(six(sb, 8 + i) - 31) * f16(p->dm, sb));
+              base::round_to_half(static_cast<float>(six(sb, 8 + i) - 31) * get_f16(p->dm, sb));
           int32_t S = 0, Q = 0;
           for (int e = 0; e < 32; ++e) {
             const int64_t c = 256 * j + 32 * i + e;
@@ -764,9 +765,7 @@ TEST(QmatmulInt8Inputs, SymFollowsTheDocumentedSequenceBitForBit) {
     for (int64_t r = 0; r < rows; ++r) {
       float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
       for (int64_t j = 0; j < nsb; ++j) {
-        uint16_t h;
-        std::memcpy(&h, &p->d[2 * (r * nsb + j)], 2);
-        const float d = base::f16_to_f32(h);
+        const float d = get_f16(p->d, r * nsb + j);
         for (int i = 0; i < 16; ++i) {
           const int64_t b = 16 * j + i;
           const float s = base::round_to_half(
