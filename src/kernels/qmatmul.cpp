@@ -85,6 +85,15 @@ Sum* input_block_sums(const Int8Inputs& x, int64_t width, Arena& arena) {
   return out;
 }
 
+// out[t * cols + order(c)] = input t's code of column c: the order a GEMV reads its codes in.
+template <class Order>
+int8_t* ordered_inputs(const Int8Inputs& x, Order order, Arena& arena) {
+  int8_t* out = arena.get<int8_t>(static_cast<size_t>(x.T * x.cols), Arena::kCaller0);
+  for (int64_t t = 0; t < x.T; ++t)
+    for (int64_t c = 0; c < x.cols; ++c) out[t * x.cols + order(c)] = x.codes[t * x.cols + c];
+  return out;
+}
+
 // The work split of both layouts: fewer than kInt8TileMinInputs inputs run the GEMV once each
 // (gemv(r0, r1, t)), more the tile (tile(r0, r1, t0, t1, arena), an item holding tile_bytes).
 template <class M, class Gemv, class Tile>
@@ -108,12 +117,7 @@ void run_int8(const Int8InputKernels& k, const Sb6Matrix& w, const Int8Inputs& x
   const int64_t cols = w.cols, T = x.T, nb = cols / 32, nsb = cols / 256;
   Arena& arena = pool.caller_arena();
   const float* sums = input_block_sums<float>(x, 32, arena);
-  int8_t* ordered = nullptr;
-  if (T < kInt8TileMinInputs) {
-    ordered = arena.get<int8_t>(static_cast<size_t>(T * cols), Arena::kCaller0);
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t c = 0; c < cols; ++c) ordered[t * cols + sb6_order(c)] = x.codes[t * cols + c];
-  }
+  const int8_t* ordered = T < kInt8TileMinInputs ? ordered_inputs(x, sb6_order, arena) : nullptr;
   // A tile item holds its rows' 32 code bytes and two fp32 scales per 32 columns.
   run_int8(
       k, w, x, nb * (32 + 2 * int64_t{sizeof(float)}),
@@ -128,18 +132,24 @@ void run_int8(const Int8InputKernels& k, const Sb6Matrix& w, const Int8Inputs& x
       pool);
 }
 
-// sym: the tile's codes are biased per instruction set, so each input's 16-column block sums go
-// with them (T x cols additions on the caller, against rows x T x cols products in the tile).
+// sym: the tile's codes are biased per instruction set and the sym@6 GEMV sums unsigned codes,
+// so each input's 16-column block sums go with them (T x cols additions on the caller, against
+// rows x T x cols products); the sym@6 GEMV reads the input's codes in the sym@6 order.
 void run_int8(const Int8InputKernels& k, const SymMatrix& w, const Int8Inputs& x, float* y,
               ThreadPool& pool) {
   const int64_t cols = w.cols, T = x.T, nb = cols / 16, nsb = cols / 256;
-  const int32_t* q16 =
-      T >= kInt8TileMinInputs ? input_block_sums<int32_t>(x, 16, pool.caller_arena()) : nullptr;
+  const bool tile = T >= kInt8TileMinInputs;
+  Arena& arena = pool.caller_arena();
+  const int32_t* q16 = tile || w.bits == 6 ? input_block_sums<int32_t>(x, 16, arena) : nullptr;
+  const int8_t* ordered = !tile && w.bits == 6 ? ordered_inputs(x, sym6_order, arena) : nullptr;
   // A tile item holds its rows' code byte per column and fp32 scale per 16 columns.
   run_int8(
       k, w, x, cols + nb * int64_t{sizeof(float)},
       [&](int64_t r0, int64_t r1, int64_t t) {
-        k.sym(w, r0, r1, x.codes + t * cols, x.scales + t * nsb, y + t * w.rows + r0);
+        k.sym(w, r0, r1,
+              SymInt8Input{x.codes + t * cols, ordered ? ordered + t * cols : nullptr,
+                           q16 ? q16 + t * nb : nullptr, x.scales + t * nsb},
+              y + t * w.rows + r0);
       },
       [&](int64_t r0, int64_t r1, int64_t t0, int64_t t1, Arena& a) {
         const Int8Inputs xs{x.codes + t0 * cols, x.scales + t0 * nsb, t1 - t0, cols};

@@ -59,6 +59,21 @@ inline int64_t sb6_order(int64_t c) {
   return 128 * g + 64 * h + 16 * p + e;
 }
 
+// One input of the sym GEMV (Int8InputKernels::sym).
+struct SymInt8Input {
+  const int8_t* codes;        // [cols] in column order
+  const int8_t* ordered;      // sym@6: [cols] in the sym@6 order (sym6_order), else unused
+  const int32_t* block_sums;  // sym@6: [cols / 16] the sum of each 16-column block's codes
+  const float* scales;        // [cols / 256] dx_j, the input's scale of superblock j
+};
+
+// Position of column c in the sym@6 order: per 64 columns (4 blocks of 16), columns 0-7 of each
+// block, then columns 8-15 of each - the low and the high nibbles of 32 packed bytes.
+inline int64_t sym6_order(int64_t c) {
+  const int64_t g = c / 64, k = (c % 64) / 16, h = (c % 16) / 8, e = c % 8;
+  return 64 * g + 32 * h + 8 * k + e;
+}
+
 struct Int8InputKernels {
   // y[r - r0] for r in [r0, r1): the product of qmatmul.h qmatmul_int8_inputs, row r of w with x
   // (codes in the sb6 order). The GEMV of the decode step.
@@ -71,10 +86,9 @@ struct Int8InputKernels {
   void (*sb6_tile)(const Sb6Matrix& w, int64_t r0, int64_t r1, const Int8Inputs& x,
                    const float* sums, float* y, int64_t ys, Arena& arena);
   // y[r - r0] for r in [r0, r1): the product of qmatmul.h qmatmul_int8_inputs for a sym matrix,
-  // row r of w with one input (codes [cols] in natural column order, scales [cols / 256]). The
-  // GEMV of the decode step, and of a few inputs (fewer than the tile's threshold) once each.
-  void (*sym)(const SymMatrix& w, int64_t r0, int64_t r1, const int8_t* codes, const float* scales,
-              float* y);
+  // row r of w with one input. The GEMV of the decode step, and of a few inputs (fewer than the
+  // tile's threshold) once each.
+  void (*sym)(const SymMatrix& w, int64_t r0, int64_t r1, const SymInt8Input& x, float* y);
   // The same for rows [r0, r1) and every input t < x.T, into y[t * ys + (r - r0)], through a tile
   // of the rows' codes in `arena` (slots kBlock0, kBlock1) as sb6_tile; q16 [x.T, cols / 16] the
   // sums of each input's 16-column blocks of codes. Each output has the bits of sym().

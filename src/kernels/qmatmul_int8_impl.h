@@ -23,7 +23,8 @@
 // signed codes stored in it), sym_dot8 and sym_unbias (int8_sym_tile below).
 //
 // The sym GEMV (int8_sym) is written once against a policy Dot: kSymRows (rows interleaved) and
-// sums4 (vpmaddubsw + vpmaddwd, or vpdpbusd), the codes decoded to signed bytes per superblock.
+// sums4 (vpmaddubsw + vpmaddwd, or vpdpbusd); sym@8 codes meet the input with the sign trick,
+// sym@6 codes are summed unsigned in registers against the input in the sym@6 order.
 // Each including file gets its own copy (unnamed namespace).
 #pragma once
 
@@ -336,9 +337,16 @@ void int8_tile(const Sb6Matrix& w, int64_t r0, int64_t r1, const Int8Inputs& x, 
 
 // ---- sym: the GEMV ----
 
-// One sym row's codes and scales per superblock j: its 256 signed codes in column order (sym@8
-// reads them in place; sym@6 decodes nibbles - byte e of a 16-column block holds columns e and
-// e + 8 - and bit planes into buf, u - 32) and the scales s_b = half(qs_b d_j) of its 16 blocks.
+// s_b = half(qs_b d_j) of blocks 16j + 8h .. 16j + 8h + 7 of a sym row.
+inline __m256 sym_scales(const SymRowStreams& row, int64_t j, int h) {
+  const __m256i q = _mm256_cvtepi8_epi32(
+      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row.qs + 16 * j + 8 * h)));
+  return half_of(_mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(f16_at(row.d + 2 * j))));
+}
+
+// One sym row's codes per superblock j for the tile's set-up: its 256 signed codes in column order
+// (sym@8 reads them in place; sym@6 decodes nibbles - byte e of a 16-column block holds columns e
+// and e + 8 - and bit planes into buf, u - 32).
 template <int Bits>
 struct SymInt8Row : SymRowStreams {
   alignas(32) int8_t buf[Bits == 6 ? 256 : 1];
@@ -366,13 +374,6 @@ struct SymInt8Row : SymRowStreams {
       return buf;
     }
   }
-
-  // s_b of blocks 16j + 8h .. 16j + 8h + 7.
-  __m256 scales(int64_t j, int h) const {
-    const __m256i q = _mm256_cvtepi8_epi32(
-        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 16 * j + 8 * h)));
-    return half_of(_mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(f16_at(d + 2 * j))));
-  }
 };
 
 // Lanes 0-3 / 4-7 of v[0..3] the 4-column sums of blocks 0, 1 / 2, 3 / ... : the 8 block sums
@@ -383,18 +384,61 @@ inline __m256i block_sums8(const __m256i* v) {
   return _mm256_permutevar8x32_epi32(h3, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-// Rows r, r + rs, ..., NR of them; output k to y[k * ys]. Dot::sums4(u, s) gives the 8 int32
-// sums of 4 adjacent products u_c s_c (u unsigned, s signed bytes; exact): each 32 codes q meet
-// the input's codes x as |q| . sign(x, q) = q x (|q| <= 128 and |x| <= 127, so no product or
-// pair sum overflows int16). Prefetches as int8_rows_n.
+// The 16 block sums S_b of superblock j of one sym@6 row (nibbles `nib`, planes qh, qh2 of the
+// row), as [blocks 16j .. 16j + 7] and [16j + 8 .. 16j + 15] in block order: the unsigned codes
+// u = q + 32 against the input's codes in the sym@6 order (4 blocks per 64 columns: the low
+// nibbles of 32 packed bytes are columns 0-7 of the 4 blocks, the high nibbles columns 8-15;
+// plane byte 2k / 2k + 1 of the 64 columns holds their bits), then 32 times the block's input
+// code sum taken out. No decode to a buffer, no sign moves.
+template <class Dot>
+inline void sym6_block_sums(const uint8_t* nib, const uint8_t* qh, const uint8_t* qh2, int64_t j,
+                            const int8_t* xo, const int32_t* q16, __m256i* lo_hi) {
+  // Plane byte for each code byte: low nibbles take bytes 0, 2 / 4, 6 per 128-bit lane, high
+  // nibbles bytes 1, 3 / 5, 7.
+  const __m256i lo_bytes = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2,  //
+                                            4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6);
+  const __m256i hi_bytes = _mm256_add_epi8(lo_bytes, _mm256_set1_epi8(1));
+  const __m256i low = _mm256_set1_epi8(0x0f);
+  __m256i v[4];  // v[g]: lanes 2k, 2k + 1 the halves of block 16j + 4g + k's sum
+  for (int g = 0; g < 4; ++g) {
+    const __m256i raw =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(nib + 128 * j + 32 * g));
+    __m256i lo = _mm256_and_si256(raw, low);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+    uint64_t p1, p2;
+    std::memcpy(&p1, qh + 32 * j + 8 * g, 8);
+    std::memcpy(&p2, qh2 + 32 * j + 8 * g, 8);
+    lo = _mm256_add_epi8(lo, _mm256_and_si256(spread_bits64(p1, lo_bytes), _mm256_set1_epi8(16)));
+    hi = _mm256_add_epi8(hi, _mm256_and_si256(spread_bits64(p1, hi_bytes), _mm256_set1_epi8(16)));
+    lo = _mm256_add_epi8(lo, _mm256_and_si256(spread_bits64(p2, lo_bytes), _mm256_set1_epi8(32)));
+    hi = _mm256_add_epi8(hi, _mm256_and_si256(spread_bits64(p2, hi_bytes), _mm256_set1_epi8(32)));
+    const int8_t* x = xo + 256 * j + 64 * g;
+    v[g] = _mm256_add_epi32(
+        Dot::sums4(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))),
+        Dot::sums4(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32))));
+  }
+  // hadd per 128-bit lane: [b0 b1 b4 b5] | [b2 b3 b6 b7] of each 8 blocks, then block order.
+  const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i sums =
+        _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(v[2 * h], v[2 * h + 1]), order);
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q16 + 16 * j + 8 * h));
+    lo_hi[h] = _mm256_sub_epi32(sums, _mm256_slli_epi32(q, 5));
+  }
+}
+
+// Rows r, r + rs, ..., NR of them; output k to y[k * ys]. At 8 bits Dot::sums4(u, s) gives the 8
+// int32 sums of 4 adjacent products u_c s_c (u unsigned, s signed bytes; exact): each 32 codes q
+// meet the input's codes x as |q| . sign(x, q) = q x (|q| <= 128 and |x| <= 127, so no product or
+// pair sum overflows int16); at 6 bits sym6_block_sums. Prefetches as int8_rows_n.
 template <class Dot, int Bits, int NR>
-inline void int8_sym_rows_n(const SymMatrix& w, int64_t r, int64_t rs, const int8_t* x,
-                            const float* xs, float* y, int64_t ys) {
+inline void int8_sym_rows_n(const SymMatrix& w, int64_t r, int64_t rs, const SymInt8Input& x,
+                            float* y, int64_t ys) {
   const int64_t cols = w.cols, nsb = cols / 256;
-  SymInt8Row<Bits> row[NR];
+  SymRowStreams row[NR];
   const char *ahead[NR], *ahead_qh[NR], *ahead_qh2[NR];
   for (int k = 0; k < NR; ++k) {
-    row[k].init(w, r + k * rs);
+    row[k].init_row(w, r + k * rs, Bits);
     const int64_t ra = r + k * rs + kInt8PrefetchRows;
     const bool in = ra < w.rows;
     ahead[k] = !in         ? nullptr
@@ -418,20 +462,27 @@ inline void int8_sym_rows_n(const SymMatrix& w, int64_t r, int64_t rs, const int
         _mm_prefetch(ahead_qh2[k] + 32 * j, _MM_HINT_T1);
       }
     }
-    const int8_t* xj = x + 256 * j;
-    const __m256 dx = _mm256_set1_ps(xs[j]);
+    const __m256 dx = _mm256_set1_ps(x.scales[j]);
     for (int k = 0; k < NR; ++k) {
-      const int8_t* q = row[k].superblock(j);
-      __m256i p[8];
+      __m256i sums[2];
+      if constexpr (Bits == 8) {
+        const int8_t* q = row[k].codes + 256 * j;
+        const int8_t* xj = x.codes + 256 * j;
+        __m256i p[8];
 #pragma GCC unroll 8
-      for (int v = 0; v < 8; ++v) {
-        const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * v));
-        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xj + 32 * v));
-        p[v] = Dot::sums4(_mm256_abs_epi8(qv), _mm256_sign_epi8(xv, qv));
+        for (int v = 0; v < 8; ++v) {
+          const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * v));
+          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xj + 32 * v));
+          p[v] = Dot::sums4(_mm256_abs_epi8(qv), _mm256_sign_epi8(xv, qv));
+        }
+        sums[0] = block_sums8(p);
+        sums[1] = block_sums8(p + 4);
+      } else {
+        sym6_block_sums<Dot>(row[k].nib, row[k].qh, row[k].qh2, j, x.ordered, x.block_sums, sums);
       }
-      const __m256 lo = _mm256_mul_ps(_mm256_cvtepi32_ps(block_sums8(p)), row[k].scales(j, 0));
+      const __m256 lo = _mm256_mul_ps(_mm256_cvtepi32_ps(sums[0]), sym_scales(row[k], j, 0));
       acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(lo, dx));
-      const __m256 hi = _mm256_mul_ps(_mm256_cvtepi32_ps(block_sums8(p + 4)), row[k].scales(j, 1));
+      const __m256 hi = _mm256_mul_ps(_mm256_cvtepi32_ps(sums[1]), sym_scales(row[k], j, 1));
       acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(hi, dx));
     }
   }
@@ -439,19 +490,17 @@ inline void int8_sym_rows_n(const SymMatrix& w, int64_t r, int64_t rs, const int
 }
 
 template <class Dot, int Bits>
-void int8_sym_rows(const SymMatrix& w, int64_t r0, int64_t r1, const int8_t* x, const float* xs,
-                   float* y) {
+void int8_sym_rows(const SymMatrix& w, int64_t r0, int64_t r1, const SymInt8Input& x, float* y) {
   interleaved_rows<Dot::kSymRows>(
       r0, r1, y, [&](int64_t r, int64_t rs, float* yr, int64_t ys, auto n) {
-        int8_sym_rows_n<Dot, Bits, decltype(n)::kRows>(w, r, rs, x, xs, yr, ys);
+        int8_sym_rows_n<Dot, Bits, decltype(n)::kRows>(w, r, rs, x, yr, ys);
       });
 }
 
 template <class Dot>
-void int8_sym(const SymMatrix& w, int64_t r0, int64_t r1, const int8_t* codes, const float* scales,
-              float* y) {
-  if (w.bits == 8) return int8_sym_rows<Dot, 8>(w, r0, r1, codes, scales, y);
-  return int8_sym_rows<Dot, 6>(w, r0, r1, codes, scales, y);
+void int8_sym(const SymMatrix& w, int64_t r0, int64_t r1, const SymInt8Input& x, float* y) {
+  if (w.bits == 8) return int8_sym_rows<Dot, 8>(w, r0, r1, x, y);
+  return int8_sym_rows<Dot, 6>(w, r0, r1, x, y);
 }
 
 // ---- the sym tile (GEMM): the sb6 tile's layout and transposes, blocks of 16 columns ----
@@ -492,8 +541,8 @@ void pack_sym_group(const SymMatrix& w, int64_t r0, int64_t n, uint8_t* scratch,
             reinterpret_cast<__m256i*>(rows + rr * cols + 256 * j + 32 * v),
             _mm256_add_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * v)),
                             bias));
-      _mm256_storeu_ps(rs + (j * RG + rr) * 16, row.scales(j, 0));
-      _mm256_storeu_ps(rs + (j * RG + rr) * 16 + 8, row.scales(j, 1));
+      _mm256_storeu_ps(rs + (j * RG + rr) * 16, sym_scales(row, j, 0));
+      _mm256_storeu_ps(rs + (j * RG + rr) * 16 + 8, sym_scales(row, j, 1));
     }
   }
   auto* codes = reinterpret_cast<uint32_t*>(tile);

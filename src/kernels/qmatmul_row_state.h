@@ -33,11 +33,20 @@ inline __m256 half_of(__m256 v) {
   return _mm256_cvtph_ps(_mm256_cvtps_ph(v, 0));
 }
 
+// 0xff in byte i where bit i % 8 of byte i is set.
+inline __m256i bit_i_set(__m256i bytes) {
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+}
+
 // 0xff in byte i where bit i % 8 of byte spread[i] (0..3) of w is set.
 inline __m256i spread_bits(uint32_t w, __m256i spread) {
-  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
-  const __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(w)), spread);
-  return _mm256_cmpeq_epi8(_mm256_and_si256(b, bit), bit);
+  return bit_i_set(_mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(w)), spread));
+}
+
+// The same for the 8 bytes of w (spread[i] 0..7).
+inline __m256i spread_bits64(uint64_t w, __m256i spread) {
+  return bit_i_set(_mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<int64_t>(w)), spread));
 }
 
 // 0xff in byte i where bit i of w is set (a bit plane's word of 32 columns as column bytes).

@@ -172,8 +172,9 @@ void int8_tile(const Sb6Matrix& w, int64_t r0, int64_t r1, const Int8Inputs& x, 
 }
 
 // The definition of kernels/qmatmul.h qmatmul_int8_inputs for a sym matrix, row by row.
-void int8_sym(const SymMatrix& w, int64_t r0, int64_t r1, const int8_t* codes, const float* scales,
-              float* y) {
+void int8_sym(const SymMatrix& w, int64_t r0, int64_t r1, const SymInt8Input& x, float* y) {
+  const int8_t* codes = x.codes;
+  const float* scales = x.scales;
   const int64_t nsb = w.cols / 256;
   for (int64_t r = r0; r < r1; ++r) {
     float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -192,7 +193,8 @@ void int8_sym_tile(const SymMatrix& w, int64_t r0, int64_t r1, const Int8Inputs&
                    float* y, int64_t ys, Arena&) {
   const int64_t cols = w.cols, nsb = cols / 256;
   for (int64_t t = 0; t < x.T; ++t)
-    int8_sym(w, r0, r1, x.codes + t * cols, x.scales + t * nsb, y + t * ys);
+    int8_sym(w, r0, r1, SymInt8Input{x.codes + t * cols, nullptr, nullptr, x.scales + t * nsb},
+             y + t * ys);
 }
 
 }  // namespace
