@@ -155,6 +155,18 @@ void BM_Sym(benchmark::State& state, int bits) {
   run(state, data, rows, cols, T);
 }
 
+// The load-time unpacking of a matrix's sb6 scales (kernels/qmatmul.h unpack_sb6_scales; one
+// thread): weights per second.
+void BM_UnpackSb6Scales(benchmark::State& state) {
+  const int64_t rows = state.range(0), cols = state.range(1);
+  const Sb6Data data(4, rows, cols);
+  for (auto _ : state) {
+    std::vector<uint16_t> sm = wick::kernels::unpack_sb6_scales(data.m);
+    benchmark::DoNotOptimize(sm.data());
+  }
+  state.SetItemsProcessed(state.iterations() * rows * cols);
+}
+
 void BM_Bf16(benchmark::State& state) {
   const int64_t rows = state.range(0), cols = state.range(1), T = state.range(2);
   std::vector<uint16_t> w(rows * cols);
@@ -194,6 +206,7 @@ BENCHMARK_CAPTURE(BM_Sym, sym_6, 6)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_SymInt8, sym_8_int8, 8)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_SymInt8, sym_6_int8, 6)->Apply(shapes);
 BENCHMARK(BM_Bf16)->Apply(shapes);
+BENCHMARK(BM_UnpackSb6Scales)->ArgNames({"rows", "cols"})->Args({65536, 768})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
