@@ -240,49 +240,93 @@ void pack_group(const Sb6Matrix& w, int64_t r0, int64_t n, uint8_t* scratch, uin
   }
 }
 
-// out[rr] for the tile's RG rows and one input (codes xc in column order, superblock scales dx):
-// the epilogue of kernels/qmatmul.h per lane, written once for the sb6 and sym tiles. Blocks
-// gives the block geometry (kCols columns per block, kHalves runs of 8 blocks per superblock;
-// block b's quads are quads kCols / 4 * b .. of the tile), dot8 (two quads of every row into a
-// block's int32 sum) and term(sum, b), the float of block b before it is scaled by dx.
-template <class Tile, class Blocks>
-inline void tile_outputs(const uint8_t* tile, int64_t cols, const int8_t* xc, const float* dx,
-                         const Blocks& blocks, float* out) {
+// out[u][rr] for the tile's RG rows and NT inputs u (codes xc[u] in column order, superblock
+// scales dx[u], block terms blocks[u]): the epilogue of kernels/qmatmul.h per lane, written once
+// for the sb6 and sym tiles. Blocks gives the block geometry (kCols columns per block, kHalves
+// runs of 8 blocks per superblock; block b's quads are quads kCols / 4 * b .. of the tile), dot8
+// (two quads of every row into a block's int32 sum), term(sum, b), the float of block b before
+// it is scaled by dx, and kInputs (the NT tile_inputs passes). The NT inputs share every load of
+// the tile (from L2: with one input those loads, not the multiplies, set the pace); each
+// output's sequence is the same for any NT.
+template <class Tile, int NT, class Blocks>
+inline void tile_outputs(const uint8_t* tile, int64_t cols, const int8_t* const* xc,
+                         const float* const* dx, const Blocks* blocks, float (*out)[Tile::kRows]) {
   using F = typename Tile::Vec;
-  constexpr int RG = Tile::kRows, kQuads = Blocks::kCols / 4;
-  const uint8_t* xb = reinterpret_cast<const uint8_t*>(xc);
-  F a[8];
+  constexpr int RG = Tile::kRows, kQuads = Blocks::kCols / 4, kChains = 8 / NT;
+  F a[NT][8];
 #pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) a[i] = Tile::zero();
+  for (int i = 0; i < 8; ++i)
+#pragma GCC unroll 2
+    for (int u = 0; u < NT; ++u) a[u][i] = Tile::zero();
   for (int64_t j = 0; j < cols / 256; ++j) {
     for (int h = 0; h < Blocks::kHalves; ++h) {
-      // Blocks b = 8 (kHalves j + h) + i, i = 0..7, as 8 independent chains (quad k outer), so
-      // the multiply-adds overlap.
-      typename Tile::I sum[8];
+      // Blocks b = b0 + i, i = 0..7, kChains at a time: NT x kChains independent integer chains
+      // (quad k outer), so the multiply-adds overlap and stay in registers.
+      const int64_t b0 = 8 * (Blocks::kHalves * j + h);
+      for (int i0 = 0; i0 < 8; i0 += kChains) {
+        typename Tile::I sum[NT][kChains];
 #pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) sum[i] = Tile::izero();
+        for (int i = 0; i < kChains; ++i)
+#pragma GCC unroll 2
+          for (int u = 0; u < NT; ++u) sum[u][i] = Tile::izero();
 #pragma GCC unroll 4
-      for (int k = 0; k < kQuads; k += 2) {
+        for (int k = 0; k < kQuads; k += 2) {
 #pragma GCC unroll 8
-        for (int i = 0; i < 8; ++i) {
-          const int64_t b = 8 * (Blocks::kHalves * j + h) + i;
-          const uint8_t* wk = tile + (kQuads * b + k) * RG * 4;
-          const uint8_t* xk = xb + Blocks::kCols * b + 4 * k;
-          sum[i] = blocks.dot8(sum[i], wk, wk + RG * 4, load_u32(xk), load_u32(xk + 4));
+          for (int i = 0; i < kChains; ++i) {
+            const int64_t b = b0 + i0 + i;
+            const uint8_t* wk = tile + (kQuads * b + k) * RG * 4;
+#pragma GCC unroll 2
+            for (int u = 0; u < NT; ++u) {
+              const uint8_t* xk =
+                  reinterpret_cast<const uint8_t*>(xc[u]) + Blocks::kCols * b + 4 * k;
+              sum[u][i] =
+                  blocks[u].dot8(sum[u][i], wk, wk + RG * 4, load_u32(xk), load_u32(xk + 4));
+            }
+          }
         }
-      }
-      // Vector operators, never contracted into fused multiply-adds (-ffp-contract=off).
+        // Vector operators, never contracted into fused multiply-adds (-ffp-contract=off).
 #pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i)
-        a[i] = a[i] + blocks.term(sum[i], 8 * (Blocks::kHalves * j + h) + i) * dx[j];
+        for (int i = 0; i < kChains; ++i)
+#pragma GCC unroll 2
+          for (int u = 0; u < NT; ++u)
+            a[u][i0 + i] = a[u][i0 + i] + blocks[u].term(sum[u][i], b0 + i0 + i) * dx[u][j];
+      }
     }
   }
-  Tile::store(out, ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])));
+#pragma GCC unroll 2
+  for (int u = 0; u < NT; ++u)
+    Tile::store(out[u], ((a[u][0] + a[u][4]) + (a[u][2] + a[u][6])) +
+                            ((a[u][1] + a[u][5]) + (a[u][3] + a[u][7])));
+}
+
+// Inputs per pass over a tile.
+constexpr int kTileInputs = 2;
+
+// tile_outputs for inputs t .. t + nt - 1 of x (nt <= kTileInputs), blocks_of(t) their terms,
+// Blocks::kInputs of them per pass.
+template <class Tile, class BlocksOf>
+inline void tile_inputs(const uint8_t* tile, const Int8Inputs& x, int64_t t, int nt,
+                        BlocksOf&& blocks_of, float (*out)[Tile::kRows]) {
+  const int64_t cols = x.cols, nsb = cols / 256;
+  const int8_t* xc[kTileInputs];
+  const float* dx[kTileInputs];
+  using Blocks = decltype(blocks_of(t));
+  Blocks blocks[kTileInputs] = {blocks_of(t), blocks_of(t + nt - 1)};
+  for (int u = 0; u < nt; ++u) {
+    xc[u] = x.codes + (t + u) * cols;
+    dx[u] = x.scales + (t + u) * nsb;
+  }
+  if constexpr (Blocks::kInputs == kTileInputs) {
+    if (nt == kTileInputs) return tile_outputs<Tile, kTileInputs>(tile, cols, xc, dx, blocks, out);
+  }
+  for (int u = 0; u < nt; ++u)
+    tile_outputs<Tile, 1>(tile, cols, xc + u, dx + u, blocks + u, out + u);
 }
 
 // The tile of rows [r0, r1) in `arena` (slot kBlock0; the set-up's scratch in kBlock1): groups of
-// RG rows of gb bytes each, pack(row, n, scratch, group) filling one, then out_of(group, t, out)
-// the RG outputs of input t, copied to y[t * ys + (r - r0)] for t < T.
+// RG rows of gb bytes each, pack(row, n, scratch, group) filling one, then out_of(group, t, nt,
+// out) the RG outputs of inputs t .. t + nt - 1 (nt <= kTileInputs), copied to
+// y[t * ys + (r - r0)] for t < T.
 template <int RG, class Pack, class OutputsOf>
 void run_tile(int64_t r0, int64_t r1, int64_t T, int64_t gb, int64_t scratch_bytes, float* y,
               int64_t ys, Arena& arena, Pack&& pack, OutputsOf&& out_of) {
@@ -291,12 +335,14 @@ void run_tile(int64_t r0, int64_t r1, int64_t T, int64_t gb, int64_t scratch_byt
   uint8_t* scratch = arena.get<uint8_t>(static_cast<size_t>(scratch_bytes), Arena::kBlock1);
   for (int64_t g = 0; g < groups; ++g)
     pack(r0 + g * RG, std::min<int64_t>(RG, r1 - r0 - g * RG), scratch, tile + g * gb);
-  alignas(64) float out[RG];
-  for (int64_t t = 0; t < T; ++t) {
+  alignas(64) float out[kTileInputs][RG];
+  for (int64_t t = 0; t < T; t += kTileInputs) {
+    const int nt = static_cast<int>(std::min<int64_t>(kTileInputs, T - t));
     for (int64_t g = 0; g < groups; ++g) {
-      out_of(tile + g * gb, t, out);
+      out_of(tile + g * gb, t, nt, out);
       const int64_t n = std::min<int64_t>(RG, r1 - r0 - g * RG);
-      std::memcpy(y + t * ys + g * RG, out, static_cast<size_t>(n) * sizeof(float));
+      for (int u = 0; u < nt; ++u)
+        std::memcpy(y + (t + u) * ys + g * RG, out[u], static_cast<size_t>(n) * sizeof(float));
     }
   }
 }
@@ -305,7 +351,8 @@ void run_tile(int64_t r0, int64_t r1, int64_t T, int64_t gb, int64_t scratch_byt
 // the input's block sums).
 template <class Tile>
 struct Sb6TileBlocks {
-  static constexpr int kCols = 32, kHalves = 1;
+  // Two inputs per pass over the tile: 1.3-1.5x faster than one on Zen 3 (AVX2).
+  static constexpr int kCols = 32, kHalves = 1, kInputs = 2;
   const float *s, *m, *q;
   typename Tile::I dot8(typename Tile::I acc, const uint8_t* w0, const uint8_t* w1, uint32_t x0,
                         uint32_t x1) const {
@@ -322,16 +369,20 @@ template <class Tile>
 void int8_tile(const Sb6Matrix& w, int64_t r0, int64_t r1, const Int8Inputs& x, const float* sums,
                float* y, int64_t ys, Arena& arena) {
   constexpr int RG = Tile::kRows;
-  const int64_t cols = w.cols, nb = cols / 32, nsb = cols / 256;
+  const int64_t cols = w.cols, nb = cols / 32;
   run_tile<RG>(
       r0, r1, x.T, tile_group_bytes<RG>(cols), pack_scratch_bytes<RG>(cols), y, ys, arena,
       [&](int64_t r, int64_t n, uint8_t* scratch, uint8_t* tile) {
         pack_group<Tile>(w, r, n, scratch, tile);
       },
-      [&](const uint8_t* tile, int64_t t, float* out) {
+      [&](const uint8_t* tile, int64_t t, int nt, float(*out)[RG]) {
         const float* s = reinterpret_cast<const float*>(tile + cols * RG);
-        tile_outputs<Tile>(tile, cols, x.codes + t * cols, x.scales + t * nsb,
-                           Sb6TileBlocks<Tile>{s, s + nb * RG, sums + t * nb}, out);
+        tile_inputs<Tile>(
+            tile, x, t, nt,
+            [&](int64_t u) {
+              return Sb6TileBlocks<Tile>{s, s + nb * RG, sums + u * nb};
+            },
+            out);
       });
 }
 
@@ -560,7 +611,8 @@ void pack_sym_group(const SymMatrix& w, int64_t r0, int64_t n, uint8_t* scratch,
 // the sum q16[b] of its input codes (s [block][row] in the tile).
 template <class Tile, int Bits>
 struct SymTileBlocks {
-  static constexpr int kCols = 16, kHalves = 2;
+  // One input per pass: two were slower on Zen 3 (AVX2: the sym@8 sign trick's registers).
+  static constexpr int kCols = 16, kHalves = 2, kInputs = 1;
   const float* s;
   const int32_t* q16;
   typename Tile::I dot8(typename Tile::I acc, const uint8_t* w0, const uint8_t* w1, uint32_t x0,
@@ -577,16 +629,20 @@ template <class Tile, int Bits>
 void int8_sym_tile_bits(const SymMatrix& w, int64_t r0, int64_t r1, const Int8Inputs& x,
                         const int32_t* q16, float* y, int64_t ys, Arena& arena) {
   constexpr int RG = Tile::kRows;
-  const int64_t cols = w.cols, nsb = cols / 256, nb = cols / 16;
+  const int64_t cols = w.cols, nb = cols / 16;
   run_tile<RG>(
       r0, r1, x.T, sym_tile_group_bytes<RG>(cols), sym_tile_group_bytes<RG>(cols), y, ys, arena,
       [&](int64_t r, int64_t n, uint8_t* scratch, uint8_t* tile) {
         pack_sym_group<Tile, Bits>(w, r, n, scratch, tile);
       },
-      [&](const uint8_t* tile, int64_t t, float* out) {
+      [&](const uint8_t* tile, int64_t t, int nt, float(*out)[RG]) {
         const float* s = reinterpret_cast<const float*>(tile + cols * RG);
-        tile_outputs<Tile>(tile, cols, x.codes + t * cols, x.scales + t * nsb,
-                           SymTileBlocks<Tile, Bits>{s, q16 + t * nb}, out);
+        tile_inputs<Tile>(
+            tile, x, t, nt,
+            [&](int64_t u) {
+              return SymTileBlocks<Tile, Bits>{s, q16 + u * nb};
+            },
+            out);
       });
 }
 
