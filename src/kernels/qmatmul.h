@@ -39,6 +39,7 @@ struct Sb6Matrix {
   // before their floor, then the 8 m_b = half(qm_b dm); unpack_sb6_scales() makes it from qsqm,
   // d and dm (the scalar decoders read those; the SIMD kernels read the scales only from here:
   // one 32-byte load per superblock, not 6-bit fields unpacked and rounded per row and call).
+  // qmatmul() and qmatmul_int8_inputs() need it set, whatever the instruction set.
   const uint16_t* sm = nullptr;
 };
 

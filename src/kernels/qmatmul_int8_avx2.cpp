@@ -1,11 +1,13 @@
 // AVX2 block sums of the integer sb6 and sym products (kernels/qmatmul_int8_impl.h; only called
-// when the CPU has AVX2 + FMA + F16C). sym codes (|q| <= 128) meet the input's codes (|x| <= 127)
-// as |q| . sign(x, q): a vpmaddubsw pair is at most 2 * 128 * 127 < 2^15 (Avx2SymDot, Avx2Tile::
-// sym_dot8). The sb6 details: a 32-byte load of the nibbles of 2 blocks splits into their
-// low and high halves, which the input's codes match in the sb6 order (kernels/qmatmul_impl.h);
-// each bit plane is spread to one byte per code; vpmaddubsw multiplies code x input and adds pairs
-// in int16 (at most 2 * 63 * 127 per pair, and the low and high halves' pairs added: 32004 < 2^15),
-// vpmaddwd widens to 4-column int32 groups, and horizontal adds gather each block's sum.
+// when the CPU has AVX2 + FMA + F16C). sym@8 codes (|q| <= 128) meet the input's codes
+// (|x| <= 127) as |q| . sign(x, q): a vpmaddubsw pair is at most 2 * 128 * 127 < 2^15
+// (Avx2SymDot, Avx2Tile::sym_dot8); the sym@6 GEMV's unsigned codes u <= 63 need no sign move
+// (pairs at most 2 * 63 * 127). The sb6 details: a 32-byte load of the nibbles of 2 blocks splits
+// into their low and high halves, which the input's codes match in the sb6 order
+// (kernels/qmatmul_impl.h); each bit plane is spread to one byte per code; vpmaddubsw multiplies
+// code x input and adds pairs in int16 (at most 2 * 63 * 127 per pair, and the low and high halves'
+// pairs added: 32004 < 2^15), vpmaddwd widens to 4-column int32 groups, and horizontal adds gather
+// each block's sum.
 #include <immintrin.h>
 
 #include "kernels/dot_avx2_trait.h"

@@ -118,8 +118,9 @@ struct VnniTile : Avx512 {
 };
 
 // The sym GEMV's sums of 4 adjacent products (kernels/qmatmul_int8_impl.h int8_sym_rows_n): one
-// 256-bit vpdpbusd (AVX-512 VL + VNNI; exact in int32). 256 bits, not 512: vpsignb, which the
-// loop uses to move each code's sign onto the input, has no 512-bit form.
+// 256-bit vpdpbusd (AVX-512 VL + VNNI; exact in int32), u the unsigned operand (|q| at 8 bits,
+// u = q + 32 at 6), s the signed one. 256 bits, not 512: vpsignb, which the sym@8 loop uses to
+// move each code's sign onto the input, has no 512-bit form.
 struct VnniSymDot {
   static constexpr int kSymRows = 4;
   static __m256i sums4(__m256i u, __m256i s) {

@@ -50,8 +50,8 @@ inline float reduce8(__m256 a) {
 }
 
 // Rows r, r + rs, ..., r + (NR - 1) rs; output k to y[k * ys].
-// While they are summed, the codes (and bit planes) of the row kInt8PrefetchRows further on in
-// each row's stream are prefetched into L2, one superblock at a time: the hardware prefetcher
+// While they are summed, the codes, bit planes and scales of the row kInt8PrefetchRows further on
+// in each row's stream are prefetched into L2, one superblock at a time: the hardware prefetcher
 // alone follows the many short interleaved streams (codes, planes, scales of NR rows) slowly.
 // Prefetching changes no result.
 constexpr int64_t kInt8PrefetchRows = 2;
@@ -82,8 +82,9 @@ inline void int8_rows_n(const Sb6Matrix& w, int64_t r, int64_t rs, const Sb6Int8
       if (ahead[k] == nullptr) continue;
       _mm_prefetch(ahead[k] + 128 * j, _MM_HINT_T1);
       _mm_prefetch(ahead[k] + 128 * j + 64, _MM_HINT_T1);
-      if ((j & 1) != 0) continue;  // planes and scales: 32 bytes per superblock
+      // Scales and planes: 32 bytes per superblock (the scales' rows need not start on a line).
       _mm_prefetch(ahead_sm[k] + 32 * j, _MM_HINT_T1);
+      if ((j & 1) != 0) continue;
       if (ahead_qh[k] != nullptr) _mm_prefetch(ahead_qh[k] + 32 * j, _MM_HINT_T1);
       if (ahead_qh2[k] != nullptr) _mm_prefetch(ahead_qh2[k] + 32 * j, _MM_HINT_T1);
     }

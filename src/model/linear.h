@@ -40,6 +40,8 @@ class Linear {
     apply(scratch, x.T, y, pool);
   }
   virtual DType stored_dtype() const = 0;
+  // The bytes of weights a product reads (the roofline's bytes per token): the stored bytes,
+  // except where an implementation reads a form made at load (model/quant_linear.h).
   virtual uint64_t stored_bytes() const = 0;
 };
 

@@ -151,6 +151,12 @@ float get_f16(const std::vector<uint8_t>& buf, int64_t i) {
   std::memcpy(&h, &buf[2 * i], 2);
   return base::f16_to_f32(h);
 }
+// The k-th 6-bit field (k < 16: qs 0..7, then qm + 31) of superblock sb's 12 bytes of qsqm.
+int six_bits(const std::vector<uint8_t>& qsqm, int64_t sb, int k) {
+  const uint8_t* q = &qsqm[12 * sb + 3 * (k / 4)];
+  const uint32_t v = q[0] | q[1] << 8 | static_cast<uint32_t>(q[2]) << 16;
+  return static_cast<int>((v >> (6 * (k % 4))) & 63);
+}
 
 // Four 6-bit values into 3 bytes, LSB first (§2.1).
 void pack6(const int* v, uint8_t* out) {
@@ -346,6 +352,36 @@ TEST(Qmatmul, EveryIsaDecodesFloorScaleBlocksAsTheDequantiser) {
           << p->name() << " " << isa_name(isa);
     }
   }
+}
+
+// The scales the SIMD kernels read (Sb6Matrix::sm, unpack_sb6_scales): per superblock the fp16 of
+// qs_i * d (before the floor) then of (qm_i - 31) * dm, from the test's own reading of the fields,
+// zero, negative, NaN and subnormal superblock scales included; another field, another value.
+TEST(Qmatmul, UnpackedSb6ScalesAreTheHalvesOfTheFields) {
+  const int64_t rows = 6, cols = 512, nsb = cols / 256;
+  auto p = random_sb6(5, rows, cols, 77, true);
+  const uint16_t d[] = {0x0000, 0x8000, 0x8400, 0x7e00, 0x0003, 0x2c00};
+  for (int64_t j = 0; j < rows * nsb; ++j) {
+    put_f16(p->d, j, d[j % 6]);
+    put_f16(p->dm, j, d[(j + 3) % 6]);
+  }
+  p->unpack_scales();
+  ASSERT_EQ(p->sm.size(), static_cast<size_t>(rows * nsb * 16));
+  for (int64_t sb = 0; sb < rows * nsb; ++sb)
+    for (int i = 0; i < 8; ++i) {
+      EXPECT_EQ(p->sm[16 * sb + i],
+                base::f32_to_f16(static_cast<float>(six_bits(p->qsqm, sb, i)) * get_f16(p->d, sb)))
+          << "superblock " << sb << " s_" << i;
+      EXPECT_EQ(p->sm[16 * sb + 8 + i],
+                base::f32_to_f16(static_cast<float>(six_bits(p->qsqm, sb, 8 + i) - 31) *
+                                 get_f16(p->dm, sb)))
+          << "superblock " << sb << " m_" << i;
+    }
+  const std::vector<uint16_t> before = p->sm;
+  p->qsqm[12 * 5 + 7] ^= 0x10;  // a bit of qm_2 of superblock 5 (dm = 0x8400)
+  p->qsqm[12 * 2 + 1] ^= 0x04;  // a bit of qs_1 of superblock 2 (d = 0x8400)
+  p->unpack_scales();
+  EXPECT_NE(p->sm, before);
 }
 
 // The product is the dense fp32 kernel over the decoded rows, bit for bit (kernels/qmatmul.h):
@@ -682,11 +718,7 @@ TEST(QmatmulInt8Inputs, FollowsTheDocumentedSequenceBitForBit) {
     const RoundedInputs x = round_inputs(random_inputs(cols, 31), 1, cols);
     const std::vector<float> got = int8_product(Isa::kScalar, *p, x);
     const int64_t nsb = cols / 256;
-    auto six = [&](int64_t sb, int k) {  // the k-th 6-bit field of superblock sb's 12 bytes
-      const uint8_t* q = &p->qsqm[12 * sb + 3 * (k / 4)];
-      const uint32_t v = q[0] | q[1] << 8 | static_cast<uint32_t>(q[2]) << 16;
-      return static_cast<int>((v >> (6 * (k % 4))) & 63);
-    };
+    auto six = [&](int64_t sb, int k) { return six_bits(p->qsqm, sb, k); };
     for (int64_t r = 0; r < rows; ++r) {
       float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
       for (int64_t j = 0; j < nsb; ++j) {

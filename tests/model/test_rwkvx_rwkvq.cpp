@@ -155,7 +155,8 @@ TEST(RwkvXRwkvq, QuantisedFixtureLoadsAndRunsLikeItsWeights) {
     std::map<std::string, uint64_t> layouts(i.packed_parameters.begin(), i.packed_parameters.end());
     EXPECT_EQ(layouts[c.packed], 6u * 128 * 512);
     EXPECT_GT(layouts["rtn@8"], 0u);
-    // ... and they stay packed: the step reads exactly their stored bytes.
+    // ... and they stay packed: the step reads exactly their stored bytes (sb6: with the scales
+    // unpacked).
     EXPECT_EQ(static_cast<int64_t>(dense.info().bytes_per_token) -
                   static_cast<int64_t>(i.bytes_per_token),
               packed_saving(path, 256, 128));
