@@ -220,6 +220,12 @@ void qmatmul(const SymMatrix& w, const float* x, int64_t T, float* y, ThreadPool
             pool);
 }
 
+std::vector<uint16_t> unpack_sb6_scales(const Sb6Matrix& w) {
+  std::vector<uint16_t> out(static_cast<size_t>(w.rows * (w.cols / 256) * 16));
+  kernel_table().packed.unpack_sb6_scales(w, 0, w.rows, out.data());
+  return out;
+}
+
 void qmatmul_int8_inputs(const Sb6Matrix& w, const Int8Inputs& x, float* y, ThreadPool& pool) {
   qmat::run_int8(*kernel_table().packed_int8, w, x, y, pool);
 }

@@ -22,6 +22,7 @@
 
 #include "kernels/dot_impl.h"
 #include "kernels/qmatmul_impl.h"
+#include "kernels/qmatmul_row_state.h"
 
 namespace wick::kernels::qmat {
 namespace {
@@ -138,6 +139,7 @@ const Kernels& packed_kernels() {
                          [](const SymMatrix& w, int64_t r0, int64_t r1, const float* x, float* y) {
                            by_bits<Sym, FusedGemv<V>>(w, r0, r1, x, y);
                          },
+                         unpack_sb6_scales_f16c,
                          V::kName};
   return k;
 }

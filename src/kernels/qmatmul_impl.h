@@ -30,6 +30,8 @@ struct Kernels {
   // set has none (then the GEMV sums decoded blocks of rows).
   void (*gemv_sb6)(const Sb6Matrix& w, int64_t r0, int64_t r1, const float* x, float* y);
   void (*gemv_sym)(const SymMatrix& w, int64_t r0, int64_t r1, const float* x, float* y);
+  // Rows [r0, r1) of unpack_sb6_scales(w) (kernels/qmatmul.h) into out (w.sm not read).
+  void (*unpack_sb6_scales)(const Sb6Matrix& w, int64_t r0, int64_t r1, uint16_t* out);
   const char* name;  // "scalar", "avx2", "avx512"
 };
 

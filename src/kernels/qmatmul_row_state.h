@@ -80,6 +80,44 @@ struct SymRowStreams {
   }
 };
 
+// Rows [r0, r1) of kernels/qmatmul.h's unpacked sb6 scales (Sb6Matrix::sm) into out[(r - r0) *
+// cols / 256 * 16 ...], 8 lanes per superblock's qs and qm: the same fp16 bits as the scalar
+// unpacker (F16C rounds to nearest even, keeps subnormals, and quiets a NaN keeping its top
+// payload bits, as base::f32_to_f16 does).
+inline void unpack_sb6_scales_f16c(const Sb6Matrix& w, int64_t r0, int64_t r1, uint16_t* out) {
+  const int64_t nsb = w.cols / 256;
+  // Lane i takes the byte(s) holding bits 6i .. 6i+5 of the 6-bit stream, then shifts.
+  const __m256i qs_idx = _mm256_setr_epi8(0, -1, -1, -1, 0, 1, -1, -1,   // values 0, 1
+                                          1, 2, -1, -1, 2, -1, -1, -1,   // 2, 3
+                                          3, -1, -1, -1, 3, 4, -1, -1,   // 4, 5
+                                          4, 5, -1, -1, 5, -1, -1, -1);  // 6, 7
+  const __m256i qm_idx = _mm256_setr_epi8(6, -1, -1, -1, 6, 7, -1, -1,   // the same, 6 bytes on
+                                          7, 8, -1, -1, 8, -1, -1, -1,   //
+                                          9, -1, -1, -1, 9, 10, -1, -1,  //
+                                          10, 11, -1, -1, 11, -1, -1, -1);
+  const __m256i shifts = _mm256_setr_epi32(0, 6, 4, 2, 0, 6, 4, 2);
+  const __m256i six = _mm256_set1_epi32(63);
+  for (int64_t e = r0 * nsb; e < r1 * nsb; ++e) {
+    const uint8_t* p = w.qsqm + 12 * e;
+    // 12 bytes, without reading past the matrix's last entry.
+    const __m128i raw = _mm_insert_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)),
+                                         static_cast<int>(load_u32(p + 8)), 2);
+    const __m256i v = _mm256_broadcastsi128_si256(raw);
+    const __m256i qs =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v, qs_idx), shifts), six);
+    const __m256i qm = _mm256_sub_epi32(
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v, qm_idx), shifts), six),
+        _mm256_set1_epi32(31));
+    const __m256 dv = _mm256_set1_ps(f16_at(w.d + 2 * e)),
+                 dmv = _mm256_set1_ps(f16_at(w.dm + 2 * e));
+    uint16_t* o = out + (e - r0 * nsb) * 16;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o),
+                     _mm256_cvtps_ph(_mm256_mul_ps(_mm256_cvtepi32_ps(qs), dv), 0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 8),
+                     _mm256_cvtps_ph(_mm256_mul_ps(_mm256_cvtepi32_ps(qm), dmv), 0));
+  }
+}
+
 // One sb6 row: where its streams start, and the scales of the current superblock (read from the
 // matrix's unpacked fp16 scales `sm`, kernels/qmatmul.h).
 struct Sb6RowScales {

@@ -83,17 +83,6 @@ struct Sb6Row {
 
 }  // namespace
 
-std::vector<uint16_t> unpack_sb6_scales(const Sb6Matrix& w) {
-  const int64_t nsb = w.cols / 256;
-  std::vector<uint16_t> out(static_cast<size_t>(w.rows * nsb * 16));
-  for (int64_t r = 0; r < w.rows; ++r)
-    for (int64_t j = 0; j < nsb; ++j) {
-      uint16_t* o = out.data() + (r * nsb + j) * 16;
-      sb6_scale_halves(w, r, j, o, o + 8);
-    }
-  return out;
-}
-
 void decode_rows(const Sb6Matrix& w, int64_t r0, int64_t r1, float* out) {
   const int64_t cols = w.cols, nsb = cols / 256;
   for (int64_t r = r0; r < r1; ++r) {
@@ -125,8 +114,20 @@ void decode_rows(const SymMatrix& w, int64_t r0, int64_t r1, float* out) {
 
 namespace qmat {
 
+namespace {
+void unpack_sb6_scales_rows(const Sb6Matrix& w, int64_t r0, int64_t r1, uint16_t* out) {
+  const int64_t nsb = w.cols / 256;
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t j = 0; j < nsb; ++j) {
+      uint16_t* o = out + ((r - r0) * nsb + j) * 16;
+      sb6_scale_halves(w, r, j, o, o + 8);
+    }
+}
+}  // namespace
+
 const Kernels& kernels_scalar() {
-  static const Kernels k{decode_rows, decode_rows, nullptr, nullptr, "scalar"};
+  static const Kernels k{decode_rows, decode_rows, nullptr, nullptr, unpack_sb6_scales_rows,
+                         "scalar"};
   return k;
 }
 

@@ -356,7 +356,8 @@ TEST(Qmatmul, EveryIsaDecodesFloorScaleBlocksAsTheDequantiser) {
 
 // The scales the SIMD kernels read (Sb6Matrix::sm, unpack_sb6_scales): per superblock the fp16 of
 // qs_i * d (before the floor) then of (qm_i - 31) * dm, from the test's own reading of the fields,
-// zero, negative, NaN and subnormal superblock scales included; another field, another value.
+// zero, negative, NaN and subnormal superblock scales included, by every instruction set; another
+// field, another value.
 TEST(Qmatmul, UnpackedSb6ScalesAreTheHalvesOfTheFields) {
   const int64_t rows = 6, cols = 512, nsb = cols / 256;
   auto p = random_sb6(5, rows, cols, 77, true);
@@ -377,6 +378,14 @@ TEST(Qmatmul, UnpackedSb6ScalesAreTheHalvesOfTheFields) {
                                  get_f16(p->dm, sb)))
           << "superblock " << sb << " m_" << i;
     }
+  // Every instruction set's unpacker, whole and from row 2 on.
+  for (Isa isa : supported_isas()) {
+    std::vector<uint16_t> all(p->sm.size()), tail(p->sm.size() - 2 * nsb * 16);
+    qmat::kernels_for(isa).unpack_sb6_scales(p->sb6, 0, rows, all.data());
+    qmat::kernels_for(isa).unpack_sb6_scales(p->sb6, 2, rows, tail.data());
+    EXPECT_EQ(all, p->sm) << isa_name(isa);
+    EXPECT_TRUE(std::equal(tail.begin(), tail.end(), p->sm.begin() + 2 * nsb * 16)) << isa_name(isa);
+  }
   const std::vector<uint16_t> before = p->sm;
   p->qsqm[12 * 5 + 7] ^= 0x10;  // a bit of qm_2 of superblock 5 (dm = 0x8400)
   p->qsqm[12 * 2 + 1] ^= 0x04;  // a bit of qs_1 of superblock 2 (d = 0x8400)
