@@ -94,8 +94,8 @@ int8_t* ordered_inputs(const Int8Inputs& x, Order order, Arena& arena) {
   return out;
 }
 
-// The work split of both layouts: fewer than kInt8TileMinInputs inputs run the GEMV once each
-// (gemv(r0, r1, t)), more the tile (tile(r0, r1, t0, t1, arena), an item holding tile_bytes).
+// The work split of both layouts: fewer than kInt8TileMinInputs inputs run the GEMV (gemv(r0, r1)
+// for every input), more the tile (tile(r0, r1, t0, t1, arena), an item holding tile_bytes).
 template <class M, class Gemv, class Tile>
 void run_int8(const Int8InputKernels& k, const M& w, const Int8Inputs& x, int64_t tile_bytes,
               Gemv&& gemv, Tile&& tile, ThreadPool& pool) {
@@ -105,9 +105,8 @@ void run_int8(const Int8InputKernels& k, const M& w, const Int8Inputs& x, int64_
     work::for_each_gemm_item(w.rows, w.cols, x.T, k.tile_rows, tile_bytes, pool, tile);
     return;
   }
-  work::for_each_gemv_block(w.rows, w.cols, x.T, pool, [&](int64_t r0, int64_t r1, Arena&) {
-    for (int64_t t = 0; t < x.T; ++t) gemv(r0, r1, t);
-  });
+  work::for_each_gemv_block(w.rows, w.cols, x.T, pool,
+                            [&](int64_t r0, int64_t r1, Arena&) { gemv(r0, r1); });
 }
 
 // sb6: each input's 32-column block sums Q_b as floats (GEMV and tile), and for the GEMV its
@@ -121,9 +120,15 @@ void run_int8(const Int8InputKernels& k, const Sb6Matrix& w, const Int8Inputs& x
   // A tile item holds its rows' 32 code bytes and two fp32 scales per 32 columns.
   run_int8(
       k, w, x, nb * (32 + 2 * int64_t{sizeof(float)}),
-      [&](int64_t r0, int64_t r1, int64_t t) {
-        k.sb6(w, r0, r1, Sb6Int8Input{ordered + t * cols, sums + t * nb, x.scales + t * nsb},
-              y + t * w.rows + r0);
+      [&](int64_t r0, int64_t r1) {
+        const auto input = [&](int64_t t) {
+          return Sb6Int8Input{ordered + t * cols, sums + t * nb, x.scales + t * nsb};
+        };
+        for (int64_t t = 0; t < T; t += 2) {  // two inputs per pass share the decoded codes
+          const int n = T - t >= 2 ? 2 : 1;
+          const Sb6Int8Input in[2] = {input(t), input(t + n - 1)};
+          k.sb6(w, r0, r1, in, n, y + t * w.rows + r0, w.rows);
+        }
       },
       [&](int64_t r0, int64_t r1, int64_t t0, int64_t t1, Arena& a) {
         const Int8Inputs xs{x.codes + t0 * cols, x.scales + t0 * nsb, t1 - t0, cols};
@@ -145,11 +150,12 @@ void run_int8(const Int8InputKernels& k, const SymMatrix& w, const Int8Inputs& x
   // A tile item holds its rows' code byte per column and fp32 scale per 16 columns.
   run_int8(
       k, w, x, cols + nb * int64_t{sizeof(float)},
-      [&](int64_t r0, int64_t r1, int64_t t) {
-        k.sym(w, r0, r1,
-              SymInt8Input{x.codes + t * cols, ordered ? ordered + t * cols : nullptr,
-                           q16 ? q16 + t * nb : nullptr, x.scales + t * nsb},
-              y + t * w.rows + r0);
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t t = 0; t < T; ++t)
+          k.sym(w, r0, r1,
+                SymInt8Input{x.codes + t * cols, ordered ? ordered + t * cols : nullptr,
+                             q16 ? q16 + t * nb : nullptr, x.scales + t * nsb},
+                y + t * w.rows + r0);
       },
       [&](int64_t r0, int64_t r1, int64_t t0, int64_t t1, Arena& a) {
         const Int8Inputs xs{x.codes + t0 * cols, x.scales + t0 * nsb, t1 - t0, cols};

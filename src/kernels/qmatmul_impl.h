@@ -77,9 +77,12 @@ inline int64_t sym6_order(int64_t c) {
 }
 
 struct Int8InputKernels {
-  // y[r - r0] for r in [r0, r1): the product of qmatmul.h qmatmul_int8_inputs, row r of w with x
-  // (codes in the sb6 order). The GEMV of the decode step.
-  void (*sb6)(const Sb6Matrix& w, int64_t r0, int64_t r1, const Sb6Int8Input& x, float* y);
+  // y[u * yi + (r - r0)] for r in [r0, r1) and u < n (1 or 2): the product of qmatmul.h
+  // qmatmul_int8_inputs, row r of w with x[u] (codes in the sb6 order). The GEMV of the decode
+  // step, and of a few inputs (fewer than the tile's threshold) two at a time: they share each
+  // row's decoded codes.
+  void (*sb6)(const Sb6Matrix& w, int64_t r0, int64_t r1, const Sb6Int8Input* x, int n, float* y,
+              int64_t yi);
   // The same products for rows [r0, r1) and every input t < x.T, into y[t * ys + (r - r0)]: the
   // rows' codes are decoded once into a tile in `arena` (slots kBlock0, kBlock1) that every
   // input then passes over. x.codes in natural column order; sums [x.T, cols / 32] the block

@@ -43,9 +43,15 @@ struct Sb6Avx2Int8 : Sb6RowScales {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in.x + 32 * i));
   }
 
-  __m256i sums(int64_t j, const Input& in) const {
-    const __m256i low = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-    __m256i v[4];  // v[2g + h]: lanes 0-3 block 4g + 2h, lanes 4-7 the next block
+  // Codes of the 8 blocks: lo[2g + h] / hi[2g + h] the low / high halves of blocks 4g + 2h and
+  // 4g + 2h + 1.
+  struct Codes {
+    __m256i lo[4], hi[4];
+  };
+
+  Codes decode(int64_t j) const {
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    Codes c;
     for (int g = 0; g < 2; ++g) {
       for (int h = 0; h < 2; ++h) {
         const int64_t u = 8 * j + 4 * g + 2 * h;
@@ -54,8 +60,21 @@ struct Sb6Avx2Int8 : Sb6RowScales {
         __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
         if constexpr (Bits >= 5) add_planes(lo, hi, qh + 4 * u, 16);
         if constexpr (Bits >= 6) add_planes(lo, hi, qh2 + 4 * u, 32);
-        const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, input(in, 4 * g + h)),
-                                               _mm256_maddubs_epi16(hi, input(in, 4 * g + 2 + h)));
+        c.lo[2 * g + h] = lo;
+        c.hi[2 * g + h] = hi;
+      }
+    }
+    return c;
+  }
+
+  static __m256i sums(const Codes& c, const Input& in) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i v[4];  // v[2g + h]: lanes 0-3 block 4g + 2h, lanes 4-7 the next block
+    for (int g = 0; g < 2; ++g) {
+      for (int h = 0; h < 2; ++h) {
+        const __m256i pairs =
+            _mm256_add_epi16(_mm256_maddubs_epi16(c.lo[2 * g + h], input(in, 4 * g + h)),
+                             _mm256_maddubs_epi16(c.hi[2 * g + h], input(in, 4 * g + 2 + h)));
         v[2 * g + h] = _mm256_madd_epi16(pairs, ones);
       }
     }

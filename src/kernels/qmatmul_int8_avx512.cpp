@@ -49,9 +49,14 @@ struct Sb6Vnni : Sb6RowScales {
     return in;
   }
 
-  __m256i sums(int64_t j, const Input& in) const {
+  // Codes of the 8 blocks: lo[g] / hi[g] the low / high halves of blocks 4g .. 4g + 3.
+  struct Codes {
+    __m512i lo[2], hi[2];
+  };
+
+  Codes decode(int64_t j) const {
     const __m512i low = _mm512_set1_epi8(0x0f);
-    __m512i acc[2];
+    Codes c;
     for (int g = 0; g < 2; ++g) {
       const int64_t u = 8 * j + 4 * g;  // the group's first block
       const __m512i v = _mm512_loadu_si512(nib + 16 * u);
@@ -59,9 +64,18 @@ struct Sb6Vnni : Sb6RowScales {
       __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
       if constexpr (Bits >= 5) add_planes(lo, hi, qh + 4 * u, 16);
       if constexpr (Bits >= 6) add_planes(lo, hi, qh2 + 4 * u, 32);
+      c.lo[g] = lo;
+      c.hi[g] = hi;
+    }
+    return c;
+  }
+
+  static __m256i sums(const Codes& c, const Input& in) {
+    __m512i acc[2];
+    for (int g = 0; g < 2; ++g) {
       // Lane l (4 columns) belongs to block 4g + l / 4.
-      acc[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, in.lo[g]), hi,
-                                   in.hi[g]);
+      acc[g] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), c.lo[g], in.lo[g]),
+                                   c.hi[g], in.hi[g]);
     }
     // Per 128-bit lane k: [A0 + A2, B0 + B2, A1 + A3, B1 + B3] (A = acc[0], B = acc[1]), then the
     // two halves added: dword 0 = block k's sum, dword 1 = block 4 + k's.

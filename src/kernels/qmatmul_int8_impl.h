@@ -8,8 +8,9 @@
 //
 // Fmt provides: Sb6RowScales (kernels/qmatmul_row_state.h: init_row, superblock(j) -> s[], m[]);
 // init(w, r); a type Input and static Input load(x, j) (superblock j of the input's codes, loaded
-// once for all the rows interleaved); __m256i sums(j, const Input&) (S_b of blocks 8j .. 8j+7 in
-// lane order); kRows (rows interleaved).
+// once for all the rows interleaved); a type Codes and Codes decode(j) (the row's codes of
+// superblock j, decoded once for all the inputs); static __m256i sums(const Codes&, const Input&)
+// (S_b of blocks 8j .. 8j+7 in lane order); kRows (rows interleaved).
 //
 // The GEMM (int8_tile) is written once against a trait Tile (a vector of Tile::kRows int32 / fp32
 // lanes, one output row each): the rows' codes are decoded once into a tile whose every 4-column
@@ -56,9 +57,9 @@ inline float reduce8(__m256 a) {
 // Prefetching changes no result.
 constexpr int64_t kInt8PrefetchRows = 2;
 
-template <class Fmt, int NR>
-inline void int8_rows_n(const Sb6Matrix& w, int64_t r, int64_t rs, const Sb6Int8Input& x, float* y,
-                        int64_t ys) {
+template <class Fmt, int NR, int NI>
+inline void int8_rows_n(const Sb6Matrix& w, int64_t r, int64_t rs, const Sb6Int8Input* x, float* y,
+                        int64_t ys, int64_t yi) {
   const int64_t cols = w.cols, nsb = cols / 256;
   Fmt fmt[NR];
   for (int k = 0; k < NR; ++k) fmt[k].init(w, r + k * rs);
@@ -75,8 +76,9 @@ inline void int8_rows_n(const Sb6Matrix& w, int64_t r, int64_t rs, const Sb6Int8
         in && w.bits >= 6 ? reinterpret_cast<const char*>(w.qh2 + ra * (cols / 8)) : nullptr;
     ahead_sm[k] = in ? reinterpret_cast<const char*>(w.sm + ra * nsb * 16) : nullptr;
   }
-  __m256 acc[NR];
-  for (int k = 0; k < NR; ++k) acc[k] = _mm256_setzero_ps();
+  __m256 acc[NI][NR];
+  for (int u = 0; u < NI; ++u)
+    for (int k = 0; k < NR; ++k) acc[u][k] = _mm256_setzero_ps();
   for (int64_t j = 0; j < nsb; ++j) {
     for (int k = 0; k < NR; ++k) {
       if (ahead[k] == nullptr) continue;
@@ -88,18 +90,27 @@ inline void int8_rows_n(const Sb6Matrix& w, int64_t r, int64_t rs, const Sb6Int8
       if (ahead_qh[k] != nullptr) _mm_prefetch(ahead_qh[k] + 32 * j, _MM_HINT_T1);
       if (ahead_qh2[k] != nullptr) _mm_prefetch(ahead_qh2[k] + 32 * j, _MM_HINT_T1);
     }
-    const typename Fmt::Input in = Fmt::load(x, j);
-    const __m256 q = _mm256_loadu_ps(x.block_sums + 8 * j);
-    const __m256 dx = _mm256_set1_ps(x.scales[j]);
+    typename Fmt::Input in[NI];
+    __m256 q[NI], dx[NI];
+    for (int u = 0; u < NI; ++u) {
+      in[u] = Fmt::load(x[u], j);
+      q[u] = _mm256_loadu_ps(x[u].block_sums + 8 * j);
+      dx[u] = _mm256_set1_ps(x[u].scales[j]);
+    }
     for (int k = 0; k < NR; ++k) {
       fmt[k].superblock(j);
-      const __m256 s = _mm256_cvtepi32_ps(fmt[k].sums(j, in));
-      const __m256 t = _mm256_add_ps(_mm256_mul_ps(s, _mm256_load_ps(fmt[k].s)),
-                                     _mm256_mul_ps(q, _mm256_load_ps(fmt[k].m)));
-      acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(t, dx));
+      // Each row's codes are decoded once for the NI inputs.
+      const typename Fmt::Codes c = fmt[k].decode(j);
+      const __m256 sv = _mm256_load_ps(fmt[k].s), mv = _mm256_load_ps(fmt[k].m);
+      for (int u = 0; u < NI; ++u) {
+        const __m256 s = _mm256_cvtepi32_ps(Fmt::sums(c, in[u]));
+        const __m256 t = _mm256_add_ps(_mm256_mul_ps(s, sv), _mm256_mul_ps(q[u], mv));
+        acc[u][k] = _mm256_add_ps(acc[u][k], _mm256_mul_ps(t, dx[u]));
+      }
     }
   }
-  for (int k = 0; k < NR; ++k) y[k * ys] = reduce8(acc[k]);
+  for (int u = 0; u < NI; ++u)
+    for (int k = 0; k < NR; ++k) y[u * yi + k * ys] = reduce8(acc[u][k]);
 }
 
 // y[r - r0] for r in [r0, r1): NR rows at a time from NR equal parts of the range (separate code
@@ -116,23 +127,33 @@ void interleaved_rows(int64_t r0, int64_t r1, float* y, RowsN&& rows_n) {
   for (int64_t r = r0 + NR * h; r < r1; ++r) rows_n(r, 0, y + (r - r0), 0, Rows<1>{});
 }
 
-template <class Fmt>
-void int8_rows(const Sb6Matrix& w, int64_t r0, int64_t r1, const Sb6Int8Input& x, float* y) {
+template <class Fmt, int NI>
+void int8_rows(const Sb6Matrix& w, int64_t r0, int64_t r1, const Sb6Int8Input* x, float* y,
+               int64_t yi) {
   interleaved_rows<Fmt::kRows>(r0, r1, y,
                                [&](int64_t r, int64_t rs, float* yr, int64_t ys, auto n) {
-                                 int8_rows_n<Fmt, decltype(n)::kRows>(w, r, rs, x, yr, ys);
+                                 int8_rows_n<Fmt, decltype(n)::kRows, NI>(w, r, rs, x, yr, ys, yi);
                                });
 }
 
+// n = 1 or 2 inputs (Int8InputKernels::sb6): two share each row's decoded codes.
+template <class Fmt>
+void int8_rows_inputs(const Sb6Matrix& w, int64_t r0, int64_t r1, const Sb6Int8Input* x, int n,
+                      float* y, int64_t yi) {
+  if (n == 2) return int8_rows<Fmt, 2>(w, r0, r1, x, y, yi);
+  int8_rows<Fmt, 1>(w, r0, r1, x, y, yi);
+}
+
 template <template <int> class Fmt>
-void int8_sb6(const Sb6Matrix& w, int64_t r0, int64_t r1, const Sb6Int8Input& x, float* y) {
+void int8_sb6(const Sb6Matrix& w, int64_t r0, int64_t r1, const Sb6Int8Input* x, int n, float* y,
+              int64_t yi) {
   switch (w.bits) {
     case 4:
-      return int8_rows<Fmt<4>>(w, r0, r1, x, y);
+      return int8_rows_inputs<Fmt<4>>(w, r0, r1, x, n, y, yi);
     case 5:
-      return int8_rows<Fmt<5>>(w, r0, r1, x, y);
+      return int8_rows_inputs<Fmt<5>>(w, r0, r1, x, n, y, yi);
     default:
-      return int8_rows<Fmt<6>>(w, r0, r1, x, y);
+      return int8_rows_inputs<Fmt<6>>(w, r0, r1, x, n, y, yi);
   }
 }
 

@@ -155,10 +155,12 @@ float int8_output(const Sb6Matrix& w, int64_t r, XCode x_code, const float* sums
   return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
 
-void int8_sb6(const Sb6Matrix& w, int64_t r0, int64_t r1, const Sb6Int8Input& x, float* y) {
-  for (int64_t r = r0; r < r1; ++r)
-    y[r - r0] = int8_output(
-        w, r, [&](int64_t c) { return x.codes[sb6_order(c)]; }, x.block_sums, x.scales);
+void int8_sb6(const Sb6Matrix& w, int64_t r0, int64_t r1, const Sb6Int8Input* x, int n, float* y,
+              int64_t yi) {
+  for (int u = 0; u < n; ++u)
+    for (int64_t r = r0; r < r1; ++r)
+      y[u * yi + (r - r0)] = int8_output(
+          w, r, [&](int64_t c) { return x[u].codes[sb6_order(c)]; }, x[u].block_sums, x[u].scales);
 }
 
 void int8_tile(const Sb6Matrix& w, int64_t r0, int64_t r1, const Int8Inputs& x, const float* sums,
