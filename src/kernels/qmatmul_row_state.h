@@ -96,7 +96,7 @@ inline void unpack_sb6_scales_f16c(const Sb6Matrix& w, int64_t r0, int64_t r1, u
                                           9, -1, -1, -1, 9, 10, -1, -1,  //
                                           10, 11, -1, -1, 11, -1, -1, -1);
   const __m256i shifts = _mm256_setr_epi32(0, 6, 4, 2, 0, 6, 4, 2);
-  const __m256i six = _mm256_set1_epi32(63);
+  const __m256i mask6 = _mm256_set1_epi32(63);
   for (int64_t e = r0 * nsb; e < r1 * nsb; ++e) {
     const uint8_t* p = w.qsqm + 12 * e;
     // 12 bytes, without reading past the matrix's last entry.
@@ -104,9 +104,9 @@ inline void unpack_sb6_scales_f16c(const Sb6Matrix& w, int64_t r0, int64_t r1, u
                                          static_cast<int>(load_u32(p + 8)), 2);
     const __m256i v = _mm256_broadcastsi128_si256(raw);
     const __m256i qs =
-        _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v, qs_idx), shifts), six);
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v, qs_idx), shifts), mask6);
     const __m256i qm = _mm256_sub_epi32(
-        _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v, qm_idx), shifts), six),
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v, qm_idx), shifts), mask6),
         _mm256_set1_epi32(31));
     const __m256 dv = _mm256_set1_ps(f16_at(w.d + 2 * e)),
                  dmv = _mm256_set1_ps(f16_at(w.dm + 2 * e));

@@ -359,12 +359,15 @@ TEST(Qmatmul, EveryIsaDecodesFloorScaleBlocksAsTheDequantiser) {
 // zero, negative, NaN and subnormal superblock scales included, by every instruction set; another
 // field, another value.
 TEST(Qmatmul, UnpackedSb6ScalesAreTheHalvesOfTheFields) {
-  const int64_t rows = 6, cols = 512, nsb = cols / 256;
+  const int64_t rows = 11, cols = 512, nsb = cols / 256;
   auto p = random_sb6(5, rows, cols, 77, true);
-  const uint16_t d[] = {0x0000, 0x8000, 0x8400, 0x7e00, 0x0003, 0x2c00};
+  // Zeros, a negative, a quiet NaN, a subnormal, normals whose products round (0x3555) or
+  // overflow (0x7bff), NaNs with a payload, signalling, negative.
+  const uint16_t d[] = {0x0000, 0x8000, 0x8400, 0x7e00, 0x0003, 0x2c00,
+                        0x3555, 0x7bff, 0x7e55, 0x7c01, 0xfe00};
   for (int64_t j = 0; j < rows * nsb; ++j) {
-    put_f16(p->d, j, d[j % 6]);
-    put_f16(p->dm, j, d[(j + 3) % 6]);
+    put_f16(p->d, j, d[j % 11]);
+    put_f16(p->dm, j, d[(j + 3) % 11]);
   }
   p->unpack_scales();
   ASSERT_EQ(p->sm.size(), static_cast<size_t>(rows * nsb * 16));
@@ -387,7 +390,7 @@ TEST(Qmatmul, UnpackedSb6ScalesAreTheHalvesOfTheFields) {
     EXPECT_TRUE(std::equal(tail.begin(), tail.end(), p->sm.begin() + 2 * nsb * 16)) << isa_name(isa);
   }
   const std::vector<uint16_t> before = p->sm;
-  p->qsqm[12 * 5 + 7] ^= 0x10;  // a bit of qm_2 of superblock 5 (dm = 0x8400)
+  p->qsqm[12 * 3 + 7] ^= 0x10;  // a bit of qm_2 of superblock 3 (dm = 0x3555)
   p->qsqm[12 * 2 + 1] ^= 0x04;  // a bit of qs_1 of superblock 2 (d = 0x8400)
   p->unpack_scales();
   EXPECT_NE(p->sm, before);
@@ -689,6 +692,8 @@ TEST(QmatmulInt8Inputs, BatchRowsEqualSingleInputsAndOtherInputsDiffer) {
   const RoundedInputs x = round_inputs(xs, T, cols);
   const std::vector<float> x5(xs.begin() + 3 * cols, xs.begin() + 8 * cols);
   const RoundedInputs five = round_inputs(x5, 5, cols);
+  const std::vector<float> x4(xs.begin() + 10 * cols, xs.begin() + 14 * cols);
+  const RoundedInputs four = round_inputs(x4, 4, cols);  // the GEMV's inputs in two pairs
   for (const auto& p : all_layouts(rows, cols, 90)) {
     for (Isa isa : supported_isas())
       for (int threads : {1, 2}) {
@@ -710,6 +715,9 @@ TEST(QmatmulInt8Inputs, BatchRowsEqualSingleInputsAndOtherInputsDiffer) {
         const std::vector<float> y5 = int8_product(isa, *p, five);
         ASSERT_EQ(std::memcmp(y5.data(), y.data() + 3 * rows, y5.size() * sizeof(float)), 0)
             << what << " (5 inputs)";
+        const std::vector<float> y4 = int8_product(isa, *p, four);
+        ASSERT_EQ(std::memcmp(y4.data(), y.data() + 10 * rows, y4.size() * sizeof(float)), 0)
+            << what << " (4 inputs)";
       }
   }
   set_test_threads(0);
