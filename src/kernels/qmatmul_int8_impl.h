@@ -633,7 +633,7 @@ void pack_sym_group(const SymMatrix& w, int64_t r0, int64_t n, uint8_t* scratch,
 // the sum q16[b] of its input codes (s [block][row] in the tile).
 template <class Tile, int Bits>
 struct SymTileBlocks {
-  // One input per pass: two were slower on Zen 3 (AVX2: the sym@8 sign trick's registers).
+  // One input per pass: two measured mixed for sym@8 and slower for sym@6 on Zen 3 (README).
   static constexpr int kCols = 16, kHalves = 2, kInputs = 1;
   const float* s;
   const int32_t* q16;
