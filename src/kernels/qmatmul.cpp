@@ -113,6 +113,8 @@ void run_int8(const Int8InputKernels& k, const M& w, const Int8Inputs& x, int64_
 // codes in the sb6 order (kernels/qmatmul_impl.h), prepared once on the caller.
 void run_int8(const Int8InputKernels& k, const Sb6Matrix& w, const Int8Inputs& x, float* y,
               ThreadPool& pool) {
+  WICK_CHECK(w.bits < 5 || !k.sb6_high_bits || w.hb != nullptr,
+             "PackedLinear attaches the high bits the active kernels read (Sb6Unpacked)");
   const int64_t cols = w.cols, T = x.T, nb = cols / 32, nsb = cols / 256;
   Arena& arena = pool.caller_arena();
   const float* sums = input_block_sums<float>(x, 32, arena);
@@ -224,12 +226,6 @@ void qmatmul(const SymMatrix& w, const float* x, int64_t T, float* y, ThreadPool
   const KernelTable& k = kernel_table();
   qmat::run(w, qmat::Source<SymMatrix>{&w, k.packed.decode_sym, k.packed.gemv_sym}, k.dot, x, T, y,
             pool);
-}
-
-std::vector<uint16_t> unpack_sb6_scales(const Sb6Matrix& w) {
-  std::vector<uint16_t> out(static_cast<size_t>(w.rows * (w.cols / 256) * 16));
-  kernel_table().packed.unpack_sb6_scales(w, 0, w.rows, out.data());
-  return out;
 }
 
 void qmatmul_int8_inputs(const Sb6Matrix& w, const Int8Inputs& x, float* y, ThreadPool& pool) {

@@ -41,12 +41,47 @@ struct Sb6Matrix {
   // one 32-byte load per superblock, not 6-bit fields unpacked and rounded per row and call).
   // qmatmul() and qmatmul_int8_inputs() need it set, whatever the instruction set.
   const uint16_t* sm = nullptr;
+  // bits >= 5: the bit planes rearranged for the AVX2 integer GEMV (repack_sb6_high_bits below),
+  // [rows, cols/256, 32 * (bits - 4)] bytes. qmatmul_int8_inputs() needs it set when
+  // sb6_reads_high_bits() (the active kernels read it in place of qh and qh2); others ignore it.
+  const uint8_t* hb = nullptr;
 };
 
 // The `sm` array of w (qsqm, d and dm set; sm not read), [rows * cols / 256 * 16] fp16 bits.
 // The owner of the matrix view keeps it beside the view (model/quant_linear.h: 1 bit per weight
 // on top of the file's codes). Every value is exact: s and m are fp16 values by definition.
 std::vector<uint16_t> unpack_sb6_scales(const Sb6Matrix& w);
+
+// The `hb` array of w (bits 5 or 6, qh and qh2 set), [rows * cols / 256 * 32 * (bits - 4)] bytes.
+// Per superblock the integer GEMV decodes 8 code vectors v = 2p + half (p = 0..3: blocks 2p and
+// 2p + 1 of the superblock; half 0: columns 0-15 of each block, 1: columns 16-31), byte
+// 16 l + e of vector v holding column 16 half + e of block 2p + l. hb gives each code byte's high
+// bits at the same byte index, one vector shift away: bits 5: 32 bytes, bit v of byte i = the qh
+// bit of vector v's byte i; bits 6: 64 bytes, bits 2k, 2k + 1 of byte 32 (v / 4) + i = the qh and
+// qh2 bits of vector v's byte i (k = v % 4). The same bits as the planes, moved: no rounding.
+std::vector<uint8_t> repack_sb6_high_bits(const Sb6Matrix& w);
+
+// Whether the active instruction set's integer sb6 GEMV reads Sb6Matrix::hb (AVX2: spreading
+// the file's plane bits to bytes cost it more than the rest of the decode; AVX-512 adds them with
+// mask registers, and the scalar kernels read the planes).
+bool sb6_reads_high_bits();
+
+// What the SIMD sb6 kernels read beside the file's arrays, made once at load and owned beside the
+// matrix view: the unpacked scales (sm: 1 bit per weight) and, when `high_bits` and bits >= 5,
+// the rearranged planes (hb: 1 or 2 bits per weight). attach() points a view at them; the view
+// stays valid while this object lives (moving it keeps the arrays where they are).
+struct Sb6Unpacked {
+  std::vector<uint16_t> sm;
+  std::vector<uint8_t> hb;
+  Sb6Unpacked() = default;
+  // w: qsqm, d, dm and the planes set.
+  Sb6Unpacked(const Sb6Matrix& w, bool high_bits);
+  void attach(Sb6Matrix& w) const {
+    w.sm = sm.data();
+    w.hb = hb.empty() ? nullptr : hb.data();
+  }
+  int64_t bytes() const { return static_cast<int64_t>(sm.size() * sizeof(uint16_t) + hb.size()); }
+};
 
 // sym (symmetric, blocks of 16 columns, superblocks of 16 blocks; bits 6 or 8). cols % 256 == 0.
 struct SymMatrix {

@@ -140,6 +140,7 @@ const Kernels& packed_kernels() {
                            by_bits<Sym, FusedGemv<V>>(w, r0, r1, x, y);
                          },
                          unpack_sb6_scales_f16c,
+                         repack_sb6_high_bits_avx2,
                          V::kName};
   return k;
 }

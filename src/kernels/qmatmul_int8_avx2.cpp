@@ -4,7 +4,8 @@
 // (Avx2SymDot, Avx2Tile::sym_dot8); the sym@6 GEMV's unsigned codes u <= 63 need no sign move
 // (pairs at most 2 * 63 * 127). The sb6 details: a 32-byte load of the nibbles of 2 blocks splits
 // into their low and high halves, which the input's codes match in the sb6 order
-// (kernels/qmatmul_impl.h); each bit plane is spread to one byte per code; vpmaddubsw multiplies
+// (kernels/qmatmul_impl.h); the high bits come from the rearranged planes (Sb6Matrix::hb), a shift
+// and a mask per 32 codes; vpmaddubsw multiplies
 // code x input and adds pairs in int16 (at most 2 * 63 * 127 per pair, and the low and high halves'
 // pairs added: 32004 < 2^15), vpmaddwd widens to 4-column int32 groups, and horizontal adds gather
 // each block's sum.
@@ -16,18 +17,24 @@
 namespace wick::kernels::qmat {
 namespace {
 
-// Adds `value` to the code bytes of 2 blocks whose plane bit (words at p) is set: the low halves
-// take bits 0-15 of each word, the high halves bits 16-31.
-inline void add_planes(__m256i& lo, __m256i& hi, const uint8_t* p, char value) {
-  const uint32_t a = load_u32(p), b = load_u32(p + 4);
-  const __m256i v = _mm256_set1_epi8(value);
-  lo = _mm256_add_epi8(lo, _mm256_and_si256(bits_to_bytes((a & 0xffffu) | (b << 16)), v));
-  hi = _mm256_add_epi8(hi, _mm256_and_si256(bits_to_bytes((a >> 16) | (b & 0xffff0000u)), v));
+// x shifted left by N bits in each 16-bit lane (right by -N when N < 0).
+template <int N>
+inline __m256i shift16(__m256i x) {
+  if constexpr (N >= 0) {
+    return _mm256_slli_epi16(x, N);
+  } else {
+    return _mm256_srli_epi16(x, -N);
+  }
 }
 
 template <int Bits>
 struct Sb6Avx2Int8 : Sb6RowScales {
   static constexpr int kRows = 2;
+  // The high bits come from Sb6Matrix::hb, laid out for this decode (kernels/qmatmul.h
+  // repack_sb6_high_bits): a shift and a mask per code vector, where spreading the planes' bits to
+  // bytes took a shuffle, a compare and scalar work per 16 columns and plane.
+  static constexpr bool kHighBits = true;
+  const uint8_t* hb = nullptr;  // the row's high bits, 32 (Bits - 4) bytes per superblock
   // The input's codes of superblock j in the sb6 order, read from memory (L1) by each row's
   // vpmaddubsw: holding its 8 vectors in registers for all the rows spills the accumulators.
   struct Input {
@@ -35,7 +42,10 @@ struct Sb6Avx2Int8 : Sb6RowScales {
                       // (4g + 2 + h)]: their high halves
   };
 
-  void init(const Sb6Matrix& w, int64_t r) { init_row(w, r, Bits); }
+  void init(const Sb6Matrix& w, int64_t r) {
+    init_row(w, r, Bits);
+    if constexpr (Bits >= 5) hb = w.hb + r * (w.cols / 256) * 32 * (Bits - 4);
+  }
 
   static Input load(const Sb6Int8Input& x, int64_t j) { return Input{x.codes + 256 * j}; }
 
@@ -49,21 +59,43 @@ struct Sb6Avx2Int8 : Sb6RowScales {
     __m256i lo[4], hi[4];
   };
 
-  Codes decode(int64_t j) const {
-    const __m256i low = _mm256_set1_epi8(0x0f);
-    Codes c;
-    for (int g = 0; g < 2; ++g) {
-      for (int h = 0; h < 2; ++h) {
-        const int64_t u = 8 * j + 4 * g + 2 * h;
-        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(nib + 16 * u));
-        __m256i lo = _mm256_and_si256(raw, low);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
-        if constexpr (Bits >= 5) add_planes(lo, hi, qh + 4 * u, 16);
-        if constexpr (Bits >= 6) add_planes(lo, hi, qh2 + 4 * u, 32);
-        c.lo[2 * g + h] = lo;
-        c.hi[2 * g + h] = hi;
-      }
+  // Bits 4 and 5 of code vector V's bytes (V = 2p + half: kernels/qmatmul.h
+  // repack_sb6_high_bits) from the superblock's hb vectors h.
+  template <int V>
+  static __m256i high_bits(const __m256i* h) {
+    if constexpr (Bits == 5) {
+      return _mm256_and_si256(shift16<4 - V>(h[0]), _mm256_set1_epi8(0x10));
+    } else {
+      return _mm256_and_si256(shift16<4 - 2 * (V % 4)>(h[V / 4]), _mm256_set1_epi8(0x30));
     }
+  }
+
+  // Blocks 2P and 2P + 1 of superblock j (one 32-byte load of their nibbles) into c.lo[P] /
+  // c.hi[P].
+  template <int P>
+  void decode_pair(int64_t j, const __m256i* h, Codes& c) const {
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    const __m256i raw =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(nib + 16 * (8 * j + 2 * P)));
+    __m256i lo = _mm256_and_si256(raw, low);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+    if constexpr (Bits >= 5) {
+      lo = _mm256_add_epi8(lo, high_bits<2 * P>(h));
+      hi = _mm256_add_epi8(hi, high_bits<2 * P + 1>(h));
+    }
+    c.lo[P] = lo;
+    c.hi[P] = hi;
+  }
+
+  Codes decode(int64_t j) const {
+    __m256i h[2] = {};
+    for (int k = 0; k < Bits - 4; ++k)
+      h[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hb + 32 * ((Bits - 4) * j + k)));
+    Codes c;
+    decode_pair<0>(j, h, c);
+    decode_pair<1>(j, h, c);
+    decode_pair<2>(j, h, c);
+    decode_pair<3>(j, h, c);
     return c;
   }
 
@@ -152,9 +184,13 @@ struct Avx2SymDot {
 }  // namespace
 
 const Int8InputKernels& int8_input_kernels_avx2() {
-  static const Int8InputKernels k{int8_sb6<Sb6Avx2Int8>, int8_tile<Avx2Tile>,
-                                  int8_sym<Avx2SymDot>,  int8_sym_tile<Avx2Tile>,
-                                  Avx2Tile::kRows,       "avx2"};
+  static const Int8InputKernels k{int8_sb6<Sb6Avx2Int8>,
+                                  int8_tile<Avx2Tile>,
+                                  int8_sym<Avx2SymDot>,
+                                  int8_sym_tile<Avx2Tile>,
+                                  Avx2Tile::kRows,
+                                  true,
+                                  "avx2"};
   return k;
 }
 

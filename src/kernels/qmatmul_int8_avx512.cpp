@@ -33,6 +33,7 @@ inline void add_planes(__m512i& lo, __m512i& hi, const uint8_t* p, char value) {
 template <int Bits>
 struct Sb6Vnni : Sb6RowScales {
   static constexpr int kRows = 4;
+  static constexpr bool kHighBits = false;  // the planes' words are byte masks here
   struct Input {
     __m512i lo[2], hi[2];  // per group of 4 blocks: the codes of their low / high halves
   };
@@ -147,7 +148,8 @@ struct VnniSymDot {
 const Int8InputKernels& int8_input_kernels_avx512_vnni() {
   static const Int8InputKernels k{int8_sb6<Sb6Vnni>,    int8_tile<VnniTile>,
                                   int8_sym<VnniSymDot>, int8_sym_tile<VnniTile>,
-                                  VnniTile::kRows,      "avx512-vnni"};
+                                  VnniTile::kRows,      false,
+                                  "avx512-vnni"};
   return k;
 }
 

@@ -10,7 +10,8 @@
 // init(w, r); a type Input and static Input load(x, j) (superblock j of the input's codes, loaded
 // once for all the rows interleaved); a type Codes and Codes decode(j) (the row's codes of
 // superblock j, decoded once for all the inputs); static __m256i sums(const Codes&, const Input&)
-// (S_b of blocks 8j .. 8j+7 in lane order); kRows (rows interleaved).
+// (S_b of blocks 8j .. 8j+7 in lane order); kRows (rows interleaved); kHighBits (it reads the
+// high bits from Sb6Matrix::hb, not from the planes).
 //
 // The GEMM (int8_tile) is written once against a trait Tile (a vector of Tile::kRows int32 / fp32
 // lanes, one output row each): the rows' codes are decoded once into a tile whose every 4-column
@@ -50,46 +51,61 @@ inline float reduce8(__m256 a) {
   return _mm_cvtss_f32(_mm_add_ss(v2, _mm_movehdup_ps(v2)));
 }
 
-// Rows r, r + rs, ..., r + (NR - 1) rs; output k to y[k * ys].
-// While they are summed, the codes, bit planes and scales of the row kInt8PrefetchRows further on
-// in each row's stream are prefetched into L2, one superblock at a time: the hardware prefetcher
-// alone follows the many short interleaved streams (codes, planes, scales of NR rows) slowly.
-// Prefetching changes no result.
+// The streams of NR interleaved rows, each kInt8PrefetchRows rows further on, prefetched into L2
+// one superblock at a time while the rows are summed: the hardware prefetcher alone follows the
+// many short interleaved streams (codes, planes, scales of NR rows) slowly. Prefetching changes no
+// result.
 constexpr int64_t kInt8PrefetchRows = 2;
 
+template <int NR>
+struct RowPrefetch {
+  static constexpr int kStreams = 4;
+  const char* p[NR][kStreams] = {};  // stream s of row k's row ahead (null: none, or past the end)
+  int64_t per[kStreams] = {};        // bytes per superblock of stream s
+
+  // Stream s of row k ahead starts at `start`, `bytes` per superblock.
+  void set(int k, int s, const void* start, int64_t bytes) {
+    p[k][s] = static_cast<const char*>(start);
+    per[s] = bytes;
+  }
+  // The lines of superblock j of every stream (those of fewer than 64 bytes each time: a row's
+  // start need not be on a line).
+  void issue(int64_t j) const {
+    for (int k = 0; k < NR; ++k)
+      for (int s = 0; s < kStreams; ++s) {
+        if (p[k][s] == nullptr) continue;
+        for (int64_t off = 0; off < per[s]; off += 64)
+          _mm_prefetch(p[k][s] + per[s] * j + off, _MM_HINT_T1);
+      }
+  }
+};
+
+// Rows r, r + rs, ..., r + (NR - 1) rs; output k to y[k * ys]. The rows' codes, their high bits
+// (Sb6Matrix::hb where Fmt::kHighBits, else the planes) and scales are prefetched (RowPrefetch).
 template <class Fmt, int NR, int NI>
 inline void int8_rows_n(const Sb6Matrix& w, int64_t r, int64_t rs, const Sb6Int8Input* x, float* y,
                         int64_t ys, int64_t yi) {
   const int64_t cols = w.cols, nsb = cols / 256;
   Fmt fmt[NR];
-  for (int k = 0; k < NR; ++k) fmt[k].init(w, r + k * rs);
-  // Row r + k rs + kInt8PrefetchRows's codes, planes and scales (null past the matrix, or without
-  // planes).
-  const char *ahead[NR], *ahead_qh[NR], *ahead_qh2[NR], *ahead_sm[NR];
+  RowPrefetch<NR> ahead;
   for (int k = 0; k < NR; ++k) {
+    fmt[k].init(w, r + k * rs);
     const int64_t ra = r + k * rs + kInt8PrefetchRows;
-    const bool in = ra < w.rows;
-    ahead[k] = in ? reinterpret_cast<const char*>(w.codes_packed + ra * (cols / 2)) : nullptr;
-    ahead_qh[k] =
-        in && w.bits >= 5 ? reinterpret_cast<const char*>(w.qh + ra * (cols / 8)) : nullptr;
-    ahead_qh2[k] =
-        in && w.bits >= 6 ? reinterpret_cast<const char*>(w.qh2 + ra * (cols / 8)) : nullptr;
-    ahead_sm[k] = in ? reinterpret_cast<const char*>(w.sm + ra * nsb * 16) : nullptr;
+    if (ra >= w.rows) continue;
+    ahead.set(k, 0, w.codes_packed + ra * (cols / 2), 128);
+    ahead.set(k, 1, w.sm + ra * nsb * 16, 32);
+    if constexpr (Fmt::kHighBits) {
+      if (w.bits >= 5) ahead.set(k, 2, w.hb + ra * nsb * 32 * (w.bits - 4), 32 * (w.bits - 4));
+    } else {
+      if (w.bits >= 5) ahead.set(k, 2, w.qh + ra * (cols / 8), 32);
+      if (w.bits >= 6) ahead.set(k, 3, w.qh2 + ra * (cols / 8), 32);
+    }
   }
   __m256 acc[NI][NR];
   for (int u = 0; u < NI; ++u)
     for (int k = 0; k < NR; ++k) acc[u][k] = _mm256_setzero_ps();
   for (int64_t j = 0; j < nsb; ++j) {
-    for (int k = 0; k < NR; ++k) {
-      if (ahead[k] == nullptr) continue;
-      _mm_prefetch(ahead[k] + 128 * j, _MM_HINT_T1);
-      _mm_prefetch(ahead[k] + 128 * j + 64, _MM_HINT_T1);
-      // Scales and planes: 32 bytes per superblock (the scales' rows need not start on a line).
-      _mm_prefetch(ahead_sm[k] + 32 * j, _MM_HINT_T1);
-      if ((j & 1) != 0) continue;
-      if (ahead_qh[k] != nullptr) _mm_prefetch(ahead_qh[k] + 32 * j, _MM_HINT_T1);
-      if (ahead_qh2[k] != nullptr) _mm_prefetch(ahead_qh2[k] + 32 * j, _MM_HINT_T1);
-    }
+    ahead.issue(j);
     typename Fmt::Input in[NI];
     __m256 q[NI], dx[NI];
     for (int u = 0; u < NI; ++u) {
@@ -503,38 +519,30 @@ inline void sym6_block_sums(const uint8_t* nib, const uint8_t* qh, const uint8_t
 // Rows r, r + rs, ..., NR of them; output k to y[k * ys]. At 8 bits Dot::sums4(u, s) gives the 8
 // int32 sums of 4 adjacent products u_c s_c (u unsigned, s signed bytes; exact): each 32 codes q
 // meet the input's codes x as |q| . sign(x, q) = q x (|q| <= 128 and |x| <= 127, so no product or
-// pair sum overflows int16); at 6 bits sym6_block_sums. Prefetches as int8_rows_n.
+// pair sum overflows int16); at 6 bits sym6_block_sums. Prefetches the rows ahead (RowPrefetch).
 template <class Dot, int Bits, int NR>
 inline void int8_sym_rows_n(const SymMatrix& w, int64_t r, int64_t rs, const SymInt8Input& x,
                             float* y, int64_t ys) {
   const int64_t cols = w.cols, nsb = cols / 256;
   SymRowStreams row[NR];
-  const char *ahead[NR], *ahead_qh[NR], *ahead_qh2[NR];
+  RowPrefetch<NR> ahead;
   for (int k = 0; k < NR; ++k) {
     row[k].init_row(w, r + k * rs, Bits);
     const int64_t ra = r + k * rs + kInt8PrefetchRows;
-    const bool in = ra < w.rows;
-    ahead[k] = !in         ? nullptr
-               : Bits == 8 ? reinterpret_cast<const char*>(w.codes + ra * cols)
-                           : reinterpret_cast<const char*>(w.codes_packed + ra * (cols / 2));
-    ahead_qh[k] = in && Bits == 6 ? reinterpret_cast<const char*>(w.qh + ra * (cols / 8)) : nullptr;
-    ahead_qh2[k] =
-        in && Bits == 6 ? reinterpret_cast<const char*>(w.qh2 + ra * (cols / 8)) : nullptr;
-    if (in) _mm_prefetch(reinterpret_cast<const char*>(w.qs + ra * (cols / 16)), _MM_HINT_T1);
+    if (ra >= w.rows) continue;
+    if constexpr (Bits == 8) {
+      ahead.set(k, 0, w.codes + ra * cols, 256);
+    } else {
+      ahead.set(k, 0, w.codes_packed + ra * (cols / 2), 128);
+      ahead.set(k, 1, w.qh + ra * (cols / 8), 32);
+      ahead.set(k, 2, w.qh2 + ra * (cols / 8), 32);
+    }
+    _mm_prefetch(reinterpret_cast<const char*>(w.qs + ra * (cols / 16)), _MM_HINT_T1);
   }
   __m256 acc[NR];
   for (int k = 0; k < NR; ++k) acc[k] = _mm256_setzero_ps();
   for (int64_t j = 0; j < nsb; ++j) {
-    for (int k = 0; k < NR; ++k) {
-      if (ahead[k] == nullptr) continue;
-      constexpr int64_t kBytes = Bits == 8 ? 256 : 128;  // code bytes per superblock
-      for (int64_t off = 0; off < kBytes; off += 64)
-        _mm_prefetch(ahead[k] + kBytes * j + off, _MM_HINT_T1);
-      if ((j & 1) == 0 && ahead_qh[k] != nullptr) {
-        _mm_prefetch(ahead_qh[k] + 32 * j, _MM_HINT_T1);
-        _mm_prefetch(ahead_qh2[k] + 32 * j, _MM_HINT_T1);
-      }
-    }
+    ahead.issue(j);
     const __m256 dx = _mm256_set1_ps(x.scales[j]);
     for (int k = 0; k < NR; ++k) {
       __m256i sums[2];

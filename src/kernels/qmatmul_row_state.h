@@ -118,6 +118,39 @@ inline void unpack_sb6_scales_f16c(const Sb6Matrix& w, int64_t r0, int64_t r1, u
   }
 }
 
+// Rows [r0, r1) of kernels/qmatmul.h's rearranged sb6 planes (Sb6Matrix::hb) into out[(r - r0) *
+// cols / 256 * 32 (bits - 4) ...]: per code vector, its 32 columns' plane bits spread to bytes
+// (as the integer GEMV once did per call) and kept as one bit of each byte. The same bytes as the
+// scalar repacker.
+inline void repack_sb6_high_bits_avx2(const Sb6Matrix& w, int64_t r0, int64_t r1, uint8_t* out) {
+  const int64_t nsb = w.cols / 256, per = 32 * (w.bits - 4);
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t j = 0; j < nsb; ++j) {
+      __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+      for (int p = 0; p < 4; ++p) {
+        const int64_t word = r * (w.cols / 8) + 4 * (8 * j + 2 * p);  // blocks 2p and 2p + 1
+        for (int plane = 0; plane < w.bits - 4; ++plane) {
+          const uint8_t* src = (plane == 0 ? w.qh : w.qh2) + word;
+          const uint32_t a = load_u32(src), b = load_u32(src + 4);
+          for (int half = 0; half < 2; ++half) {
+            const int v = 2 * p + half;
+            // Columns 16 half .. 16 half + 15 of block 2p (bytes 0-15), then of block 2p + 1.
+            const uint32_t bits =
+                half == 0 ? (a & 0xffffu) | (b << 16) : (a >> 16) | (b & 0xffff0000u);
+            const int shift = w.bits == 5 ? v : 2 * (v % 4) + plane;
+            __m256i& dst = acc[w.bits == 5 ? 0 : v / 4];
+            dst = _mm256_or_si256(
+                dst, _mm256_and_si256(bits_to_bytes(bits),
+                                      _mm256_set1_epi8(static_cast<char>(1 << shift))));
+          }
+        }
+      }
+      uint8_t* o = out + ((r - r0) * nsb + j) * per;
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), acc[0]);
+      if (w.bits == 6) _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 32), acc[1]);
+    }
+}
+
 // One sb6 row: where its streams start, and the scales of the current superblock (read from the
 // matrix's unpacked fp16 scales `sm`, kernels/qmatmul.h).
 struct Sb6RowScales {

@@ -123,11 +123,35 @@ void unpack_sb6_scales_rows(const Sb6Matrix& w, int64_t r0, int64_t r1, uint16_t
       sb6_scale_halves(w, r, j, o, o + 8);
     }
 }
+
+void repack_sb6_high_bits_rows(const Sb6Matrix& w, int64_t r0, int64_t r1, uint8_t* out) {
+  const int64_t nsb = w.cols / 256, per = 32 * (w.bits - 4);
+  std::fill(out, out + (r1 - r0) * nsb * per, uint8_t{0});
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t j = 0; j < nsb; ++j) {
+      uint8_t* o = out + ((r - r0) * nsb + j) * per;
+      for (int b = 0; b < 8; ++b)              // block b of the superblock
+        for (int c = 0; c < 32; ++c) {         // its column c
+          const int v = 2 * (b / 2) + c / 16;  // the code vector holding it, at byte i
+          const int i = 16 * (b % 2) + c % 16;
+          const int64_t col = r * w.cols + 256 * j + 32 * b + c;
+          const int bit = (w.qh[col / 8] >> (col % 8)) & 1;
+          if (w.bits == 5) {
+            o[i] = static_cast<uint8_t>(o[i] | bit << v);
+          } else {
+            const int bit2 = (w.qh2[col / 8] >> (col % 8)) & 1;
+            uint8_t& dst = o[32 * (v / 4) + i];
+            dst = static_cast<uint8_t>(dst | (bit | bit2 << 1) << 2 * (v % 4));
+          }
+        }
+    }
+}
 }  // namespace
 
 const Kernels& kernels_scalar() {
-  static const Kernels k{decode_rows, decode_rows, nullptr, nullptr, unpack_sb6_scales_rows,
-                         "scalar"};
+  static const Kernels k{
+      decode_rows, decode_rows, nullptr, nullptr, unpack_sb6_scales_rows, repack_sb6_high_bits_rows,
+      "scalar"};
   return k;
 }
 
@@ -203,7 +227,7 @@ void int8_sym_tile(const SymMatrix& w, int64_t r0, int64_t r1, const Int8Inputs&
 }  // namespace
 
 const Int8InputKernels& int8_input_kernels_scalar() {
-  static const Int8InputKernels k{int8_sb6, int8_tile, int8_sym, int8_sym_tile, 1, "scalar"};
+  static const Int8InputKernels k{int8_sb6, int8_tile, int8_sym, int8_sym_tile, 1, false, "scalar"};
   return k;
 }
 

@@ -21,7 +21,7 @@ class PackedLinear final : public Linear {
   // `t` must be an sb6 or sym tensor [out, in] (nn.Linear orientation); `owner` keeps its
   // buffers alive. Throws CheckpointError for another layout.
   PackedLinear(const quant::QuantTensor& t, std::shared_ptr<const void> owner);
-  PackedLinear(const PackedLinear&) = delete;  // the sb6 view points into sb6_scales_
+  PackedLinear(const PackedLinear&) = delete;  // the sb6 view points into sb6_unpacked_
   PackedLinear& operator=(const PackedLinear&) = delete;
 
   int64_t out_features() const override { return rows_; }
@@ -36,13 +36,17 @@ class PackedLinear final : public Linear {
   uint64_t stored_bytes() const override { return bytes_; }
   // The bytes a product with `t` reads: its stored codes and scales, for sb6 with the unpacked
   // scales (kernels/qmatmul.h Sb6Matrix::sm) in place of the packed 6-bit fields and fp16 d, dm.
+  // (Where the active kernels read the rearranged planes, Sb6Matrix::hb, they replace the file's
+  // planes byte for byte.)
   static uint64_t read_bytes(const quant::QuantTensor& t);
   quant::Layout layout() const { return layout_; }
 
  private:
   quant::Layout layout_;
   kernels::Sb6Matrix sb6_;
-  std::vector<uint16_t> sb6_scales_;  // sb6_.sm: 32 bytes per superblock of 256 weights
+  // sb6_.sm (32 bytes per superblock of 256 weights) and, where the active integer GEMV reads
+  // it, sb6_.hb (32 or 64 bytes per superblock at 5 or 6 bits): made at load.
+  kernels::Sb6Unpacked sb6_unpacked_;
   kernels::SymMatrix sym_;
   int64_t rows_, cols_;
   uint64_t bytes_;

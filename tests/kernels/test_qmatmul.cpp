@@ -24,6 +24,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/dot.h"
 #include "kernels/int8_inputs.h"
+#include "kernels/kernel_table.h"
 #include "kernels/qmatmul.h"
 #include "kernels/qmatmul_impl.h"
 #include "kernels/thread_pool.h"
@@ -50,7 +51,7 @@ struct Packed {
   int bits = 0;
   int64_t rows = 0, cols = 0;
   std::vector<uint8_t> codes_packed, qh, qh2, qsqm, d, dm, codes, qs;
-  std::vector<uint16_t> sm;  // sb6: the unpacked scales the SIMD kernels read
+  wick::kernels::Sb6Unpacked unpacked;  // sb6: the scales and high bits the SIMD kernels read
   std::vector<io::TensorView> views;
   quant::QuantTensor qt;
   Sb6Matrix sb6;
@@ -129,14 +130,15 @@ struct Packed {
       sb6.rows = rows;
       sb6.cols = cols;
       sb6.bits = bits;
-      unpack_scales();
+      unpack();
     }
   }
 
-  // The kernels' unpacked copy of the sb6 scales (Sb6Matrix::sm), again after qsqm, d or dm change.
-  void unpack_scales() {
-    sm = wick::kernels::unpack_sb6_scales(sb6);
-    sb6.sm = sm.data();
+  // The kernels' unpacked copy of the sb6 scales and high bits (Sb6Matrix::sm, ::hb; both, for
+  // the kernels of every instruction set), again after the scales or planes change.
+  void unpack() {
+    unpacked = wick::kernels::Sb6Unpacked(sb6, true);
+    unpacked.attach(sb6);
   }
 
   std::vector<float> dequantized() const { return quant::dequantize(qt); }
@@ -343,7 +345,7 @@ TEST(Qmatmul, EveryIsaDecodesFloorScaleBlocksAsTheDequantiser) {
       put_f16(p->d, j, j == 5 ? 0x7e00 : d[j % 4]);
       put_f16(p->dm, j, static_cast<uint16_t>(1 + rng() % 0x1400));  // subnormal .. 1e-3
     }
-    p->unpack_scales();
+    p->unpack();
     const std::vector<float> w = p->dequantized();
     for (Isa isa : supported_isas()) {
       std::vector<float> got(rows * cols);
@@ -369,31 +371,84 @@ TEST(Qmatmul, UnpackedSb6ScalesAreTheHalvesOfTheFields) {
     put_f16(p->d, j, d[j % 11]);
     put_f16(p->dm, j, d[(j + 3) % 11]);
   }
-  p->unpack_scales();
-  ASSERT_EQ(p->sm.size(), static_cast<size_t>(rows * nsb * 16));
+  p->unpack();
+  ASSERT_EQ(p->unpacked.sm.size(), static_cast<size_t>(rows * nsb * 16));
   for (int64_t sb = 0; sb < rows * nsb; ++sb)
     for (int i = 0; i < 8; ++i) {
-      EXPECT_EQ(p->sm[16 * sb + i],
+      EXPECT_EQ(p->unpacked.sm[16 * sb + i],
                 base::f32_to_f16(static_cast<float>(six_bits(p->qsqm, sb, i)) * get_f16(p->d, sb)))
           << "superblock " << sb << " s_" << i;
-      EXPECT_EQ(p->sm[16 * sb + 8 + i],
+      EXPECT_EQ(p->unpacked.sm[16 * sb + 8 + i],
                 base::f32_to_f16(static_cast<float>(six_bits(p->qsqm, sb, 8 + i) - 31) *
                                  get_f16(p->dm, sb)))
           << "superblock " << sb << " m_" << i;
     }
   // Every instruction set's unpacker, whole and from row 2 on.
   for (Isa isa : supported_isas()) {
-    std::vector<uint16_t> all(p->sm.size()), tail(p->sm.size() - 2 * nsb * 16);
+    std::vector<uint16_t> all(p->unpacked.sm.size()), tail(p->unpacked.sm.size() - 2 * nsb * 16);
     qmat::kernels_for(isa).unpack_sb6_scales(p->sb6, 0, rows, all.data());
     qmat::kernels_for(isa).unpack_sb6_scales(p->sb6, 2, rows, tail.data());
-    EXPECT_EQ(all, p->sm) << isa_name(isa);
-    EXPECT_TRUE(std::equal(tail.begin(), tail.end(), p->sm.begin() + 2 * nsb * 16)) << isa_name(isa);
+    EXPECT_EQ(all, p->unpacked.sm) << isa_name(isa);
+    EXPECT_TRUE(std::equal(tail.begin(), tail.end(), p->unpacked.sm.begin() + 2 * nsb * 16)) << isa_name(isa);
   }
-  const std::vector<uint16_t> before = p->sm;
+  const std::vector<uint16_t> before = p->unpacked.sm;
   p->qsqm[12 * 3 + 7] ^= 0x10;  // a bit of qm_2 of superblock 3 (dm = 0x3555)
   p->qsqm[12 * 2 + 1] ^= 0x04;  // a bit of qs_1 of superblock 2 (d = 0x8400)
-  p->unpack_scales();
-  EXPECT_NE(p->sm, before);
+  p->unpack();
+  EXPECT_NE(p->unpacked.sm, before);
+}
+
+// The rearranged planes the AVX2 integer GEMV reads (Sb6Matrix::hb, repack_sb6_high_bits): every
+// byte of every code vector of the layout in kernels/qmatmul.h holds the plane bits of its column,
+// read here from the planes themselves, and nothing else; one flipped plane bit moves exactly one
+// bit of hb; the same bytes from every instruction set's repacker. Attached only where the active
+// kernels read it.
+TEST(Qmatmul, RepackedHighBitsAreThePlaneBitsOfEachCodeByte) {
+  const int64_t rows = 3, cols = 512, nsb = cols / 256;
+  for (int bits : {5, 6}) {
+    auto p = random_sb6(bits, rows, cols, 91);
+    const std::vector<uint8_t>& hb = p->unpacked.hb;
+    const int64_t per = 32 * (bits - 4);
+    ASSERT_EQ(hb.size(), static_cast<size_t>(rows * nsb * per)) << bits;
+    const auto plane_bit = [&](const std::vector<uint8_t>& plane, int64_t r, int64_t c) {
+      return (plane[r * cols / 8 + c / 8] >> (c % 8)) & 1;
+    };
+    std::vector<uint8_t> want(hb.size(), 0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < nsb; ++j)
+        for (int v = 0; v < 8; ++v)
+          for (int i = 0; i < 32; ++i) {
+            const int64_t block = 2 * (v / 2) + i / 16, col = 256 * j + 32 * block + 16 * (v % 2) +
+                                                              i % 16;
+            const int64_t at = (r * nsb + j) * per;
+            if (bits == 5) {
+              want[at + i] |= static_cast<uint8_t>(plane_bit(p->qh, r, col) << v);
+            } else {
+              want[at + 32 * (v / 4) + i] |= static_cast<uint8_t>(
+                  (plane_bit(p->qh, r, col) | plane_bit(p->qh2, r, col) << 1) << 2 * (v % 4));
+            }
+          }
+    EXPECT_EQ(hb, want) << bits;
+    // Every instruction set's repacker, whole and from row 1 on.
+    for (Isa isa : supported_isas()) {
+      std::vector<uint8_t> all(hb.size(), 0xa5), tail(hb.size() - nsb * per, 0xa5);
+      qmat::kernels_for(isa).repack_sb6_high_bits(p->sb6, 0, rows, all.data());
+      qmat::kernels_for(isa).repack_sb6_high_bits(p->sb6, 1, rows, tail.data());
+      EXPECT_EQ(all, want) << isa_name(isa) << " " << bits;
+      EXPECT_TRUE(std::equal(tail.begin(), tail.end(), want.begin() + nsb * per))
+          << isa_name(isa) << " " << bits;
+    }
+    const std::vector<uint8_t> before = hb;
+    p->qh[cols / 8 + 37] ^= 0x20;  // row 1, column 301
+    p->unpack();
+    int moved = 0;
+    for (size_t i = 0; i < hb.size(); ++i) moved += __builtin_popcount(hb[i] ^ before[i]);
+    EXPECT_EQ(moved, 1) << bits;
+  }
+  EXPECT_EQ(kernels::sb6_reads_high_bits(), std::string(kernel_table().packed_int8->name) == "avx2");
+  auto p4 = random_sb6(4, 2, 256, 5);
+  EXPECT_TRUE(p4->unpacked.hb.empty());
+  EXPECT_EQ(p4->sb6.hb, nullptr);
 }
 
 // The product is the dense fp32 kernel over the decoded rows, bit for bit (kernels/qmatmul.h):
@@ -778,6 +833,7 @@ TEST(QmatmulInt8Inputs, LargestCodesGiveTheScalarBits) {
   std::fill(p->codes_packed.begin(), p->codes_packed.end(), uint8_t{0xff});
   std::fill(p->qh.begin(), p->qh.end(), uint8_t{0xff});
   std::fill(p->qh2.begin(), p->qh2.end(), uint8_t{0xff});
+  p->unpack();  // the high bits the AVX2 GEMV reads follow the planes
   for (int64_t T : {1, 14}) {
     std::vector<float> xs(T * cols);
     for (int64_t i = 0; i < T * cols; ++i) xs[i] = (i / 3) % 2 ? 1.0f : -1.0f;

@@ -40,8 +40,8 @@ void check_tensor(const quant::RwkvqFile& f, const char* key, quant::Layout layo
   L.apply(rounded.data(), T, exact.data(), test_pool());
   if (layout == quant::Layout::kSb6) {
     kernels::Sb6Matrix w = quant::sb6_matrix(t);
-    const std::vector<uint16_t> sm = kernels::unpack_sb6_scales(w);
-    w.sm = sm.data();
+    const kernels::Sb6Unpacked unpacked(w, kernels::sb6_reads_high_bits());
+    unpacked.attach(w);
     kernels::qmatmul_int8_inputs(w, xq, want.data(), test_pool());
   } else {
     kernels::qmatmul_int8_inputs(quant::sym_matrix(t), xq, want.data(), test_pool());

@@ -1,0 +1,33 @@
+// The arrays the SIMD sb6 kernels read beside the file's (kernels/qmatmul.h: Sb6Matrix::sm and
+// ::hb, Sb6Unpacked), made once when a matrix is loaded.
+#include "base/check.h"
+#include "kernels/kernel_table.h"
+#include "kernels/qmatmul.h"
+#include "kernels/qmatmul_impl.h"
+
+namespace wick::kernels {
+
+std::vector<uint16_t> unpack_sb6_scales(const Sb6Matrix& w) {
+  std::vector<uint16_t> out(static_cast<size_t>(w.rows * (w.cols / 256) * 16));
+  kernel_table().packed.unpack_sb6_scales(w, 0, w.rows, out.data());
+  return out;
+}
+
+std::vector<uint8_t> repack_sb6_high_bits(const Sb6Matrix& w) {
+  WICK_CHECK((w.bits == 5 || w.bits == 6) && w.qh != nullptr && (w.bits == 5 || w.qh2 != nullptr) &&
+                 w.rows >= 0 && w.cols > 0 && w.cols % 256 == 0,
+             "repack_sb6_high_bits takes a 5- or 6-bit sb6 view with its planes");
+  std::vector<uint8_t> out(static_cast<size_t>(w.rows * (w.cols / 256) * 32 * (w.bits - 4)));
+  kernel_table().packed.repack_sb6_high_bits(w, 0, w.rows, out.data());
+  return out;
+}
+
+bool sb6_reads_high_bits() {
+  return kernel_table().packed_int8->sb6_high_bits;
+}
+
+Sb6Unpacked::Sb6Unpacked(const Sb6Matrix& w, bool high_bits) : sm(unpack_sb6_scales(w)) {
+  if (high_bits && w.bits >= 5) hb = repack_sb6_high_bits(w);
+}
+
+}  // namespace wick::kernels
