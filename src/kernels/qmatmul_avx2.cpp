@@ -27,20 +27,21 @@ inline __m256i plane_mask(const uint8_t* p) {
                                       1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3));
 }
 
-// 32 bytes in column order -> 4 x 8 floats (f[k] = bytes 8k .. 8k+7), unsigned / signed.
-inline void unsigned_bytes_to_f32(__m256i c, __m256* f) {
+// 32 bytes in column order -> 4 x 8 floats (f[k] = bytes 8k .. 8k+7), unsigned or signed.
+template <bool Signed>
+inline void bytes_to_f32(__m256i c, __m256* f) {
+  const auto widen = [](__m128i v) {
+    if constexpr (Signed) {
+      return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+    } else {
+      return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+    }
+  };
   const __m128i lo = _mm256_castsi256_si128(c), hi = _mm256_extracti128_si256(c, 1);
-  f[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
-  f[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)));
-  f[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
-  f[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)));
-}
-inline void signed_bytes_to_f32(__m256i c, __m256* f) {
-  const __m128i lo = _mm256_castsi256_si128(c), hi = _mm256_extracti128_si256(c, 1);
-  f[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
-  f[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)));
-  f[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi));
-  f[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)));
+  f[0] = widen(lo);
+  f[1] = widen(_mm_srli_si128(lo, 8));
+  f[2] = widen(hi);
+  f[3] = widen(_mm_srli_si128(hi, 8));
 }
 
 // ---- sb6 -----------------------------------------------------------------------------------
@@ -77,7 +78,7 @@ struct Sb6 : Sb6RowScales {
       c = _mm256_add_epi8(c, _mm256_and_si256(plane_mask(qh + 4 * u), _mm256_set1_epi8(16)));
       if constexpr (Bits >= 6)
         c = _mm256_add_epi8(c, _mm256_and_si256(plane_mask(qh2 + 4 * u), _mm256_set1_epi8(32)));
-      unsigned_bytes_to_f32(c, f);
+      bytes_to_f32<false>(c, f);
     }
   }
   // Block u (= 8j + i) dequantised: q * s_i + m_i, multiplied then added - as one fused
@@ -135,7 +136,7 @@ struct Sym : SymRowStreams {
       c = _mm256_add_epi8(c, _mm256_and_si256(plane_mask<true>(qh + 4 * u), _mm256_set1_epi8(16)));
       c = _mm256_add_epi8(
           c, _mm256_andnot_si256(plane_mask<true>(qh2 + 4 * u), _mm256_set1_epi8(-32)));
-      signed_bytes_to_f32(_mm256_permute4x64_epi64(c, 0xD8), f);
+      bytes_to_f32<true>(_mm256_permute4x64_epi64(c, 0xD8), f);
     }
   }
   // Blocks 2i, 2i + 1 of the superblock (unit u) dequantised: q * s_b.
