@@ -13,7 +13,7 @@ PackedLinear::PackedLinear(const quant::QuantTensor& t, std::shared_ptr<const vo
       owner_(std::move(owner)) {
   if (t.layout == quant::Layout::kSb6) {
     sb6_ = quant::sb6_matrix(t);
-    sb6_unpacked_ = kernels::Sb6Unpacked(sb6_, kernels::sb6_reads_high_bits());
+    sb6_unpacked_ = kernels::Sb6Unpacked(sb6_, false);  // the high bits on first use
     sb6_unpacked_.attach(sb6_);
   } else if (t.layout == quant::Layout::kSym) {
     sym_ = quant::sym_matrix(t);
@@ -40,10 +40,20 @@ void PackedLinear::apply(const float* x, int64_t T, float* y, kernels::ThreadPoo
 void PackedLinear::apply_int8_inputs(const kernels::Int8Inputs& x, float* /*scratch*/, float* y,
                                      kernels::ThreadPool& pool) const {
   if (layout_ == quant::Layout::kSb6) {
-    kernels::qmatmul_int8_inputs(sb6_, x, y, pool);
+    kernels::Sb6Matrix w = sb6_;
+    w.hb = high_bits();
+    kernels::qmatmul_int8_inputs(w, x, y, pool);
   } else {
     kernels::qmatmul_int8_inputs(sym_, x, y, pool);
   }
+}
+
+const uint8_t* PackedLinear::high_bits() const {
+  std::call_once(high_bits_once_, [this] {
+    if (sb6_.bits >= 5 && kernels::sb6_reads_high_bits())
+      high_bits_ = kernels::repack_sb6_high_bits(sb6_);
+  });
+  return high_bits_.empty() ? nullptr : high_bits_.data();
 }
 
 }  // namespace wick::model

@@ -401,8 +401,8 @@ TEST(Qmatmul, UnpackedSb6ScalesAreTheHalvesOfTheFields) {
 // The rearranged planes the AVX2 integer GEMV reads (Sb6Matrix::hb, repack_sb6_high_bits): every
 // byte of every code vector of the layout in kernels/qmatmul.h holds the plane bits of its column,
 // read here from the planes themselves, and nothing else; one flipped plane bit moves exactly one
-// bit of hb; the same bytes from every instruction set's repacker. Attached only where the active
-// kernels read it.
+// bit of hb (a qh bit at 5 bits, a qh2 bit at 6); the same bytes from every instruction set's
+// repacker. Whether the active integer GEMV reads it: sb6_reads_high_bits().
 TEST(Qmatmul, RepackedHighBitsAreThePlaneBitsOfEachCodeByte) {
   const int64_t rows = 3, cols = 512, nsb = cols / 256;
   for (int bits : {5, 6}) {
@@ -439,7 +439,8 @@ TEST(Qmatmul, RepackedHighBitsAreThePlaneBitsOfEachCodeByte) {
           << isa_name(isa) << " " << bits;
     }
     const std::vector<uint8_t> before = hb;
-    p->qh[cols / 8 + 37] ^= 0x20;  // row 1, column 301
+    std::vector<uint8_t>& plane = bits == 5 ? p->qh : p->qh2;
+    plane[cols / 8 + 37] ^= 0x20;  // row 1, column 301
     p->unpack();
     int moved = 0;
     for (size_t i = 0; i < hb.size(); ++i) moved += __builtin_popcount(hb[i] ^ before[i]);
