@@ -66,8 +66,8 @@ std::vector<uint8_t> repack_sb6_high_bits(const Sb6Matrix& w);
 // mask registers, and the scalar kernels read the planes).
 bool sb6_reads_high_bits();
 
-// What the SIMD sb6 kernels read beside the file's arrays, made once at load and owned beside the
-// matrix view: the unpacked scales (sm: 1 bit per weight) and, when `high_bits` and bits >= 5,
+// What the SIMD sb6 kernels read beside the file's arrays, made once and owned beside the matrix
+// view: the unpacked scales (sm: 1 bit per weight) and, when `high_bits` and bits >= 5,
 // the rearranged planes (hb: 1 or 2 bits per weight). attach() points a view at them; the view
 // stays valid while this object lives (moving it keeps the arrays where they are).
 struct Sb6Unpacked {

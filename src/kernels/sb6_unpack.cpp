@@ -1,5 +1,6 @@
 // The arrays the SIMD sb6 kernels read beside the file's (kernels/qmatmul.h: Sb6Matrix::sm and
-// ::hb, Sb6Unpacked), made once when a matrix is loaded.
+// ::hb, Sb6Unpacked), made once per matrix by their owner (model/quant_linear.h: the scales at
+// load, the high bits on the first integer product).
 #include "base/check.h"
 #include "kernels/kernel_table.h"
 #include "kernels/qmatmul.h"
