@@ -70,8 +70,9 @@ struct Sb6Data {
 };
 
 struct SymData {
-  std::vector<uint8_t> codes, packed, qh, qh2, qs, d;
+  std::vector<uint8_t> codes, packed, qh, qh2, qs, d, hb;
   SymMatrix m;
+  SymData(const SymData&) = delete;  // m.hb points into hb
   SymData(int bits, int64_t rows, int64_t cols) {
     if (bits == 8) {
       codes = random_bytes(rows * cols, 1);
@@ -95,7 +96,12 @@ struct SymData {
                   rows,
                   cols,
                   bits};
+    if (bits == 6 && wick::kernels::sym6_reads_high_bits()) {
+      hb = wick::kernels::repack_sym6_high_bits(m);
+      m.hb = hb.data();
+    }
   }
+  // What the kernels read: the codes, the planes (or their rearranged copy) and the scales.
   int64_t bytes() const {
     return static_cast<int64_t>(codes.size() + packed.size() + qh.size() + qh2.size() + qs.size() +
                                 d.size());

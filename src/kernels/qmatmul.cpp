@@ -114,7 +114,7 @@ void run_int8(const Int8InputKernels& k, const M& w, const Int8Inputs& x, int64_
 void run_int8(const Int8InputKernels& k, const Sb6Matrix& w, const Int8Inputs& x, float* y,
               ThreadPool& pool) {
   WICK_CHECK(w.bits < 5 || !k.sb6_high_bits || w.hb != nullptr,
-             "PackedLinear attaches the high bits the active kernels read (Sb6Unpacked)");
+             "PackedLinear attaches the high bits the active kernels read");
   const int64_t cols = w.cols, T = x.T, nb = cols / 32, nsb = cols / 256;
   Arena& arena = pool.caller_arena();
   const float* sums = input_block_sums<float>(x, 32, arena);
@@ -144,6 +144,8 @@ void run_int8(const Int8InputKernels& k, const Sb6Matrix& w, const Int8Inputs& x
 // rows x T x cols products); the sym@6 GEMV reads the input's codes in the sym@6 order.
 void run_int8(const Int8InputKernels& k, const SymMatrix& w, const Int8Inputs& x, float* y,
               ThreadPool& pool) {
+  WICK_CHECK(w.bits != 6 || !k.sym6_high_bits || w.hb != nullptr,
+             "PackedLinear attaches the high bits the active kernels read");
   const int64_t cols = w.cols, T = x.T, nb = cols / 16, nsb = cols / 256;
   const bool tile = T >= kInt8TileMinInputs;
   Arena& arena = pool.caller_arena();

@@ -93,7 +93,22 @@ struct SymMatrix {
   const uint8_t* d = nullptr;             // fp16 [rows, cols/256] superblock scale
   int64_t rows = 0, cols = 0;
   int bits = 8;
+  // bits 6: the bit planes rearranged for the SIMD integer GEMV (repack_sym6_high_bits below),
+  // [rows, cols/256, 64] bytes. qmatmul_int8_inputs() needs it set when sym6_reads_high_bits();
+  // the other kernels ignore it.
+  const uint8_t* hb = nullptr;
 };
+
+// The `hb` array of a sym@6 matrix w, [rows * cols / 256 * 64] bytes: per superblock the integer
+// GEMV decodes 8 code vectors v = 2g + half (g = 0..3: columns 64g .. 64g + 63; byte i of vector v
+// is column 64g + 16 (i / 8) + 8 half + i % 8, the nibble layout's order), and hb holds the qh and
+// qh2 bits of vector v's byte i in bits 2k, 2k + 1 of byte 32 (v / 4) + i (k = v % 4), as
+// repack_sb6_high_bits does at 6 bits.
+std::vector<uint8_t> repack_sym6_high_bits(const SymMatrix& w);
+
+// Whether the active instruction set's integer sym@6 GEMV reads SymMatrix::hb (the AVX2 and
+// AVX-512 VNNI ones; the scalar kernels read the planes).
+bool sym6_reads_high_bits();
 
 // The 8 six-bit values of 6 bytes of an sb6 `qsqm` entry (docs/rwkvq-format.md §2.1: four values
 // per 3 bytes, LSB first): bytes 0-5 hold qs[0..7], bytes 6-11 hold qm[0..7] + 31.

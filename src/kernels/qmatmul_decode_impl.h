@@ -141,6 +141,7 @@ const Kernels& packed_kernels() {
                          },
                          unpack_sb6_scales_f16c,
                          repack_sb6_high_bits_avx2,
+                         repack_sym6_high_bits_avx2,
                          V::kName};
   return k;
 }

@@ -34,6 +34,8 @@ struct Kernels {
   void (*unpack_sb6_scales)(const Sb6Matrix& w, int64_t r0, int64_t r1, uint16_t* out);
   // Rows [r0, r1) of repack_sb6_high_bits(w) (kernels/qmatmul.h; bits 5 or 6) into out.
   void (*repack_sb6_high_bits)(const Sb6Matrix& w, int64_t r0, int64_t r1, uint8_t* out);
+  // Rows [r0, r1) of repack_sym6_high_bits(w) (kernels/qmatmul.h) into out.
+  void (*repack_sym6_high_bits)(const SymMatrix& w, int64_t r0, int64_t r1, uint8_t* out);
   const char* name;  // "scalar", "avx2", "avx512"
 };
 
@@ -101,9 +103,10 @@ struct Int8InputKernels {
   // sums of each input's 16-column blocks of codes. Each output has the bits of sym().
   void (*sym_tile)(const SymMatrix& w, int64_t r0, int64_t r1, const Int8Inputs& x,
                    const int32_t* q16, float* y, int64_t ys, Arena& arena);
-  int tile_rows;       // rows the tile holds per vector (a block of rows is best a multiple of it)
-  bool sb6_high_bits;  // sb6() reads Sb6Matrix::hb for bits >= 5 (kernels/qmatmul.h)
-  const char* name;    // "scalar", "avx2", "avx512-vnni"
+  int tile_rows;        // rows the tile holds per vector (a block of rows is best a multiple of it)
+  bool sb6_high_bits;   // sb6() reads Sb6Matrix::hb for bits >= 5 (kernels/qmatmul.h)
+  bool sym6_high_bits;  // sym() reads SymMatrix::hb for bits 6
+  const char* name;     // "scalar", "avx2", "avx512-vnni"
 };
 
 const Int8InputKernels& int8_input_kernels_scalar();

@@ -17,16 +17,6 @@
 namespace wick::kernels::qmat {
 namespace {
 
-// x shifted left by N bits in each 16-bit lane (right by -N when N < 0).
-template <int N>
-inline __m256i shift16(__m256i x) {
-  if constexpr (N >= 0) {
-    return _mm256_slli_epi16(x, N);
-  } else {
-    return _mm256_srli_epi16(x, -N);
-  }
-}
-
 template <int Bits>
 struct Sb6Avx2Int8 : Sb6RowScales {
   static constexpr int kRows = 2;
@@ -59,17 +49,6 @@ struct Sb6Avx2Int8 : Sb6RowScales {
     __m256i lo[4], hi[4];
   };
 
-  // Bits 4 and 5 of code vector V's bytes (V = 2p + half: kernels/qmatmul.h
-  // repack_sb6_high_bits) from the superblock's hb vectors h.
-  template <int V>
-  static __m256i high_bits(const __m256i* h) {
-    if constexpr (Bits == 5) {
-      return _mm256_and_si256(shift16<4 - V>(h[0]), _mm256_set1_epi8(0x10));
-    } else {
-      return _mm256_and_si256(shift16<4 - 2 * (V % 4)>(h[V / 4]), _mm256_set1_epi8(0x30));
-    }
-  }
-
   // Blocks 2P and 2P + 1 of superblock j (one 32-byte load of their nibbles) into c.lo[P] /
   // c.hi[P].
   template <int P>
@@ -80,8 +59,8 @@ struct Sb6Avx2Int8 : Sb6RowScales {
     __m256i lo = _mm256_and_si256(raw, low);
     __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
     if constexpr (Bits >= 5) {
-      lo = _mm256_add_epi8(lo, high_bits<2 * P>(h));
-      hi = _mm256_add_epi8(hi, high_bits<2 * P + 1>(h));
+      lo = _mm256_add_epi8(lo, high_bits<Bits, 2 * P>(h));
+      hi = _mm256_add_epi8(hi, high_bits<Bits, 2 * P + 1>(h));
     }
     c.lo[P] = lo;
     c.hi[P] = hi;
@@ -189,6 +168,7 @@ const Int8InputKernels& int8_input_kernels_avx2() {
                                   int8_sym<Avx2SymDot>,
                                   int8_sym_tile<Avx2Tile>,
                                   Avx2Tile::kRows,
+                                  true,
                                   true,
                                   "avx2"};
   return k;

@@ -146,9 +146,13 @@ struct VnniSymDot {
 }  // namespace
 
 const Int8InputKernels& int8_input_kernels_avx512_vnni() {
-  static const Int8InputKernels k{int8_sb6<Sb6Vnni>,    int8_tile<VnniTile>,
-                                  int8_sym<VnniSymDot>, int8_sym_tile<VnniTile>,
-                                  VnniTile::kRows,      false,
+  static const Int8InputKernels k{int8_sb6<Sb6Vnni>,
+                                  int8_tile<VnniTile>,
+                                  int8_sym<VnniSymDot>,
+                                  int8_sym_tile<VnniTile>,
+                                  VnniTile::kRows,
+                                  false,
+                                  true,
                                   "avx512-vnni"};
   return k;
 }

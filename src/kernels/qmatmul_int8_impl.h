@@ -473,39 +473,35 @@ inline __m256i block_sums8(const __m256i* v) {
   return _mm256_permutevar8x32_epi32(h3, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-// The 16 block sums S_b of superblock j of one sym@6 row (nibbles `nib`, planes qh, qh2 of the
-// row), as [blocks 16j .. 16j + 7] and [16j + 8 .. 16j + 15] in block order: the unsigned codes
-// u = q + 32 against the input's codes in the sym@6 order (4 blocks per 64 columns: the low
-// nibbles of 32 packed bytes are columns 0-7 of the 4 blocks, the high nibbles columns 8-15;
-// plane byte 2k / 2k + 1 of the 64 columns holds their bits), then 32 times the block's input
-// code sum taken out. No decode to a buffer, no sign moves.
-template <class Dot>
-inline void sym6_block_sums(const uint8_t* nib, const uint8_t* qh, const uint8_t* qh2, int64_t j,
-                            const int8_t* xo, const int32_t* q16, __m256i* lo_hi) {
-  // Plane byte for each code byte: low nibbles take bytes 0, 2 / 4, 6 per 128-bit lane, high
-  // nibbles bytes 1, 3 / 5, 7.
-  const __m256i lo_bytes = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2,  //
-                                            4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6);
-  const __m256i hi_bytes = _mm256_add_epi8(lo_bytes, _mm256_set1_epi8(1));
+// Group G (columns 64G .. 64G + 63) of superblock j: its 32 packed bytes' low and high nibbles plus
+// their high bits from the rearranged planes h (kernels/qmatmul.h repack_sym6_high_bits) against
+// the input's codes in the sym@6 order; lanes 2k, 2k + 1 the halves of block 4G + k's sum.
+template <class Dot, int G>
+inline __m256i sym6_group_sums(const uint8_t* nib, const __m256i* h, int64_t j, const int8_t* xo) {
   const __m256i low = _mm256_set1_epi8(0x0f);
-  __m256i v[4];  // v[g]: lanes 2k, 2k + 1 the halves of block 16j + 4g + k's sum
-  for (int g = 0; g < 4; ++g) {
-    const __m256i raw =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(nib + 128 * j + 32 * g));
-    __m256i lo = _mm256_and_si256(raw, low);
-    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
-    uint64_t p1, p2;
-    std::memcpy(&p1, qh + 32 * j + 8 * g, 8);
-    std::memcpy(&p2, qh2 + 32 * j + 8 * g, 8);
-    lo = _mm256_add_epi8(lo, _mm256_and_si256(spread_bits64(p1, lo_bytes), _mm256_set1_epi8(16)));
-    hi = _mm256_add_epi8(hi, _mm256_and_si256(spread_bits64(p1, hi_bytes), _mm256_set1_epi8(16)));
-    lo = _mm256_add_epi8(lo, _mm256_and_si256(spread_bits64(p2, lo_bytes), _mm256_set1_epi8(32)));
-    hi = _mm256_add_epi8(hi, _mm256_and_si256(spread_bits64(p2, hi_bytes), _mm256_set1_epi8(32)));
-    const int8_t* x = xo + 256 * j + 64 * g;
-    v[g] = _mm256_add_epi32(
-        Dot::sums4(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))),
-        Dot::sums4(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32))));
-  }
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(nib + 128 * j + 32 * G));
+  const __m256i lo = _mm256_add_epi8(_mm256_and_si256(raw, low), high_bits<6, 2 * G>(h));
+  const __m256i hi =
+      _mm256_add_epi8(_mm256_and_si256(_mm256_srli_epi16(raw, 4), low), high_bits<6, 2 * G + 1>(h));
+  const int8_t* x = xo + 256 * j + 64 * G;
+  return _mm256_add_epi32(
+      Dot::sums4(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))),
+      Dot::sums4(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32))));
+}
+
+// The 16 block sums S_b of superblock j of one sym@6 row (nibbles `nib`, rearranged planes `hb`
+// of the row), as [blocks 16j .. 16j + 7] and [16j + 8 .. 16j + 15] in block order: the unsigned
+// codes u = q + 32 against the input's codes in the sym@6 order (4 blocks per 64 columns: the low
+// nibbles of 32 packed bytes are columns 0-7 of the 4 blocks, the high nibbles columns 8-15), then
+// 32 times the block's input code sum taken out. No decode to a buffer, no sign moves.
+template <class Dot>
+inline void sym6_block_sums(const uint8_t* nib, const uint8_t* hb, int64_t j, const int8_t* xo,
+                            const int32_t* q16, __m256i* lo_hi) {
+  const __m256i h[2] = {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(hb + 64 * j)),
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hb + 64 * j + 32))};
+  const __m256i v[4] = {
+      sym6_group_sums<Dot, 0>(nib, h, j, xo), sym6_group_sums<Dot, 1>(nib, h, j, xo),
+      sym6_group_sums<Dot, 2>(nib, h, j, xo), sym6_group_sums<Dot, 3>(nib, h, j, xo)};
   // hadd per 128-bit lane: [b0 b1 b4 b5] | [b2 b3 b6 b7] of each 8 blocks, then block order.
   const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
   for (int h = 0; h < 2; ++h) {
@@ -534,8 +530,7 @@ inline void int8_sym_rows_n(const SymMatrix& w, int64_t r, int64_t rs, const Sym
       ahead.set(k, 0, w.codes + ra * cols, 256);
     } else {
       ahead.set(k, 0, w.codes_packed + ra * (cols / 2), 128);
-      ahead.set(k, 1, w.qh + ra * (cols / 8), 32);
-      ahead.set(k, 2, w.qh2 + ra * (cols / 8), 32);
+      ahead.set(k, 1, w.hb + ra * nsb * 64, 64);
     }
     _mm_prefetch(reinterpret_cast<const char*>(w.qs + ra * (cols / 16)), _MM_HINT_T1);
   }
@@ -559,7 +554,7 @@ inline void int8_sym_rows_n(const SymMatrix& w, int64_t r, int64_t rs, const Sym
         sums[0] = block_sums8(p);
         sums[1] = block_sums8(p + 4);
       } else {
-        sym6_block_sums<Dot>(row[k].nib, row[k].qh, row[k].qh2, j, x.ordered, x.block_sums, sums);
+        sym6_block_sums<Dot>(row[k].nib, row[k].hb, j, x.ordered, x.block_sums, sums);
       }
       const __m256 lo = _mm256_mul_ps(_mm256_cvtepi32_ps(sums[0]), sym_scales(row[k], j, 0));
       acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(lo, dx));

@@ -68,9 +68,11 @@ struct SymRowStreams {
   const int8_t* codes;
   const uint8_t *nib, *qh, *qh2, *d;
   const int8_t* qs;
+  const uint8_t* hb;  // sym@6: the row's rearranged planes (SymMatrix::hb), null when not set
 
   void init_row(const SymMatrix& w, int64_t r, int bits) {
     const int64_t cols = w.cols;
+    hb = bits == 6 && w.hb != nullptr ? w.hb + r * (cols / 256) * 64 : nullptr;
     codes = bits == 8 ? w.codes + r * cols : nullptr;
     nib = bits == 6 ? w.codes_packed + r * (cols / 2) : nullptr;
     qh = bits == 6 ? w.qh + r * (cols / 8) : nullptr;
@@ -149,6 +151,60 @@ inline void repack_sb6_high_bits_avx2(const Sb6Matrix& w, int64_t r0, int64_t r1
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), acc[0]);
       if (w.bits == 6) _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 32), acc[1]);
     }
+}
+
+// Rows [r0, r1) of kernels/qmatmul.h's rearranged sym@6 planes (SymMatrix::hb) into out[(r - r0) *
+// cols / 256 * 64 ...]: per group of 64 columns, each plane's 8 bytes spread to the two code
+// vectors' bytes (low nibbles: plane bytes 0, 2, 4, 6; high: 1, 3, 5, 7), each kept as one bit
+// of a crumb. The same bytes as the scalar repacker.
+inline void repack_sym6_high_bits_avx2(const SymMatrix& w, int64_t r0, int64_t r1, uint8_t* out) {
+  const int64_t nsb = w.cols / 256;
+  const __m256i lo_bytes = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2,  //
+                                            4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6);
+  const __m256i hi_bytes = _mm256_add_epi8(lo_bytes, _mm256_set1_epi8(1));
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t j = 0; j < nsb; ++j) {
+      __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+      for (int g = 0; g < 4; ++g)
+        for (int plane = 0; plane < 2; ++plane) {
+          uint64_t bits;
+          std::memcpy(&bits, (plane == 0 ? w.qh : w.qh2) + r * (w.cols / 8) + 32 * j + 8 * g, 8);
+          for (int half = 0; half < 2; ++half) {
+            const int v = 2 * g + half;
+            const __m256i set = spread_bits64(bits, half == 0 ? lo_bytes : hi_bytes);
+            acc[v / 4] = _mm256_or_si256(
+                acc[v / 4],
+                _mm256_and_si256(set,
+                                 _mm256_set1_epi8(static_cast<char>(1 << (2 * (v % 4) + plane)))));
+          }
+        }
+      uint8_t* o = out + ((r - r0) * nsb + j) * 64;
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), acc[0]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 32), acc[1]);
+    }
+}
+
+// x shifted left by N bits in each 16-bit lane (right by -N when N < 0).
+template <int N>
+inline __m256i shift16(__m256i x) {
+  if constexpr (N >= 0) {
+    return _mm256_slli_epi16(x, N);
+  } else {
+    return _mm256_srli_epi16(x, -N);
+  }
+}
+
+// Bits 4 and 5 of code vector V's bytes (kernels/qmatmul.h repack_sb6_high_bits,
+// repack_sym6_high_bits) from a superblock's rearranged planes h (Bits - 4 vectors): at 5 bits
+// bit V of each byte moved to bit 4, at 6 bits the crumb at bits 2 (V % 4) of h[V / 4] moved to
+// bits 4-5. The 16-bit shifts move no masked bit across a byte: every source bit lies in its byte.
+template <int Bits, int V>
+inline __m256i high_bits(const __m256i* h) {
+  if constexpr (Bits == 5) {
+    return _mm256_and_si256(shift16<4 - V>(h[0]), _mm256_set1_epi8(0x10));
+  } else {
+    return _mm256_and_si256(shift16<4 - 2 * (V % 4)>(h[V / 4]), _mm256_set1_epi8(0x30));
+  }
 }
 
 // One sb6 row: where its streams start, and the scales of the current superblock (read from the

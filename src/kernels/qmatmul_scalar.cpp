@@ -146,12 +146,34 @@ void repack_sb6_high_bits_rows(const Sb6Matrix& w, int64_t r0, int64_t r1, uint8
         }
     }
 }
+
+void repack_sym6_high_bits_rows(const SymMatrix& w, int64_t r0, int64_t r1, uint8_t* out) {
+  const int64_t nsb = w.cols / 256;
+  std::fill(out, out + (r1 - r0) * nsb * 64, uint8_t{0});
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t j = 0; j < nsb; ++j) {
+      uint8_t* o = out + ((r - r0) * nsb + j) * 64;
+      for (int c = 0; c < 256; ++c) {  // column c of the superblock
+        // Its code vector v (byte i): group c / 64, half (c % 16) / 8, i = 8 (block) + c % 8.
+        const int v = 2 * (c / 64) + (c % 16) / 8, i = 8 * ((c % 64) / 16) + c % 8;
+        const int64_t col = r * w.cols + 256 * j + c;
+        const int bit = (w.qh[col / 8] >> (col % 8)) & 1, bit2 = (w.qh2[col / 8] >> (col % 8)) & 1;
+        uint8_t& dst = o[32 * (v / 4) + i];
+        dst = static_cast<uint8_t>(dst | (bit | bit2 << 1) << 2 * (v % 4));
+      }
+    }
+}
 }  // namespace
 
 const Kernels& kernels_scalar() {
-  static const Kernels k{
-      decode_rows, decode_rows, nullptr, nullptr, unpack_sb6_scales_rows, repack_sb6_high_bits_rows,
-      "scalar"};
+  static const Kernels k{decode_rows,
+                         decode_rows,
+                         nullptr,
+                         nullptr,
+                         unpack_sb6_scales_rows,
+                         repack_sb6_high_bits_rows,
+                         repack_sym6_high_bits_rows,
+                         "scalar"};
   return k;
 }
 
@@ -227,7 +249,8 @@ void int8_sym_tile(const SymMatrix& w, int64_t r0, int64_t r1, const Int8Inputs&
 }  // namespace
 
 const Int8InputKernels& int8_input_kernels_scalar() {
-  static const Int8InputKernels k{int8_sb6, int8_tile, int8_sym, int8_sym_tile, 1, false, "scalar"};
+  static const Int8InputKernels k{int8_sb6, int8_tile, int8_sym, int8_sym_tile,
+                                  1,        false,     false,    "scalar"};
   return k;
 }
 

@@ -37,8 +37,8 @@ class PackedLinear final : public Linear {
   uint64_t stored_bytes() const override { return bytes_; }
   // The bytes a product with `t` reads: its stored codes and scales, for sb6 with the unpacked
   // scales (kernels/qmatmul.h Sb6Matrix::sm) in place of the packed 6-bit fields and fp16 d, dm.
-  // (Where the active integer GEMV reads the rearranged planes, Sb6Matrix::hb, they replace the
-  // file's planes byte for byte.)
+  // (Where the active integer GEMV reads the rearranged planes, Sb6Matrix::hb or SymMatrix::hb,
+  // they replace the file's planes byte for byte.)
   static uint64_t read_bytes(const quant::QuantTensor& t);
   quant::Layout layout() const { return layout_; }
 
@@ -47,9 +47,10 @@ class PackedLinear final : public Linear {
   kernels::Sb6Matrix sb6_;
   // sb6_.sm (32 bytes per superblock of 256 weights), made at load.
   kernels::Sb6Unpacked sb6_unpacked_;
-  // The rearranged planes (Sb6Matrix::hb: 32 or 64 bytes per superblock at 5 or 6 bits) where
-  // the active integer GEMV reads them, else null: made by the first integer product, so that a
-  // model never run at Precision::kInt8 does not hold them. Thread-safe (std::call_once).
+  // The rearranged planes (Sb6Matrix::hb: 32 or 64 bytes per superblock at 5 or 6 bits;
+  // SymMatrix::hb: 64 at 6 bits) where the active integer GEMV reads them, else null: made by the
+  // first integer product, so that a model never run at Precision::kInt8 does not hold them.
+  // Thread-safe (std::call_once).
   const uint8_t* high_bits() const;
   mutable std::once_flag high_bits_once_;
   mutable std::vector<uint8_t> high_bits_;

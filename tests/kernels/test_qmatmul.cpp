@@ -52,6 +52,7 @@ struct Packed {
   int64_t rows = 0, cols = 0;
   std::vector<uint8_t> codes_packed, qh, qh2, qsqm, d, dm, codes, qs;
   wick::kernels::Sb6Unpacked unpacked;  // sb6: the scales and high bits the SIMD kernels read
+  std::vector<uint8_t> sym_hb;          // sym@6: the high bits the SIMD integer GEMVs read
   std::vector<io::TensorView> views;
   quant::QuantTensor qt;
   Sb6Matrix sb6;
@@ -110,6 +111,7 @@ struct Packed {
       symm.rows = rows;
       symm.cols = cols;
       symm.bits = bits;
+      unpack();
     } else {
       qt.layout = quant::Layout::kSb6;
       qt.gs = 32;
@@ -137,6 +139,11 @@ struct Packed {
   // The kernels' unpacked copy of the sb6 scales and high bits (Sb6Matrix::sm, ::hb; both, for
   // the kernels of every instruction set), again after the scales or planes change.
   void unpack() {
+    if (sym) {
+      sym_hb = bits == 6 ? wick::kernels::repack_sym6_high_bits(symm) : std::vector<uint8_t>{};
+      symm.hb = sym_hb.empty() ? nullptr : sym_hb.data();
+      return;
+    }
     unpacked = wick::kernels::Sb6Unpacked(sb6, true);
     unpacked.attach(sb6);
   }
@@ -450,6 +457,44 @@ TEST(Qmatmul, RepackedHighBitsAreThePlaneBitsOfEachCodeByte) {
   auto p4 = random_sb6(4, 2, 256, 5);
   EXPECT_TRUE(p4->unpacked.hb.empty());
   EXPECT_EQ(p4->sb6.hb, nullptr);
+}
+
+// The same for sym@6 (SymMatrix::hb, repack_sym6_high_bits): byte i of code vector v = 2g + half
+// is column 64g + 16 (i / 8) + 8 half + i % 8 (the nibble layout's order), its qh and qh2 bits a
+// crumb of hb; every instruction set's repacker; one flipped qh2 bit moves one bit.
+TEST(Qmatmul, RepackedSym6HighBitsAreThePlaneBitsOfEachCodeByte) {
+  const int64_t rows = 3, cols = 512, nsb = cols / 256;
+  auto p = random_sym(6, rows, cols, 92);
+  const std::vector<uint8_t>& hb = p->sym_hb;
+  ASSERT_EQ(hb.size(), static_cast<size_t>(rows * nsb * 64));
+  const auto plane_bit = [&](const std::vector<uint8_t>& plane, int64_t r, int64_t c) {
+    return (plane[r * cols / 8 + c / 8] >> (c % 8)) & 1;
+  };
+  std::vector<uint8_t> want(hb.size(), 0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < nsb; ++j)
+      for (int v = 0; v < 8; ++v)
+        for (int i = 0; i < 32; ++i) {
+          const int64_t col = 256 * j + 64 * (v / 2) + 16 * (i / 8) + 8 * (v % 2) + i % 8;
+          want[(r * nsb + j) * 64 + 32 * (v / 4) + i] |= static_cast<uint8_t>(
+              (plane_bit(p->qh, r, col) | plane_bit(p->qh2, r, col) << 1) << 2 * (v % 4));
+        }
+  EXPECT_EQ(hb, want);
+  for (Isa isa : supported_isas()) {
+    std::vector<uint8_t> all(hb.size(), 0xa5), tail(hb.size() - nsb * 64, 0xa5);
+    qmat::kernels_for(isa).repack_sym6_high_bits(p->symm, 0, rows, all.data());
+    qmat::kernels_for(isa).repack_sym6_high_bits(p->symm, 1, rows, tail.data());
+    EXPECT_EQ(all, want) << isa_name(isa);
+    EXPECT_TRUE(std::equal(tail.begin(), tail.end(), want.begin() + nsb * 64)) << isa_name(isa);
+  }
+  const std::vector<uint8_t> before = hb;
+  p->qh2[2 * cols / 8 + 45] ^= 0x04;  // row 2, column 362
+  p->unpack();
+  int moved = 0;
+  for (size_t i = 0; i < hb.size(); ++i) moved += __builtin_popcount(hb[i] ^ before[i]);
+  EXPECT_EQ(moved, 1);
+  EXPECT_EQ(kernels::sym6_reads_high_bits(),
+            std::string(kernel_table().packed_int8->name) != "scalar");
 }
 
 // The product is the dense fp32 kernel over the decoded rows, bit for bit (kernels/qmatmul.h):
@@ -901,6 +946,7 @@ TEST(QmatmulInt8Inputs, SymLargestCodesGiveTheScalarBits) {
     auto p = random_sym(bits, rows, cols, 13);
     for (auto* buf : {&p->codes, &p->codes_packed, &p->qh, &p->qh2})
       std::fill(buf->begin(), buf->end(), fill);
+    p->unpack();  // the high bits the SIMD GEMVs read follow the planes
     for (int64_t T : {1, 14}) {
       std::vector<float> xs(T * cols);
       for (int64_t i = 0; i < T * cols; ++i) xs[i] = (i / 16) % 2 ? 1.0f : -1.0f;

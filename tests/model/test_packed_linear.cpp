@@ -44,7 +44,11 @@ void check_tensor(const quant::RwkvqFile& f, const char* key, quant::Layout layo
     unpacked.attach(w);
     kernels::qmatmul_int8_inputs(w, xq, want.data(), test_pool());
   } else {
-    kernels::qmatmul_int8_inputs(quant::sym_matrix(t), xq, want.data(), test_pool());
+    kernels::SymMatrix w = quant::sym_matrix(t);
+    std::vector<uint8_t> hb;
+    if (w.bits == 6 && kernels::sym6_reads_high_bits()) hb = kernels::repack_sym6_high_bits(w);
+    w.hb = hb.empty() ? nullptr : hb.data();
+    kernels::qmatmul_int8_inputs(w, xq, want.data(), test_pool());
   }
   EXPECT_NE(std::memcmp(y.data(), exact.data(), y.size() * sizeof(float)), 0);
   EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0);

@@ -1,6 +1,6 @@
-// The arrays the SIMD sb6 kernels read beside the file's (kernels/qmatmul.h: Sb6Matrix::sm and
-// ::hb, Sb6Unpacked), made once per matrix by their owner (model/quant_linear.h: the scales at
-// load, the high bits on the first integer product).
+// The arrays the SIMD packed kernels read beside the file's (kernels/qmatmul.h: Sb6Matrix::sm and
+// ::hb, Sb6Unpacked; SymMatrix::hb), made once per matrix by their owner (model/quant_linear.h:
+// the sb6 scales at load, the high bits on the first integer product).
 #include "base/check.h"
 #include "kernels/kernel_table.h"
 #include "kernels/qmatmul.h"
@@ -21,6 +21,19 @@ std::vector<uint8_t> repack_sb6_high_bits(const Sb6Matrix& w) {
   std::vector<uint8_t> out(static_cast<size_t>(w.rows * (w.cols / 256) * 32 * (w.bits - 4)));
   kernel_table().packed.repack_sb6_high_bits(w, 0, w.rows, out.data());
   return out;
+}
+
+std::vector<uint8_t> repack_sym6_high_bits(const SymMatrix& w) {
+  WICK_CHECK(w.bits == 6 && w.qh != nullptr && w.qh2 != nullptr && w.rows >= 0 && w.cols > 0 &&
+                 w.cols % 256 == 0,
+             "repack_sym6_high_bits takes a sym@6 view with its planes");
+  std::vector<uint8_t> out(static_cast<size_t>(w.rows * (w.cols / 256) * 64));
+  kernel_table().packed.repack_sym6_high_bits(w, 0, w.rows, out.data());
+  return out;
+}
+
+bool sym6_reads_high_bits() {
+  return kernel_table().packed_int8->sym6_high_bits;
 }
 
 bool sb6_reads_high_bits() {
