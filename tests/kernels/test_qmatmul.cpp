@@ -405,53 +405,73 @@ TEST(Qmatmul, UnpackedSb6ScalesAreTheHalvesOfTheFields) {
   EXPECT_NE(p->unpacked.sm, before);
 }
 
-// The rearranged planes the AVX2 integer GEMV reads (Sb6Matrix::hb, repack_sb6_high_bits): every
-// byte of every code vector of the layout in kernels/qmatmul.h holds the plane bits of its column,
-// read here from the planes themselves, and nothing else; one flipped plane bit moves exactly one
-// bit of hb (a qh bit at 5 bits, a qh2 bit at 6); the same bytes from every instruction set's
-// repacker. Whether the active integer GEMV reads it: sb6_reads_high_bits().
-TEST(Qmatmul, RepackedHighBitsAreThePlaneBitsOfEachCodeByte) {
-  const int64_t rows = 3, cols = 512, nsb = cols / 256;
-  for (int bits : {5, 6}) {
-    auto p = random_sb6(bits, rows, cols, 91);
-    const std::vector<uint8_t>& hb = p->unpacked.hb;
-    const int64_t per = 32 * (bits - 4);
-    ASSERT_EQ(hb.size(), static_cast<size_t>(rows * nsb * per)) << bits;
-    const auto plane_bit = [&](const std::vector<uint8_t>& plane, int64_t r, int64_t c) {
-      return (plane[r * cols / 8 + c / 8] >> (c % 8)) & 1;
-    };
-    std::vector<uint8_t> want(hb.size(), 0);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = 0; j < nsb; ++j)
-        for (int v = 0; v < 8; ++v)
-          for (int i = 0; i < 32; ++i) {
-            const int64_t block = 2 * (v / 2) + i / 16, col = 256 * j + 32 * block + 16 * (v % 2) +
-                                                              i % 16;
-            const int64_t at = (r * nsb + j) * per;
-            if (bits == 5) {
-              want[at + i] |= static_cast<uint8_t>(plane_bit(p->qh, r, col) << v);
-            } else {
-              want[at + 32 * (v / 4) + i] |= static_cast<uint8_t>(
-                  (plane_bit(p->qh, r, col) | plane_bit(p->qh2, r, col) << 1) << 2 * (v % 4));
-            }
+// The rearranged planes of kernels/qmatmul.h (repack_sb6_high_bits, repack_sym6_high_bits) from
+// the test's own reading of the planes: column(j, v, i) is the column of byte i of code vector v of
+// superblock j; at 5 bits its qh bit is bit v of byte i, at 6 bits its qh and qh2 bits the crumb
+// at bits 2 (v % 4) of byte 32 (v / 4) + i.
+template <class Column>
+std::vector<uint8_t> expected_high_bits(const Packed& p, Column column) {
+  const int64_t nsb = p.cols / 256, per = 32 * (p.bits - 4);
+  const auto bit = [&](const std::vector<uint8_t>& plane, int64_t r, int64_t c) {
+    return (plane[r * p.cols / 8 + c / 8] >> (c % 8)) & 1;
+  };
+  std::vector<uint8_t> want(p.rows * nsb * per, 0);
+  for (int64_t r = 0; r < p.rows; ++r)
+    for (int64_t j = 0; j < nsb; ++j)
+      for (int v = 0; v < 8; ++v)
+        for (int i = 0; i < 32; ++i) {
+          const int64_t c = column(j, v, i), at = (r * nsb + j) * per;
+          if (p.bits == 5) {
+            want[at + i] |= static_cast<uint8_t>(bit(p.qh, r, c) << v);
+          } else {
+            want[at + 32 * (v / 4) + i] |=
+                static_cast<uint8_t>((bit(p.qh, r, c) | bit(p.qh2, r, c) << 1) << 2 * (v % 4));
           }
-    EXPECT_EQ(hb, want) << bits;
-    // Every instruction set's repacker, whole and from row 1 on.
-    for (Isa isa : supported_isas()) {
-      std::vector<uint8_t> all(hb.size(), 0xa5), tail(hb.size() - nsb * per, 0xa5);
-      qmat::kernels_for(isa).repack_sb6_high_bits(p->sb6, 0, rows, all.data());
-      qmat::kernels_for(isa).repack_sb6_high_bits(p->sb6, 1, rows, tail.data());
-      EXPECT_EQ(all, want) << isa_name(isa) << " " << bits;
-      EXPECT_TRUE(std::equal(tail.begin(), tail.end(), want.begin() + nsb * per))
-          << isa_name(isa) << " " << bits;
-    }
-    const std::vector<uint8_t> before = hb;
-    std::vector<uint8_t>& plane = bits == 5 ? p->qh : p->qh2;
-    plane[cols / 8 + 37] ^= 0x20;  // row 1, column 301
+        }
+  return want;
+}
+
+// Every instruction set's repacker (repack(kernels, r0, out): rows [r0, rows) into out) gives
+// `want`, whole and from row 1 on.
+template <class Repack>
+void expect_every_repacker(const std::vector<uint8_t>& want, int64_t rows, Repack repack) {
+  const size_t per_row = want.size() / static_cast<size_t>(rows);
+  for (Isa isa : supported_isas()) {
+    std::vector<uint8_t> all(want.size(), 0xa5), tail(want.size() - per_row, 0xa5);
+    repack(qmat::kernels_for(isa), 0, all.data());
+    repack(qmat::kernels_for(isa), 1, tail.data());
+    EXPECT_EQ(all, want) << isa_name(isa);
+    EXPECT_TRUE(std::equal(tail.begin(), tail.end(), want.begin() + per_row)) << isa_name(isa);
+  }
+}
+
+// Bits that differ between a and b.
+int bits_moved(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  int n = 0;
+  for (size_t i = 0; i < a.size(); ++i) n += __builtin_popcount(a[i] ^ b[i]);
+  return n;
+}
+
+// sb6 (Sb6Matrix::hb): byte i of code vector v = 2p + half is column 16 half + i % 16 of block
+// 2p + i / 16; the bytes equal the planes read here, from every instruction set's repacker; one
+// flipped plane bit (qh at 5 bits, qh2 at 6) moves one bit of hb. Whether the active integer GEMV
+// reads it: sb6_reads_high_bits().
+TEST(Qmatmul, RepackedHighBitsAreThePlaneBitsOfEachCodeByte) {
+  const int64_t rows = 3, cols = 512;
+  for (int bits : {5, 6}) {
+    SCOPED_TRACE(bits);
+    auto p = random_sb6(bits, rows, cols, 91);
+    const std::vector<uint8_t> want = expected_high_bits(*p, [](int64_t j, int v, int i) {
+      return 256 * j + 32 * (2 * (v / 2) + i / 16) + 16 * (v % 2) + i % 16;
+    });
+    EXPECT_EQ(p->unpacked.hb, want);
+    expect_every_repacker(want, rows, [&](const qmat::Kernels& k, int64_t r0, uint8_t* out) {
+      k.repack_sb6_high_bits(p->sb6, r0, rows, out);
+    });
+    const std::vector<uint8_t> before = p->unpacked.hb;
+    (bits == 5 ? p->qh : p->qh2)[cols / 8 + 37] ^= 0x20;  // row 1, column 301
     p->unpack();
-    int moved = 0;
-    for (size_t i = 0; i < hb.size(); ++i) moved += __builtin_popcount(hb[i] ^ before[i]);
-    EXPECT_EQ(moved, 1) << bits;
+    EXPECT_EQ(bits_moved(p->unpacked.hb, before), 1);
   }
   EXPECT_EQ(kernels::sb6_reads_high_bits(), std::string(kernel_table().packed_int8->name) == "avx2");
   auto p4 = random_sb6(4, 2, 256, 5);
@@ -459,40 +479,22 @@ TEST(Qmatmul, RepackedHighBitsAreThePlaneBitsOfEachCodeByte) {
   EXPECT_EQ(p4->sb6.hb, nullptr);
 }
 
-// The same for sym@6 (SymMatrix::hb, repack_sym6_high_bits): byte i of code vector v = 2g + half
-// is column 64g + 16 (i / 8) + 8 half + i % 8 (the nibble layout's order), its qh and qh2 bits a
-// crumb of hb; every instruction set's repacker; one flipped qh2 bit moves one bit.
+// sym@6 (SymMatrix::hb): byte i of code vector v = 2g + half is column 64g + 16 (i / 8) + 8 half
+// + i % 8 (the nibble layout's order); as above, one flipped qh2 bit moving one bit.
 TEST(Qmatmul, RepackedSym6HighBitsAreThePlaneBitsOfEachCodeByte) {
-  const int64_t rows = 3, cols = 512, nsb = cols / 256;
+  const int64_t rows = 3, cols = 512;
   auto p = random_sym(6, rows, cols, 92);
-  const std::vector<uint8_t>& hb = p->sym_hb;
-  ASSERT_EQ(hb.size(), static_cast<size_t>(rows * nsb * 64));
-  const auto plane_bit = [&](const std::vector<uint8_t>& plane, int64_t r, int64_t c) {
-    return (plane[r * cols / 8 + c / 8] >> (c % 8)) & 1;
-  };
-  std::vector<uint8_t> want(hb.size(), 0);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < nsb; ++j)
-      for (int v = 0; v < 8; ++v)
-        for (int i = 0; i < 32; ++i) {
-          const int64_t col = 256 * j + 64 * (v / 2) + 16 * (i / 8) + 8 * (v % 2) + i % 8;
-          want[(r * nsb + j) * 64 + 32 * (v / 4) + i] |= static_cast<uint8_t>(
-              (plane_bit(p->qh, r, col) | plane_bit(p->qh2, r, col) << 1) << 2 * (v % 4));
-        }
-  EXPECT_EQ(hb, want);
-  for (Isa isa : supported_isas()) {
-    std::vector<uint8_t> all(hb.size(), 0xa5), tail(hb.size() - nsb * 64, 0xa5);
-    qmat::kernels_for(isa).repack_sym6_high_bits(p->symm, 0, rows, all.data());
-    qmat::kernels_for(isa).repack_sym6_high_bits(p->symm, 1, rows, tail.data());
-    EXPECT_EQ(all, want) << isa_name(isa);
-    EXPECT_TRUE(std::equal(tail.begin(), tail.end(), want.begin() + nsb * 64)) << isa_name(isa);
-  }
-  const std::vector<uint8_t> before = hb;
+  const std::vector<uint8_t> want = expected_high_bits(*p, [](int64_t j, int v, int i) {
+    return 256 * j + 64 * (v / 2) + 16 * (i / 8) + 8 * (v % 2) + i % 8;
+  });
+  EXPECT_EQ(p->sym_hb, want);
+  expect_every_repacker(want, rows, [&](const qmat::Kernels& k, int64_t r0, uint8_t* out) {
+    k.repack_sym6_high_bits(p->symm, r0, rows, out);
+  });
+  const std::vector<uint8_t> before = p->sym_hb;
   p->qh2[2 * cols / 8 + 45] ^= 0x04;  // row 2, column 362
   p->unpack();
-  int moved = 0;
-  for (size_t i = 0; i < hb.size(); ++i) moved += __builtin_popcount(hb[i] ^ before[i]);
-  EXPECT_EQ(moved, 1);
+  EXPECT_EQ(bits_moved(p->sym_hb, before), 1);
   EXPECT_EQ(kernels::sym6_reads_high_bits(),
             std::string(kernel_table().packed_int8->name) != "scalar");
 }
