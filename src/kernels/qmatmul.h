@@ -94,8 +94,9 @@ struct SymMatrix {
   int64_t rows = 0, cols = 0;
   int bits = 8;
   // bits 6: the bit planes rearranged for the SIMD integer GEMV (repack_sym6_high_bits below),
-  // [rows, cols/256, 64] bytes. qmatmul_int8_inputs() needs it set when sym6_reads_high_bits();
-  // the other kernels ignore it.
+  // [rows, cols/256, 64] bytes. The AVX2 and AVX-512 VNNI integer GEMVs read it in place of qh
+  // and qh2, so qmatmul_int8_inputs() needs it set when sym6_reads_high_bits(); the other
+  // kernels ignore it.
   const uint8_t* hb = nullptr;
 };
 
