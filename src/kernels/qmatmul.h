@@ -42,8 +42,9 @@ struct Sb6Matrix {
   // qmatmul() and qmatmul_int8_inputs() need it set, whatever the instruction set.
   const uint16_t* sm = nullptr;
   // bits >= 5: the bit planes rearranged for the AVX2 integer GEMV (repack_sb6_high_bits below),
-  // [rows, cols/256, 32 * (bits - 4)] bytes. qmatmul_int8_inputs() needs it set when
-  // sb6_reads_high_bits() (the active kernels read it in place of qh and qh2); others ignore it.
+  // [rows, cols/256, 32 * (bits - 4)] bytes. The AVX2 integer GEMV reads it in place of qh and
+  // qh2, so qmatmul_int8_inputs() needs it set when sb6_reads_high_bits(); the other kernels
+  // ignore it.
   const uint8_t* hb = nullptr;
 };
 
@@ -80,7 +81,6 @@ struct Sb6Unpacked {
     w.sm = sm.data();
     w.hb = hb.empty() ? nullptr : hb.data();
   }
-  int64_t bytes() const { return static_cast<int64_t>(sm.size() * sizeof(uint16_t) + hb.size()); }
 };
 
 // sym (symmetric, blocks of 16 columns, superblocks of 16 blocks; bits 6 or 8). cols % 256 == 0.
