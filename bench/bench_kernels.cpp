@@ -100,12 +100,12 @@ void BM_GemmBf16Inputs(benchmark::State& state) {
   state.SetLabel(k ? k->name : "fp32-dot");
 }
 
-// The GEMV as decode sees it: the weights come from DRAM, not cache. Cycles through enough
-// distinct matrices of one shape (>= 256 MiB in all, and at least twice the L3 the C library
-// reports: 480 MiB on the Xeon this was last measured on) that every call streams its matrix from
-// memory; bytes/s is to be judged against BM_ReadBandwidth.
-void BM_GemvFromMemory(benchmark::State& state, DType dt) {
-  const int64_t rows = state.range(0), cols = state.range(1);
+// The GEMV (inputs = 1) and the small-M GEMM of batched decode (inputs = 2-32) as decode sees
+// them: the weights come from DRAM, not cache. Cycles through enough distinct matrices of one
+// shape (>= 256 MiB in all, and at least twice the L3 the C library reports: 480 MiB on the Xeon
+// this was last measured on) that every call streams its matrix from memory. Weight bytes/s is
+// to be judged against BM_ReadBandwidth, GFLOP/s against BM_FmaPeak.
+void from_memory(benchmark::State& state, DType dt, int64_t rows, int64_t cols, int64_t T) {
   const int64_t bytes = rows * cols * static_cast<int64_t>(wick::dtype_size(dt));
   const int64_t l3 = std::max<int64_t>(0, sysconf(_SC_LEVEL3_CACHE_SIZE));
   const int64_t total = std::max<int64_t>(int64_t{256} << 20, 2 * l3);
@@ -116,14 +116,25 @@ void BM_GemvFromMemory(benchmark::State& state, DType dt) {
     ms[i].bytes = ms[0].bytes;
     ms[i].ref = MatrixRef{ms[i].bytes.data(), dt, rows, cols};
   }
-  std::vector<float> x(cols, 0.5f), y(rows);
+  std::vector<float> x(T * cols, 0.5f), y(T * rows);
   size_t next = 0;
   for (auto _ : state) {
-    wick::kernels::matmul(ms[next].ref, x.data(), 1, y.data(), bench_pool());
+    wick::kernels::matmul(ms[next].ref, x.data(), T, y.data(), bench_pool());
     benchmark::DoNotOptimize(y.data());
     next = (next + 1) % ms.size();
   }
   state.SetBytesProcessed(state.iterations() * bytes);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * T * state.iterations(),
+                                                 benchmark::Counter::kIsRate,
+                                                 benchmark::Counter::kIs1000);
+}
+
+void BM_GemvFromMemory(benchmark::State& state, DType dt) {
+  from_memory(state, dt, state.range(0), state.range(1), 1);
+}
+
+void BM_GemmFromMemory(benchmark::State& state, DType dt) {
+  from_memory(state, dt, state.range(0), state.range(1), state.range(2));
 }
 
 // The machine's read bandwidth, against which the GEMVs' bytes/s are judged: the bench library's
@@ -252,9 +263,11 @@ BENCHMARK(BM_ReadBandwidth)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Gemv, f32, DType::F32)->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({65536, 768})->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, bf16, DType::BF16)->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({65536, 768})->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, f16, DType::F16)->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({65536, 768})->UseRealTime();
-BENCHMARK_CAPTURE(BM_GemvFromMemory, f32, DType::F32)->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({65536, 768})->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvFromMemory, f32, DType::F32)->Args({32, 768})->Args({64, 768})->Args({128, 768})->Args({768, 64})->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({65536, 768})->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvFromMemory, bf16, DType::BF16)->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({65536, 768})->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvFromMemory, f16, DType::F16)->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({65536, 768})->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemmFromMemory, f32, DType::F32)->Args({768, 768, 16})->Args({3072, 768, 16})->Args({768, 3072, 16})->Args({65536, 768, 16})->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemmFromMemory, bf16, DType::BF16)->Args({768, 768, 16})->Args({3072, 768, 16})->Args({768, 3072, 16})->Args({65536, 768, 16})->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvInt8, int8_scalar, wick::kernels::Isa::kScalar)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
 BENCHMARK_CAPTURE(BM_GemvInt8, int8_avx2, wick::kernels::Isa::kAvx2)->Args({768, 768})->Args({3072, 768})->Args({65536, 768});
 BENCHMARK_CAPTURE(BM_GemvInt8, int8_avx512_vnni, wick::kernels::Isa::kAvx512)->Args({768, 768})->Args({3072, 768})->Args({65536, 768})->Args({768, 3072});
