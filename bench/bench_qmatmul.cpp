@@ -34,9 +34,10 @@ std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
 // Random codes; scales that decode to moderate values (the speed does not depend on them).
 struct Sb6Data {
   std::vector<uint8_t> codes, qh, qh2, qsqm, d, dm;
-  wick::kernels::Sb6Unpacked unpacked;
+  std::vector<uint16_t> sm;
+  std::vector<uint8_t> hb;
   Sb6Matrix m;
-  Sb6Data(const Sb6Data&) = delete;  // m.sm and m.hb point into unpacked
+  Sb6Data(const Sb6Data&) = delete;  // m.sm and m.hb point into sm and hb
   Sb6Data(int bits, int64_t rows, int64_t cols) {
     codes = random_bytes(rows * cols / 2, 1);
     if (bits >= 5) qh = random_bytes(rows * cols / 8, 2);
@@ -58,14 +59,17 @@ struct Sb6Data {
                   rows,
                   cols,
                   bits};
-    unpacked = wick::kernels::Sb6Unpacked(m, wick::kernels::sb6_reads_high_bits());
-    unpacked.attach(m);
+    sm = wick::kernels::unpack_sb6_scales(m);
+    m.sm = sm.data();
+    if (bits >= 5 && wick::kernels::sb6_reads_high_bits())
+      hb = wick::kernels::repack_sb6_high_bits(m);
+    m.hb = hb.empty() ? nullptr : hb.data();
   }
   // What the SIMD kernels read: the codes, the planes (or their rearranged copy) and the unpacked
   // scales.
   int64_t bytes() const {
     return static_cast<int64_t>(codes.size() + qh.size() + qh2.size() +
-                                unpacked.sm.size() * sizeof(uint16_t));
+                                sm.size() * sizeof(uint16_t));
   }
 };
 

@@ -67,22 +67,6 @@ std::vector<uint8_t> repack_sb6_high_bits(const Sb6Matrix& w);
 // mask registers, and the scalar kernels read the planes).
 bool sb6_reads_high_bits();
 
-// What the SIMD sb6 kernels read beside the file's arrays, made once and owned beside the matrix
-// view: the unpacked scales (sm: 1 bit per weight) and, when `high_bits` and bits >= 5,
-// the rearranged planes (hb: 1 or 2 bits per weight). attach() points a view at them; the view
-// stays valid while this object lives (moving it keeps the arrays where they are).
-struct Sb6Unpacked {
-  std::vector<uint16_t> sm;
-  std::vector<uint8_t> hb;
-  Sb6Unpacked() = default;
-  // w: qsqm, d, dm and the planes set.
-  Sb6Unpacked(const Sb6Matrix& w, bool high_bits);
-  void attach(Sb6Matrix& w) const {
-    w.sm = sm.data();
-    w.hb = hb.empty() ? nullptr : hb.data();
-  }
-};
-
 // sym (symmetric, blocks of 16 columns, superblocks of 16 blocks; bits 6 or 8). cols % 256 == 0.
 struct SymMatrix {
   const int8_t* codes = nullptr;          // bits 8: [rows, cols] signed codes

@@ -120,68 +120,55 @@ inline void unpack_sb6_scales_f16c(const Sb6Matrix& w, int64_t r0, int64_t r1, u
   }
 }
 
-// Rows [r0, r1) of kernels/qmatmul.h's rearranged sb6 planes (Sb6Matrix::hb) into out[(r - r0) *
-// cols / 256 * 32 (bits - 4) ...]: per code vector, its 32 columns' plane bits spread to bytes
-// (as the integer GEMV once did per call) and kept as one bit of each byte. The same bytes as the
-// scalar repacker.
-inline void repack_sb6_high_bits_avx2(const Sb6Matrix& w, int64_t r0, int64_t r1, uint8_t* out) {
-  const int64_t nsb = w.cols / 256, per = 32 * (w.bits - 4);
+// Rows [r0, r1) of the rearranged planes (kernels/qmatmul.h repack_sb6_high_bits,
+// repack_sym6_high_bits), `bits` 5 or 6, into out[(r - r0) * cols / 256 * 32 (bits - 4) ...]:
+// spread(plane, row, superblock, v) gives code vector v's 32 bytes with 0xff where that plane's
+// bit of the byte's column is set, and each is kept as one bit: bit v at 5 bits, bit 2 (v % 4) +
+// plane of the crumbs of the second 32 bytes (v / 4 = 1) or the first at 6. The same bytes as
+// the scalar repacker.
+template <class Spread>
+inline void repack_high_bits_avx2(int64_t cols, int bits, int64_t r0, int64_t r1, uint8_t* out,
+                                  Spread spread) {
+  const int64_t nsb = cols / 256, per = 32 * (bits - 4);
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t j = 0; j < nsb; ++j) {
       __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-      for (int p = 0; p < 4; ++p) {
-        const int64_t word = r * (w.cols / 8) + 4 * (8 * j + 2 * p);  // blocks 2p and 2p + 1
-        for (int plane = 0; plane < w.bits - 4; ++plane) {
-          const uint8_t* src = (plane == 0 ? w.qh : w.qh2) + word;
-          const uint32_t a = load_u32(src), b = load_u32(src + 4);
-          for (int half = 0; half < 2; ++half) {
-            const int v = 2 * p + half;
-            // Columns 16 half .. 16 half + 15 of block 2p (bytes 0-15), then of block 2p + 1.
-            const uint32_t bits =
-                half == 0 ? (a & 0xffffu) | (b << 16) : (a >> 16) | (b & 0xffff0000u);
-            const int shift = w.bits == 5 ? v : 2 * (v % 4) + plane;
-            __m256i& dst = acc[w.bits == 5 ? 0 : v / 4];
-            dst = _mm256_or_si256(
-                dst, _mm256_and_si256(bits_to_bytes(bits),
-                                      _mm256_set1_epi8(static_cast<char>(1 << shift))));
-          }
+      for (int v = 0; v < 8; ++v)
+        for (int plane = 0; plane < bits - 4; ++plane) {
+          const int shift = bits == 5 ? v : 2 * (v % 4) + plane;
+          __m256i& dst = acc[bits == 5 ? 0 : v / 4];
+          dst = _mm256_or_si256(dst,
+                                _mm256_and_si256(spread(plane, r, j, v),
+                                                 _mm256_set1_epi8(static_cast<char>(1 << shift))));
         }
-      }
       uint8_t* o = out + ((r - r0) * nsb + j) * per;
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), acc[0]);
-      if (w.bits == 6) _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 32), acc[1]);
+      if (bits == 6) _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 32), acc[1]);
     }
 }
 
-// Rows [r0, r1) of kernels/qmatmul.h's rearranged sym@6 planes (SymMatrix::hb) into out[(r - r0) *
-// cols / 256 * 64 ...]: per group of 64 columns, each plane's 8 bytes spread to the two code
-// vectors' bytes (low nibbles: plane bytes 0, 2, 4, 6; high: 1, 3, 5, 7), each kept as one bit
-// of a crumb. The same bytes as the scalar repacker.
+// Sb6Matrix::hb: vector v = 2p + half holds columns 16 half .. 16 half + 15 of block 2p (bytes
+// 0-15), then of block 2p + 1 (bytes 16-31).
+inline void repack_sb6_high_bits_avx2(const Sb6Matrix& w, int64_t r0, int64_t r1, uint8_t* out) {
+  repack_high_bits_avx2(w.cols, w.bits, r0, r1, out, [&](int plane, int64_t r, int64_t j, int v) {
+    const int p = v / 2;
+    const uint8_t* src = (plane == 0 ? w.qh : w.qh2) + r * (w.cols / 8) + 4 * (8 * j + 2 * p);
+    const uint32_t a = load_u32(src), b = load_u32(src + 4);
+    return bits_to_bytes(v % 2 == 0 ? (a & 0xffffu) | (b << 16) : (a >> 16) | (b & 0xffff0000u));
+  });
+}
+
+// SymMatrix::hb: per group g of 64 columns, each plane's 8 bytes spread to the two code vectors
+// v = 2g + half (low nibbles, half 0: plane bytes 0, 2, 4, 6; high: 1, 3, 5, 7).
 inline void repack_sym6_high_bits_avx2(const SymMatrix& w, int64_t r0, int64_t r1, uint8_t* out) {
-  const int64_t nsb = w.cols / 256;
   const __m256i lo_bytes = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2,  //
                                             4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6);
   const __m256i hi_bytes = _mm256_add_epi8(lo_bytes, _mm256_set1_epi8(1));
-  for (int64_t r = r0; r < r1; ++r)
-    for (int64_t j = 0; j < nsb; ++j) {
-      __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-      for (int g = 0; g < 4; ++g)
-        for (int plane = 0; plane < 2; ++plane) {
-          uint64_t bits;
-          std::memcpy(&bits, (plane == 0 ? w.qh : w.qh2) + r * (w.cols / 8) + 32 * j + 8 * g, 8);
-          for (int half = 0; half < 2; ++half) {
-            const int v = 2 * g + half;
-            const __m256i set = spread_bits64(bits, half == 0 ? lo_bytes : hi_bytes);
-            acc[v / 4] = _mm256_or_si256(
-                acc[v / 4],
-                _mm256_and_si256(set,
-                                 _mm256_set1_epi8(static_cast<char>(1 << (2 * (v % 4) + plane)))));
-          }
-        }
-      uint8_t* o = out + ((r - r0) * nsb + j) * 64;
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), acc[0]);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 32), acc[1]);
-    }
+  repack_high_bits_avx2(w.cols, 6, r0, r1, out, [&](int plane, int64_t r, int64_t j, int v) {
+    uint64_t bits;
+    std::memcpy(&bits, (plane == 0 ? w.qh : w.qh2) + r * (w.cols / 8) + 32 * j + 8 * (v / 2), 8);
+    return spread_bits64(bits, v % 2 == 0 ? lo_bytes : hi_bytes);
+  });
 }
 
 // x shifted left by N bits in each 16-bit lane (right by -N when N < 0).

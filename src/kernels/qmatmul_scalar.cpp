@@ -124,44 +124,51 @@ void unpack_sb6_scales_rows(const Sb6Matrix& w, int64_t r0, int64_t r1, uint16_t
     }
 }
 
-void repack_sb6_high_bits_rows(const Sb6Matrix& w, int64_t r0, int64_t r1, uint8_t* out) {
-  const int64_t nsb = w.cols / 256, per = 32 * (w.bits - 4);
+// The rearranged planes of rows [r0, r1) (kernels/qmatmul.h repack_sb6_high_bits,
+// repack_sym6_high_bits), `bits` 5 or 6, into out[(r - r0) * cols / 256 * 32 (bits - 4) ...]:
+// column c of superblock j sits at byte i of code vector v where at(c) = {v, i} says, and its
+// plane bits (qh; qh2 at 6 bits) go to bit v of byte i (5 bits) or to the crumb at bits 2 (v % 4)
+// of byte 32 (v / 4) + i (6 bits).
+template <class At>
+void repack_high_bits_rows(const uint8_t* qh, const uint8_t* qh2, int64_t cols, int bits,
+                           int64_t r0, int64_t r1, uint8_t* out, At at) {
+  const int64_t nsb = cols / 256, per = 32 * (bits - 4);
   std::fill(out, out + (r1 - r0) * nsb * per, uint8_t{0});
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t j = 0; j < nsb; ++j) {
       uint8_t* o = out + ((r - r0) * nsb + j) * per;
-      for (int b = 0; b < 8; ++b)              // block b of the superblock
-        for (int c = 0; c < 32; ++c) {         // its column c
-          const int v = 2 * (b / 2) + c / 16;  // the code vector holding it, at byte i
-          const int i = 16 * (b % 2) + c % 16;
-          const int64_t col = r * w.cols + 256 * j + 32 * b + c;
-          const int bit = (w.qh[col / 8] >> (col % 8)) & 1;
-          if (w.bits == 5) {
-            o[i] = static_cast<uint8_t>(o[i] | bit << v);
-          } else {
-            const int bit2 = (w.qh2[col / 8] >> (col % 8)) & 1;
-            uint8_t& dst = o[32 * (v / 4) + i];
-            dst = static_cast<uint8_t>(dst | (bit | bit2 << 1) << 2 * (v % 4));
-          }
+      for (int c = 0; c < 256; ++c) {
+        const auto [v, i] = at(c);
+        const int64_t col = r * cols + 256 * j + c;
+        const int bit = (qh[col / 8] >> (col % 8)) & 1;
+        if (bits == 5) {
+          o[i] = static_cast<uint8_t>(o[i] | bit << v);
+        } else {
+          const int bit2 = (qh2[col / 8] >> (col % 8)) & 1;
+          uint8_t& dst = o[32 * (v / 4) + i];
+          dst = static_cast<uint8_t>(dst | (bit | bit2 << 1) << 2 * (v % 4));
         }
+      }
     }
 }
 
+struct VectorByte {
+  int v, i;
+};
+
+void repack_sb6_high_bits_rows(const Sb6Matrix& w, int64_t r0, int64_t r1, uint8_t* out) {
+  // Column c is column c % 32 of block b = c / 32; vector 2 (b / 2) + its half holds it.
+  repack_high_bits_rows(w.qh, w.qh2, w.cols, w.bits, r0, r1, out, [](int c) {
+    const int b = c / 32;
+    return VectorByte{2 * (b / 2) + (c % 32) / 16, 16 * (b % 2) + c % 16};
+  });
+}
+
 void repack_sym6_high_bits_rows(const SymMatrix& w, int64_t r0, int64_t r1, uint8_t* out) {
-  const int64_t nsb = w.cols / 256;
-  std::fill(out, out + (r1 - r0) * nsb * 64, uint8_t{0});
-  for (int64_t r = r0; r < r1; ++r)
-    for (int64_t j = 0; j < nsb; ++j) {
-      uint8_t* o = out + ((r - r0) * nsb + j) * 64;
-      for (int c = 0; c < 256; ++c) {  // column c of the superblock
-        // Its code vector v (byte i): group c / 64, half (c % 16) / 8, i = 8 (block) + c % 8.
-        const int v = 2 * (c / 64) + (c % 16) / 8, i = 8 * ((c % 64) / 16) + c % 8;
-        const int64_t col = r * w.cols + 256 * j + c;
-        const int bit = (w.qh[col / 8] >> (col % 8)) & 1, bit2 = (w.qh2[col / 8] >> (col % 8)) & 1;
-        uint8_t& dst = o[32 * (v / 4) + i];
-        dst = static_cast<uint8_t>(dst | (bit | bit2 << 1) << 2 * (v % 4));
-      }
-    }
+  // The nibble layout's order: group c / 64, half (c % 16) / 8, byte 8 (block in group) + c % 8.
+  repack_high_bits_rows(w.qh, w.qh2, w.cols, 6, r0, r1, out, [](int c) {
+    return VectorByte{2 * (c / 64) + (c % 16) / 8, 8 * ((c % 64) / 16) + c % 8};
+  });
 }
 }  // namespace
 

@@ -1,5 +1,5 @@
 // The arrays the SIMD packed kernels read beside the file's (kernels/qmatmul.h: Sb6Matrix::sm and
-// ::hb, Sb6Unpacked; SymMatrix::hb), made once per matrix by their owner (model/quant_linear.h:
+// ::hb; SymMatrix::hb), made once per matrix by their owner (model/quant_linear.h:
 // the sb6 scales at load, the high bits on the first integer product).
 #include "base/check.h"
 #include "kernels/kernel_table.h"
@@ -38,10 +38,6 @@ bool sym6_reads_high_bits() {
 
 bool sb6_reads_high_bits() {
   return kernel_table().packed_int8->sb6_high_bits;
-}
-
-Sb6Unpacked::Sb6Unpacked(const Sb6Matrix& w, bool high_bits) : sm(unpack_sb6_scales(w)) {
-  if (high_bits && w.bits >= 5) hb = repack_sb6_high_bits(w);
 }
 
 }  // namespace wick::kernels

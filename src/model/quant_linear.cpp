@@ -13,8 +13,8 @@ PackedLinear::PackedLinear(const quant::QuantTensor& t, std::shared_ptr<const vo
       owner_(std::move(owner)) {
   if (t.layout == quant::Layout::kSb6) {
     sb6_ = quant::sb6_matrix(t);
-    sb6_unpacked_ = kernels::Sb6Unpacked(sb6_, false);  // the high bits on first use
-    sb6_unpacked_.attach(sb6_);
+    sb6_scales_ = kernels::unpack_sb6_scales(sb6_);
+    sb6_.sm = sb6_scales_.data();
   } else if (t.layout == quant::Layout::kSym) {
     sym_ = quant::sym_matrix(t);
   } else {

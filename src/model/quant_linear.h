@@ -22,7 +22,7 @@ class PackedLinear final : public Linear {
   // `t` must be an sb6 or sym tensor [out, in] (nn.Linear orientation); `owner` keeps its
   // buffers alive. Throws CheckpointError for another layout.
   PackedLinear(const quant::QuantTensor& t, std::shared_ptr<const void> owner);
-  PackedLinear(const PackedLinear&) = delete;  // the sb6 view points into sb6_unpacked_
+  PackedLinear(const PackedLinear&) = delete;  // the sb6 view points into sb6_scales_
   PackedLinear& operator=(const PackedLinear&) = delete;
 
   int64_t out_features() const override { return rows_; }
@@ -46,7 +46,7 @@ class PackedLinear final : public Linear {
   quant::Layout layout_;
   kernels::Sb6Matrix sb6_;
   // sb6_.sm (32 bytes per superblock of 256 weights), made at load.
-  kernels::Sb6Unpacked sb6_unpacked_;
+  std::vector<uint16_t> sb6_scales_;
   // The rearranged planes (Sb6Matrix::hb: 32 or 64 bytes per superblock at 5 or 6 bits;
   // SymMatrix::hb: 64 at 6 bits) where the active integer GEMV reads them, else null: made by the
   // first integer product, so that a model never run at Precision::kInt8 does not hold them.

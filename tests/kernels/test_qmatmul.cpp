@@ -51,8 +51,8 @@ struct Packed {
   int bits = 0;
   int64_t rows = 0, cols = 0;
   std::vector<uint8_t> codes_packed, qh, qh2, qsqm, d, dm, codes, qs;
-  wick::kernels::Sb6Unpacked unpacked;  // sb6: the scales and high bits the SIMD kernels read
-  std::vector<uint8_t> sym_hb;          // sym@6: the high bits the SIMD integer GEMVs read
+  std::vector<uint16_t> sb6_sm;  // sb6: the scales the SIMD kernels read
+  std::vector<uint8_t> hb;       // sb6 at 5-6 bits, sym@6: the high bits the SIMD integer GEMVs read
   std::vector<io::TensorView> views;
   quant::QuantTensor qt;
   Sb6Matrix sb6;
@@ -140,12 +140,14 @@ struct Packed {
   // the kernels of every instruction set), again after the scales or planes change.
   void unpack() {
     if (sym) {
-      sym_hb = bits == 6 ? wick::kernels::repack_sym6_high_bits(symm) : std::vector<uint8_t>{};
-      symm.hb = sym_hb.empty() ? nullptr : sym_hb.data();
+      hb = bits == 6 ? wick::kernels::repack_sym6_high_bits(symm) : std::vector<uint8_t>{};
+      symm.hb = hb.empty() ? nullptr : hb.data();
       return;
     }
-    unpacked = wick::kernels::Sb6Unpacked(sb6, true);
-    unpacked.attach(sb6);
+    sb6_sm = wick::kernels::unpack_sb6_scales(sb6);
+    sb6.sm = sb6_sm.data();
+    hb = bits >= 5 ? wick::kernels::repack_sb6_high_bits(sb6) : std::vector<uint8_t>{};
+    sb6.hb = hb.empty() ? nullptr : hb.data();
   }
 
   std::vector<float> dequantized() const { return quant::dequantize(qt); }
@@ -379,30 +381,30 @@ TEST(Qmatmul, UnpackedSb6ScalesAreTheHalvesOfTheFields) {
     put_f16(p->dm, j, d[(j + 3) % 11]);
   }
   p->unpack();
-  ASSERT_EQ(p->unpacked.sm.size(), static_cast<size_t>(rows * nsb * 16));
+  ASSERT_EQ(p->sb6_sm.size(), static_cast<size_t>(rows * nsb * 16));
   for (int64_t sb = 0; sb < rows * nsb; ++sb)
     for (int i = 0; i < 8; ++i) {
-      EXPECT_EQ(p->unpacked.sm[16 * sb + i],
+      EXPECT_EQ(p->sb6_sm[16 * sb + i],
                 base::f32_to_f16(static_cast<float>(six_bits(p->qsqm, sb, i)) * get_f16(p->d, sb)))
           << "superblock " << sb << " s_" << i;
-      EXPECT_EQ(p->unpacked.sm[16 * sb + 8 + i],
+      EXPECT_EQ(p->sb6_sm[16 * sb + 8 + i],
                 base::f32_to_f16(static_cast<float>(six_bits(p->qsqm, sb, 8 + i) - 31) *
                                  get_f16(p->dm, sb)))
           << "superblock " << sb << " m_" << i;
     }
   // Every instruction set's unpacker, whole and from row 2 on.
   for (Isa isa : supported_isas()) {
-    std::vector<uint16_t> all(p->unpacked.sm.size()), tail(p->unpacked.sm.size() - 2 * nsb * 16);
+    std::vector<uint16_t> all(p->sb6_sm.size()), tail(p->sb6_sm.size() - 2 * nsb * 16);
     qmat::kernels_for(isa).unpack_sb6_scales(p->sb6, 0, rows, all.data());
     qmat::kernels_for(isa).unpack_sb6_scales(p->sb6, 2, rows, tail.data());
-    EXPECT_EQ(all, p->unpacked.sm) << isa_name(isa);
-    EXPECT_TRUE(std::equal(tail.begin(), tail.end(), p->unpacked.sm.begin() + 2 * nsb * 16)) << isa_name(isa);
+    EXPECT_EQ(all, p->sb6_sm) << isa_name(isa);
+    EXPECT_TRUE(std::equal(tail.begin(), tail.end(), p->sb6_sm.begin() + 2 * nsb * 16)) << isa_name(isa);
   }
-  const std::vector<uint16_t> before = p->unpacked.sm;
+  const std::vector<uint16_t> before = p->sb6_sm;
   p->qsqm[12 * 3 + 7] ^= 0x10;  // a bit of qm_2 of superblock 3 (dm = 0x3555)
   p->qsqm[12 * 2 + 1] ^= 0x04;  // a bit of qs_1 of superblock 2 (d = 0x8400)
   p->unpack();
-  EXPECT_NE(p->unpacked.sm, before);
+  EXPECT_NE(p->sb6_sm, before);
 }
 
 // The rearranged planes of kernels/qmatmul.h (repack_sb6_high_bits, repack_sym6_high_bits) from
@@ -464,18 +466,18 @@ TEST(Qmatmul, RepackedHighBitsAreThePlaneBitsOfEachCodeByte) {
     const std::vector<uint8_t> want = expected_high_bits(*p, [](int64_t j, int v, int i) {
       return 256 * j + 32 * (2 * (v / 2) + i / 16) + 16 * (v % 2) + i % 16;
     });
-    EXPECT_EQ(p->unpacked.hb, want);
+    EXPECT_EQ(p->hb, want);
     expect_every_repacker(want, rows, [&](const qmat::Kernels& k, int64_t r0, uint8_t* out) {
       k.repack_sb6_high_bits(p->sb6, r0, rows, out);
     });
-    const std::vector<uint8_t> before = p->unpacked.hb;
+    const std::vector<uint8_t> before = p->hb;
     (bits == 5 ? p->qh : p->qh2)[cols / 8 + 37] ^= 0x20;  // row 1, column 301
     p->unpack();
-    EXPECT_EQ(bits_moved(p->unpacked.hb, before), 1);
+    EXPECT_EQ(bits_moved(p->hb, before), 1);
   }
   EXPECT_EQ(kernels::sb6_reads_high_bits(), std::string(kernel_table().packed_int8->name) == "avx2");
   auto p4 = random_sb6(4, 2, 256, 5);
-  EXPECT_TRUE(p4->unpacked.hb.empty());
+  EXPECT_TRUE(p4->hb.empty());
   EXPECT_EQ(p4->sb6.hb, nullptr);
 }
 
@@ -487,14 +489,14 @@ TEST(Qmatmul, RepackedSym6HighBitsAreThePlaneBitsOfEachCodeByte) {
   const std::vector<uint8_t> want = expected_high_bits(*p, [](int64_t j, int v, int i) {
     return 256 * j + 64 * (v / 2) + 16 * (i / 8) + 8 * (v % 2) + i % 8;
   });
-  EXPECT_EQ(p->sym_hb, want);
+  EXPECT_EQ(p->hb, want);
   expect_every_repacker(want, rows, [&](const qmat::Kernels& k, int64_t r0, uint8_t* out) {
     k.repack_sym6_high_bits(p->symm, r0, rows, out);
   });
-  const std::vector<uint8_t> before = p->sym_hb;
+  const std::vector<uint8_t> before = p->hb;
   p->qh2[2 * cols / 8 + 45] ^= 0x04;  // row 2, column 362
   p->unpack();
-  EXPECT_EQ(bits_moved(p->sym_hb, before), 1);
+  EXPECT_EQ(bits_moved(p->hb, before), 1);
   EXPECT_EQ(kernels::sym6_reads_high_bits(),
             std::string(kernel_table().packed_int8->name) != "scalar");
 }
