@@ -100,7 +100,7 @@ void BM_GemmBf16Inputs(benchmark::State& state) {
   state.SetLabel(k ? k->name : "fp32-dot");
 }
 
-// The GEMV (inputs = 1) and the small-M GEMM of batched decode (inputs = 2-32) as decode sees
+// The GEMV (inputs = 1) and the small-M GEMM of batched decode (16 inputs) as decode sees
 // them: the weights come from DRAM, not cache. Cycles through enough distinct matrices of one
 // shape (>= 256 MiB in all, and at least twice the L3 the C library reports: 480 MiB on the Xeon
 // this was last measured on) that every call streams its matrix from memory. Weight bytes/s is

@@ -136,8 +136,10 @@ struct Packed {
     }
   }
 
-  // The kernels' unpacked copy of the sb6 scales and high bits (Sb6Matrix::sm, ::hb; both, for
-  // the kernels of every instruction set), again after the scales or planes change.
+  // The kernels' copies beside the file's arrays: the sb6 scales (Sb6Matrix::sm) and the
+  // rearranged planes (Sb6Matrix::hb at 5-6 bits, SymMatrix::hb at sym@6; made whatever the
+  // active ISA reads, for the kernels of every instruction set), again after the scales or
+  // planes change.
   void unpack() {
     if (sym) {
       hb = bits == 6 ? wick::kernels::repack_sym6_high_bits(symm) : std::vector<uint8_t>{};
@@ -626,7 +628,7 @@ TEST(Qmatmul, BatchRowsAreBitIdenticalToSingleInputsForAnyThreadCount) {
   for (const auto& p : all_layouts(rows, cols, 900)) {
     for (Isa isa : supported_isas()) {
       std::vector<float> first;
-      for (int threads : {1, 2}) {
+      for (int threads : {1, 2, 3, 5}) {
         set_test_threads(threads);
         std::vector<float> y(T * rows), y1(rows);
         p->qmatmul(isa, x.data(), T, y.data());
@@ -644,7 +646,7 @@ TEST(Qmatmul, BatchRowsAreBitIdenticalToSingleInputsForAnyThreadCount) {
           first = y;
         } else {
           ASSERT_EQ(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)), 0)
-              << p->name() << " " << isa_name(isa) << ": 1 thread != 2 threads";
+              << p->name() << " " << isa_name(isa) << ": 1 thread != " << threads;
         }
       }
     }
