@@ -61,8 +61,7 @@ struct Sb6Data {
                   bits};
     sm = wick::kernels::unpack_sb6_scales(m);
     m.sm = sm.data();
-    if (bits >= 5 && wick::kernels::sb6_reads_high_bits())
-      hb = wick::kernels::repack_sb6_high_bits(m);
+    hb = wick::kernels::int8_high_bits(m);
     m.hb = hb.empty() ? nullptr : hb.data();
   }
   // What the SIMD kernels read: the codes, the planes (or their rearranged copy) and the unpacked
@@ -100,10 +99,8 @@ struct SymData {
                   rows,
                   cols,
                   bits};
-    if (bits == 6 && wick::kernels::sym6_reads_high_bits()) {
-      hb = wick::kernels::repack_sym6_high_bits(m);
-      m.hb = hb.data();
-    }
+    hb = wick::kernels::int8_high_bits(m);
+    m.hb = hb.empty() ? nullptr : hb.data();
   }
   // What the kernels read: the codes, the planes (or their rearranged copy) and the scales.
   int64_t bytes() const {

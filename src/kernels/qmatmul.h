@@ -95,6 +95,14 @@ std::vector<uint8_t> repack_sym6_high_bits(const SymMatrix& w);
 // AVX-512 VNNI ones; the scalar kernels read the planes).
 bool sym6_reads_high_bits();
 
+// The `hb` array the active instruction set's integer GEMV (qmatmul_int8_inputs) reads for w, the
+// one place that rule is written: repack_sb6_high_bits(w) when w.bits >= 5 and
+// sb6_reads_high_bits(), repack_sym6_high_bits(w) when w.bits == 6 and sym6_reads_high_bits(),
+// else empty (leave hb null). The caller owns the array and keeps it while w.hb points into it.
+// Throws what the repackers throw (a view without its planes).
+std::vector<uint8_t> int8_high_bits(const Sb6Matrix& w);
+std::vector<uint8_t> int8_high_bits(const SymMatrix& w);
+
 // The 8 six-bit values of 6 bytes of an sb6 `qsqm` entry (docs/rwkvq-format.md §2.1: four values
 // per 3 bytes, LSB first): bytes 0-5 hold qs[0..7], bytes 6-11 hold qm[0..7] + 31.
 inline void unpack6x8(const uint8_t* p, int* out) {

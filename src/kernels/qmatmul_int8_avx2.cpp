@@ -154,7 +154,6 @@ struct Avx2Tile : Avx2 {
 // The sym GEMV's sums of 4 adjacent products (kernels/qmatmul_int8_impl.h int8_sym_rows_n):
 // vpmaddubsw (pairs, at most 2 * 128 * 127 < 2^15), then vpmaddwd with ones.
 struct Avx2SymDot {
-  static constexpr int kSymRows = 2;
   static __m256i sums4(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
   }

@@ -137,7 +137,6 @@ struct VnniTile : Avx512 {
 // u = q + 32 at 6), s the signed one. 256 bits, not 512: vpsignb, which the sym@8 loop uses to
 // move each code's sign onto the input, has no 512-bit form.
 struct VnniSymDot {
-  static constexpr int kSymRows = 4;
   static __m256i sums4(__m256i u, __m256i s) {
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
   }

@@ -24,10 +24,10 @@
 // side: I, izero, dot8 and cvt (int32 lanes to fp32), and for the sym tile sym_bias (added to the
 // signed codes stored in it), sym_dot8 and sym_unbias (int8_sym_tile below).
 //
-// The sym GEMV (int8_sym) is written once against a policy Dot: kSymRows (rows interleaved) and
-// sums4 (vpmaddubsw + vpmaddwd, or vpdpbusd); sym@8 codes meet the input with the sign trick,
-// sym@6 codes are summed unsigned in registers against the input in the sym@6 order.
-// Each including file gets its own copy (unnamed namespace).
+// The sym GEMV (int8_sym) is written once against a policy Dot: sums4 (vpmaddubsw + vpmaddwd, or
+// vpdpbusd), kSymRows rows interleaved for every ISA; sym@8 codes meet the input with the sign
+// trick, sym@6 codes are summed unsigned in registers against the input in the sym@6 order. Each
+// including file gets its own copy (unnamed namespace).
 #pragma once
 
 #include <immintrin.h>
@@ -565,12 +565,19 @@ inline void int8_sym_rows_n(const SymMatrix& w, int64_t r, int64_t rs, const Sym
   for (int k = 0; k < NR; ++k) y[k * ys] = reduce8(acc[k]);
 }
 
+// Rows the sym GEMV interleaves (from as many equal parts of a thread's range), for every ISA. Two,
+// not four: on a Zen 5 (AVX-512 VNNI, 2 threads, 0.1B decode at --precision int8, three
+// alternating rounds) four made the AVX-512 build slower than the AVX2 one (sym:8 11.1-13.4 ms
+// against 8.8-10.1, sym:6 12.0-14.0 against 7.3-8.2); with two it is level or faster (sym:8
+// 8.0-9.6, sym:6 7.6-8.5). The sb6 GEMV keeps four on AVX-512 (Fmt::kRows): two measured slower
+// there (sb6:4 5.8-6.7 against 4.8-5.1 ms).
+constexpr int kSymRows = 2;
+
 template <class Dot, int Bits>
 void int8_sym_rows(const SymMatrix& w, int64_t r0, int64_t r1, const SymInt8Input& x, float* y) {
-  interleaved_rows<Dot::kSymRows>(
-      r0, r1, y, [&](int64_t r, int64_t rs, float* yr, int64_t ys, auto n) {
-        int8_sym_rows_n<Dot, Bits, decltype(n)::kRows>(w, r, rs, x, yr, ys);
-      });
+  interleaved_rows<kSymRows>(r0, r1, y, [&](int64_t r, int64_t rs, float* yr, int64_t ys, auto n) {
+    int8_sym_rows_n<Dot, Bits, decltype(n)::kRows>(w, r, rs, x, yr, ys);
+  });
 }
 
 template <class Dot>

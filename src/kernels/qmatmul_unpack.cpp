@@ -32,6 +32,16 @@ std::vector<uint8_t> repack_sym6_high_bits(const SymMatrix& w) {
   return out;
 }
 
+std::vector<uint8_t> int8_high_bits(const Sb6Matrix& w) {
+  if (w.bits < 5 || !sb6_reads_high_bits()) return {};
+  return repack_sb6_high_bits(w);
+}
+
+std::vector<uint8_t> int8_high_bits(const SymMatrix& w) {
+  if (w.bits != 6 || !sym6_reads_high_bits()) return {};
+  return repack_sym6_high_bits(w);
+}
+
 bool sym6_reads_high_bits() {
   return kernel_table().packed_int8->sym6_high_bits;
 }

@@ -52,10 +52,8 @@ void PackedLinear::apply_int8_inputs(const kernels::Int8Inputs& x, float* /*scra
 
 const uint8_t* PackedLinear::high_bits() const {
   std::call_once(high_bits_once_, [this] {
-    if (layout_ == quant::Layout::kSb6 && sb6_.bits >= 5 && kernels::sb6_reads_high_bits())
-      high_bits_ = kernels::repack_sb6_high_bits(sb6_);
-    if (layout_ == quant::Layout::kSym && sym_.bits == 6 && kernels::sym6_reads_high_bits())
-      high_bits_ = kernels::repack_sym6_high_bits(sym_);
+    high_bits_ = layout_ == quant::Layout::kSb6 ? kernels::int8_high_bits(sb6_)
+                                                : kernels::int8_high_bits(sym_);
   });
   return high_bits_.empty() ? nullptr : high_bits_.data();
 }

@@ -184,6 +184,13 @@ TEST(Kernels, MatmulIsBitIdenticalAcrossPassesDtypesAndThreadCounts) {
       }
     }
   }
+  // The comparisons above can fail: one changed input element changes that input's outputs and
+  // no other's.
+  std::vector<float> x2 = x, y2(T * rows);
+  x2[0] += 1.0f;
+  matmul(MatrixRef{wb.data(), DType::BF16, rows, cols}, x2.data(), T, y2.data(), test_pool());
+  EXPECT_NE(std::memcmp(y2.data(), first.data(), rows * 4), 0);
+  EXPECT_EQ(std::memcmp(y2.data() + rows, first.data() + rows, (T - 1) * rows * 4), 0);
   set_test_threads(0);
 }
 

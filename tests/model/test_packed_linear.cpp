@@ -42,14 +42,12 @@ void check_tensor(const quant::RwkvqFile& f, const char* key, quant::Layout layo
     kernels::Sb6Matrix w = quant::sb6_matrix(t);
     const std::vector<uint16_t> sm = kernels::unpack_sb6_scales(w);
     w.sm = sm.data();
-    std::vector<uint8_t> hb;
-    if (w.bits >= 5 && kernels::sb6_reads_high_bits()) hb = kernels::repack_sb6_high_bits(w);
+    const std::vector<uint8_t> hb = kernels::int8_high_bits(w);
     w.hb = hb.empty() ? nullptr : hb.data();
     kernels::qmatmul_int8_inputs(w, xq, want.data(), test_pool());
   } else {
     kernels::SymMatrix w = quant::sym_matrix(t);
-    std::vector<uint8_t> hb;
-    if (w.bits == 6 && kernels::sym6_reads_high_bits()) hb = kernels::repack_sym6_high_bits(w);
+    const std::vector<uint8_t> hb = kernels::int8_high_bits(w);
     w.hb = hb.empty() ? nullptr : hb.data();
     kernels::qmatmul_int8_inputs(w, xq, want.data(), test_pool());
   }
