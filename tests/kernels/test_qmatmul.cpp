@@ -481,6 +481,13 @@ TEST(Qmatmul, RepackedHighBitsAreThePlaneBitsOfEachCodeByte) {
   auto p4 = random_sb6(4, 2, 256, 5);
   EXPECT_TRUE(p4->hb.empty());
   EXPECT_EQ(p4->sb6.hb, nullptr);
+  // int8_high_bits: the repacked planes exactly where the active GEMV reads them, else nothing.
+  EXPECT_TRUE(kernels::int8_high_bits(p4->sb6).empty());
+  for (int bits : {5, 6}) {
+    auto p = random_sb6(bits, rows, cols, 93);
+    EXPECT_EQ(kernels::int8_high_bits(p->sb6),
+              kernels::sb6_reads_high_bits() ? p->hb : std::vector<uint8_t>{});
+  }
 }
 
 // sym@6 (SymMatrix::hb): byte i of code vector v = 2g + half is column 64g + 16 (i / 8) + 8 half
@@ -501,6 +508,10 @@ TEST(Qmatmul, RepackedSym6HighBitsAreThePlaneBitsOfEachCodeByte) {
   EXPECT_EQ(bits_moved(p->hb, before), 1);
   EXPECT_EQ(kernels::sym6_reads_high_bits(),
             std::string(kernel_table().packed_int8->name) != "scalar");
+  // int8_high_bits: the repacked planes exactly where the active GEMV reads them (sym@6 only).
+  EXPECT_EQ(kernels::int8_high_bits(p->symm),
+            kernels::sym6_reads_high_bits() ? p->hb : std::vector<uint8_t>{});
+  EXPECT_TRUE(kernels::int8_high_bits(random_sym(8, rows, cols, 94)->symm).empty());
 }
 
 // The product is the dense fp32 kernel over the decoded rows, bit for bit (kernels/qmatmul.h):
