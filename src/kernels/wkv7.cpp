@@ -69,20 +69,28 @@ void wkv7_token(int H, int N, float* S, const float* r, const float* w, const fl
 void wkv7_sequence(int64_t T, int H, int N, float* S, const float* r, const float* w,
                    const float* k, const float* v, const float* kk, const float* a, float* y,
                    ThreadPool& pool) {
+  const Wkv7Segment seg{T, S, r, w, k, v, kk, a, y};
+  wkv7_segments(&seg, 1, H, N, pool);
+}
+
+void wkv7_segments(const Wkv7Segment* segs, int64_t n, int H, int N, ThreadPool& pool) {
   const int64_t C = static_cast<int64_t>(H) * N;
   const Wkv7HeadFn head = head_kernel(N);
-  auto one_head = [&](int64_t h) {
-    const int64_t o = h * N;
-    for (int64_t t = 0; t < T; ++t) {
+  auto one_head = [&](int64_t i) {
+    const Wkv7Segment& s = segs[i / H];
+    const int64_t o = (i % H) * N;
+    for (int64_t t = 0; t < s.T; ++t) {
       const int64_t ro = t * C + o;
-      head(N, S + o * N, r + ro, w + ro, k + ro, v + ro, kk + ro, a + ro, y + ro);
+      head(N, s.S + o * N, s.r + ro, s.w + ro, s.k + ro, s.v + ro, s.kk + ro, s.a + ro, s.y + ro);
     }
   };
-  // Heads are independent: in parallel once there is enough work to pay for waking a thread.
-  if (T * C * N >= (int64_t{1} << 18)) {
-    parallel_for(pool, H, one_head);
+  int64_t tokens = 0;
+  for (int64_t i = 0; i < n; ++i) tokens += segs[i].T;
+  // Pairs are independent: in parallel once there is enough work to pay for waking a thread.
+  if (tokens * C * N >= (int64_t{1} << 18)) {
+    parallel_for(pool, n * H, one_head);
   } else {
-    for (int h = 0; h < H; ++h) one_head(h);
+    for (int64_t i = 0; i < n * H; ++i) one_head(i);
   }
 }
 

@@ -22,10 +22,25 @@ void wkv7_token(int H, int N, float* S, const float* r, const float* w, const fl
 
 class ThreadPool;
 // T tokens; each input is [T, H*N] row-major, y is [T, H*N]. Heads run in parallel on `pool`
-// (kernels/thread_pool.h) once there is enough work.
+// (kernels/thread_pool.h) once there is enough work. wkv7_segments with one segment.
 void wkv7_sequence(int64_t T, int H, int N, float* S, const float* r, const float* w,
                    const float* k, const float* v, const float* kk, const float* a, float* y,
                    ThreadPool& pool);
+
+// One sequence of wkv7_segments: T tokens against its own state S [H, N, N] (updated in place);
+// r .. a are [T, H*N] row-major, y is [T, H*N]. The arrays are the caller's.
+struct Wkv7Segment {
+  int64_t T = 0;
+  float* S = nullptr;
+  const float *r = nullptr, *w = nullptr, *k = nullptr, *v = nullptr, *kk = nullptr, *a = nullptr;
+  float* y = nullptr;
+};
+
+// wkv7_sequence for each of the n segments (distinct states and outputs). Every (segment, head)
+// pair is independent and runs the same per-token loop, so the results are bit for bit those of
+// one wkv7_sequence call per segment; the pairs run in parallel on `pool` once all the segments
+// together hold enough work (batched decode: many segments of one token, each too small alone).
+void wkv7_segments(const Wkv7Segment* segs, int64_t n, int H, int N, ThreadPool& pool);
 
 // One head (S [N, N], vectors of length N), one token: the kernel `isa` uses for head size N -
 // AVX-512 for N % 16 == 0, AVX2 for N % 8 == 0 and N <= 256, else the scalar loop. The passes

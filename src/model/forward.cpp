@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "base/fp16.h"
 #include "kernels/activations.h"
@@ -93,6 +94,7 @@ struct Workspace final : PassWorkspace {
   std::vector<float> x, xa, xr, xw, xk, xv, xaa, xg, r, k, v, w, a, g_, kk, y, tmpc, v_first, xb;
   std::vector<float> lora, ffn_h, normed;
   std::vector<Segment> segs;
+  std::vector<kernels::Wkv7Segment> wkv_segs;  // a layer's segments for wkv7_segments
   std::vector<int64_t> rows;
   Precision precision = Precision::kFp32;
   kernels::ThreadPool* pool = nullptr;  // the lease's pool, for this pass
@@ -335,11 +337,14 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
   }
 
   float* y = ws.y.data();
+  std::vector<kernels::Wkv7Segment>& wkv_segs = ws.wkv_segs;  // cleared, its capacity kept
+  wkv_segs.clear();
   for (const Segment& s : segs) {
     const int64_t o = s.row0 * C;
-    kernels::wkv7_sequence(s.T, H, N, s.state->wkv(layer), r + o, w + o, k + o, v + o, kk + o,
-                           a + o, y + o, pool);
+    wkv_segs.push_back(
+        {s.T, s.state->wkv(layer), r + o, w + o, k + o, v + o, kk + o, a + o, y + o});
   }
+  kernels::wkv7_segments(wkv_segs.data(), static_cast<int64_t>(wkv_segs.size()), H, N, pool);
 
   if (tracing) {
     std::vector<float> neg_kk(kk, kk + T * C), bvec(static_cast<size_t>(T * C));

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "test_util.h"
 #include "kernels/cpu_features.h"
@@ -191,6 +192,59 @@ TEST(Kernels, MatmulIsBitIdenticalAcrossPassesDtypesAndThreadCounts) {
   matmul(MatrixRef{wb.data(), DType::BF16, rows, cols}, x2.data(), T, y2.data(), test_pool());
   EXPECT_NE(std::memcmp(y2.data(), first.data(), rows * 4), 0);
   EXPECT_EQ(std::memcmp(y2.data() + rows, first.data() + rows, (T - 1) * rows * 4), 0);
+  set_test_threads(0);
+}
+
+// Several sequences at once (batched decode and prefill): every segment's state and outputs are
+// bit for bit those of wkv7_sequence on that segment alone, on the parallel path (enough work in
+// all segments together) and the inline one; a changed input of one segment changes only it.
+TEST(Kernels, Wkv7SegmentsEqualEachSequenceAlone) {
+  const int H = 4, N = 64, C = H * N;
+  const std::vector<int64_t> lengths = {1, 1, 3, 1, 7, 1, 1, 2};  // 17 tokens: 17 C N >= 2^18
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> ud(-1, 1);
+  int64_t total = 0;
+  for (int64_t T : lengths) total += T;
+  std::vector<float> r(total * C), w(total * C), k(total * C), v(total * C), kk(total * C),
+      a(total * C);
+  for (int64_t i = 0; i < total * C; ++i) {
+    r[i] = ud(rng);
+    w[i] = 0.6f + 0.2f * (ud(rng) + 1);
+    k[i] = ud(rng);
+    v[i] = ud(rng);
+    kk[i] = ud(rng) / 8;
+    a[i] = (ud(rng) + 1) / 2;
+  }
+  std::vector<float> S0(lengths.size() * H * N * N);
+  for (auto& x : S0) x = ud(rng);
+  auto run_all = [&](int64_t first, int64_t count, std::vector<float>& S, std::vector<float>& y) {
+    std::vector<kernels::Wkv7Segment> segs;
+    int64_t row = 0;
+    for (int64_t i = 0; i < first + count; ++i) {
+      const int64_t o = row * C;
+      if (i >= first)
+        segs.push_back({lengths[i], S.data() + i * H * N * N, r.data() + o, w.data() + o,
+                        k.data() + o, v.data() + o, kk.data() + o, a.data() + o, y.data() + o});
+      row += lengths[i];
+    }
+    kernels::wkv7_segments(segs.data(), count, H, N, test_pool());
+  };
+  for (int threads : {1, 2}) {
+    set_test_threads(threads);
+    std::vector<float> S = S0, y(total * C), S1 = S0, y1(total * C);
+    run_all(0, static_cast<int64_t>(lengths.size()), S, y);
+    for (size_t i = 0; i < lengths.size(); ++i) run_all(static_cast<int64_t>(i), 1, S1, y1);
+    EXPECT_EQ(S, S1);
+    EXPECT_EQ(y, y1);
+    EXPECT_NE(S, S0);
+    // The first segment's first input changed: its outputs move, every other segment's stay.
+    std::vector<float> S2 = S0, y2(total * C);
+    r[0] += 0.5f;
+    run_all(0, static_cast<int64_t>(lengths.size()), S2, y2);
+    r[0] -= 0.5f;
+    EXPECT_NE(std::memcmp(y2.data(), y.data(), C * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(y2.data() + C, y.data() + C, (total - 1) * C * sizeof(float)), 0);
+  }
   set_test_threads(0);
 }
 
