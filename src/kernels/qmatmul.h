@@ -95,11 +95,13 @@ std::vector<uint8_t> repack_sym6_high_bits(const SymMatrix& w);
 // AVX-512 VNNI ones; the scalar kernels read the planes).
 bool sym6_reads_high_bits();
 
-// The `hb` array the active instruction set's integer GEMV (qmatmul_int8_inputs) reads for w, the
-// one place that rule is written: repack_sb6_high_bits(w) when w.bits >= 5 and
+// The `hb` array the active instruction set's integer GEMV (qmatmul_int8_inputs) reads for w
+// (the owners of packed views call this rather than writing the rule again; qmatmul_int8_inputs
+// checks that hb is set where it is read): repack_sb6_high_bits(w) when w.bits >= 5 and
 // sb6_reads_high_bits(), repack_sym6_high_bits(w) when w.bits == 6 and sym6_reads_high_bits(),
 // else empty (leave hb null). The caller owns the array and keeps it while w.hb points into it.
-// Throws what the repackers throw (a view without its planes).
+// Throws InternalError where the repackers do (a view without its planes, sb6 bits above 6) and
+// InputError where kernel_table() does (a WICK_ISA the CPU lacks).
 std::vector<uint8_t> int8_high_bits(const Sb6Matrix& w);
 std::vector<uint8_t> int8_high_bits(const SymMatrix& w);
 

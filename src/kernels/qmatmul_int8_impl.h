@@ -568,9 +568,9 @@ inline void int8_sym_rows_n(const SymMatrix& w, int64_t r, int64_t rs, const Sym
 // Rows the sym GEMV interleaves (from as many equal parts of a thread's range), for every ISA. Two,
 // not four: on a Zen 5 (AVX-512 VNNI, 2 threads, 0.1B decode at --precision int8, three
 // alternating rounds) four made the AVX-512 build slower than the AVX2 one (sym:8 11.1-13.4 ms
-// against 8.8-10.1, sym:6 12.0-14.0 against 7.3-8.2); with two it is level or faster (sym:8
-// 8.0-9.6, sym:6 7.6-8.5). The sb6 GEMV keeps four on AVX-512 (Fmt::kRows): two measured slower
-// there (sb6:4 5.8-6.7 against 4.8-5.1 ms).
+// against 8.8-10.1, sym:6 12.0-14.0 against 7.3-8.2); with two the two builds are level within
+// the noise (sym:8 8.0-9.6, sym:6 7.6-8.5). The sb6 GEMV keeps four on AVX-512 (Fmt::kRows): two
+// measured slower there (sb6:4 5.8-6.7 against 4.8-5.1 ms).
 constexpr int kSymRows = 2;
 
 template <class Dot, int Bits>

@@ -36,10 +36,13 @@ struct Wkv7Segment {
   float* y = nullptr;
 };
 
-// wkv7_sequence for each of the n segments (distinct states and outputs). Every (segment, head)
-// pair is independent and runs the same per-token loop, so the results are bit for bit those of
-// one wkv7_sequence call per segment; the pairs run in parallel on `pool` once all the segments
-// together hold enough work (batched decode: many segments of one token, each too small alone).
+// wkv7_sequence for each of the n >= 0 segments (segs may be null when n == 0; T >= 0 each). No
+// two segments may share a state or an output, and no state or output may overlap any segment's
+// inputs. Every (segment, head) pair is independent and runs wkv7_token's per-head step over its
+// tokens in order, so the results are bit for bit those of one wkv7_sequence call per segment;
+// the pairs run in parallel on `pool` once all the segments together hold enough work (batched
+// decode: many segments of one token, each too small alone). Call it from outside the pool's
+// blocks (kernels/thread_pool.h). Throws nothing of its own.
 void wkv7_segments(const Wkv7Segment* segs, int64_t n, int H, int N, ThreadPool& pool);
 
 // One head (S [N, N], vectors of length N), one token: the kernel `isa` uses for head size N -

@@ -196,11 +196,13 @@ TEST(Kernels, MatmulIsBitIdenticalAcrossPassesDtypesAndThreadCounts) {
 }
 
 // Several sequences at once (batched decode and prefill): every segment's state and outputs are
-// bit for bit those of wkv7_sequence on that segment alone, on the parallel path (enough work in
-// all segments together) and the inline one; a changed input of one segment changes only it.
+// bit for bit those of wkv7_token applied to that segment's tokens one after another (the kernel
+// the formula tests check), on the parallel path (enough work in all segments together: 17 tokens
+// x C x N = 278528 >= the 2^18 of kernels/wkv7.cpp) and the inline one (one segment of one
+// token); a changed input of one segment changes only that segment's outputs.
 TEST(Kernels, Wkv7SegmentsEqualEachSequenceAlone) {
   const int H = 4, N = 64, C = H * N;
-  const std::vector<int64_t> lengths = {1, 1, 3, 1, 7, 1, 1, 2};  // 17 tokens: 17 C N >= 2^18
+  const std::vector<int64_t> lengths = {1, 1, 3, 1, 7, 1, 1, 2};
   std::mt19937 rng(12);
   std::uniform_real_distribution<float> ud(-1, 1);
   int64_t total = 0;
@@ -215,33 +217,49 @@ TEST(Kernels, Wkv7SegmentsEqualEachSequenceAlone) {
     kk[i] = ud(rng) / 8;
     a[i] = (ud(rng) + 1) / 2;
   }
-  std::vector<float> S0(lengths.size() * H * N * N);
+  const size_t state = static_cast<size_t>(H) * N * N;
+  std::vector<float> S0(lengths.size() * state);
   for (auto& x : S0) x = ud(rng);
-  auto run_all = [&](int64_t first, int64_t count, std::vector<float>& S, std::vector<float>& y) {
+  // Segments [first, first + count) through wkv7_segments.
+  auto run_segments = [&](size_t first, size_t count, const std::vector<float>& rr,
+                          std::vector<float>& S, std::vector<float>& y) {
     std::vector<kernels::Wkv7Segment> segs;
     int64_t row = 0;
-    for (int64_t i = 0; i < first + count; ++i) {
+    for (size_t i = 0; i < first + count; ++i) {
       const int64_t o = row * C;
       if (i >= first)
-        segs.push_back({lengths[i], S.data() + i * H * N * N, r.data() + o, w.data() + o,
+        segs.push_back({lengths[i], S.data() + i * state, rr.data() + o, w.data() + o,
                         k.data() + o, v.data() + o, kk.data() + o, a.data() + o, y.data() + o});
       row += lengths[i];
     }
-    kernels::wkv7_segments(segs.data(), count, H, N, test_pool());
+    kernels::wkv7_segments(segs.data(), static_cast<int64_t>(count), H, N, test_pool());
   };
+  auto same_bits = [](const std::vector<float>& x, const std::vector<float>& y) {
+    return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+  };
+  // The reference: each segment's tokens through wkv7_token, in order.
+  std::vector<float> S_ref = S0, y_ref(total * C);
+  for (size_t i = 0, row = 0; i < lengths.size(); ++i)
+    for (int64_t t = 0; t < lengths[i]; ++t, ++row) {
+      const int64_t o = static_cast<int64_t>(row) * C;
+      kernels::wkv7_token(H, N, S_ref.data() + i * state, r.data() + o, w.data() + o, k.data() + o,
+                          v.data() + o, kk.data() + o, a.data() + o, y_ref.data() + o);
+    }
   for (int threads : {1, 2}) {
     set_test_threads(threads);
-    std::vector<float> S = S0, y(total * C), S1 = S0, y1(total * C);
-    run_all(0, static_cast<int64_t>(lengths.size()), S, y);
-    for (size_t i = 0; i < lengths.size(); ++i) run_all(static_cast<int64_t>(i), 1, S1, y1);
-    EXPECT_EQ(S, S1);
-    EXPECT_EQ(y, y1);
-    EXPECT_NE(S, S0);
+    std::vector<float> S = S0, y(total * C);
+    run_segments(0, lengths.size(), r, S, y);
+    EXPECT_TRUE(same_bits(S, S_ref));
+    EXPECT_TRUE(same_bits(y, y_ref));
+    EXPECT_FALSE(same_bits(S, S0));
+    std::vector<float> S1 = S0, y1(total * C);  // one segment per call: the inline path
+    for (size_t i = 0; i < lengths.size(); ++i) run_segments(i, 1, r, S1, y1);
+    EXPECT_TRUE(same_bits(S1, S_ref));
+    EXPECT_TRUE(same_bits(y1, y_ref));
     // The first segment's first input changed: its outputs move, every other segment's stay.
-    std::vector<float> S2 = S0, y2(total * C);
-    r[0] += 0.5f;
-    run_all(0, static_cast<int64_t>(lengths.size()), S2, y2);
-    r[0] -= 0.5f;
+    std::vector<float> r2 = r, S2 = S0, y2(total * C);
+    r2[0] += 0.5f;
+    run_segments(0, lengths.size(), r2, S2, y2);
     EXPECT_NE(std::memcmp(y2.data(), y.data(), C * sizeof(float)), 0);
     EXPECT_EQ(std::memcmp(y2.data() + C, y.data() + C, (total - 1) * C * sizeof(float)), 0);
   }
