@@ -244,17 +244,23 @@ void BM_Bf16DotPeak(benchmark::State& state) {
   state.SetLabel("avx512-bf16");
 }
 
-void BM_Wkv7Sequence(benchmark::State& state) {
+// The WKV recurrence of H heads (N = 64): `segments` sequences of T tokens each, each against its
+// own state, in one call - {12, 64, 1} a prefill's, {12, 1, 16} a 16-row batched step's. Items:
+// tokens.
+void BM_Wkv7Segments(benchmark::State& state) {
   const int H = static_cast<int>(state.range(0)), N = 64;
-  const int64_t T = state.range(1), C = H * N;
-  std::vector<float> S(H * N * N), r(T * C, 0.1f), w(T * C, 0.9f), k(T * C, 0.1f), v(T * C, 0.2f),
-      kk(T * C, 0.125f), a(T * C, 0.5f), y(T * C);
+  const int64_t T = state.range(1), n = state.range(2), C = H * N;
+  std::vector<float> S(n * H * N * N), r(T * C, 0.1f), w(T * C, 0.9f), k(T * C, 0.1f),
+      v(T * C, 0.2f), kk(T * C, 0.125f), a(T * C, 0.5f), y(n * T * C);
+  std::vector<wick::kernels::Wkv7Segment> segs;
+  for (int64_t i = 0; i < n; ++i)  // the inputs are shared (read only); states and outputs are not
+    segs.push_back({T, S.data() + i * H * N * N, r.data(), w.data(), k.data(), v.data(), kk.data(),
+                    a.data(), y.data() + i * T * C});
   for (auto _ : state) {
-    wick::kernels::wkv7_sequence(T, H, N, S.data(), r.data(), w.data(), k.data(), v.data(),
-                                 kk.data(), a.data(), y.data(), bench_pool());
+    wick::kernels::wkv7_segments(segs.data(), n, H, N, bench_pool());
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetItemsProcessed(state.iterations() * T);
+  state.SetItemsProcessed(state.iterations() * T * n);
 }
 
 }  // namespace
@@ -282,6 +288,6 @@ BENCHMARK_CAPTURE(BM_GemmInt8Outliers, int8_avx512_vnni, wick::kernels::Isa::kAv
 BENCHMARK(BM_FmaPeak)->ArgName("threads")->Arg(1)->Arg(2)->UseManualTime();
 BENCHMARK(BM_GemmBf16Inputs)->Args({768, 768, 64})->Args({3072, 768, 64})->Args({768, 768, 512})->Args({3072, 768, 512})->Args({768, 3072, 512});
 BENCHMARK(BM_Bf16DotPeak)->ArgName("threads")->Arg(1)->Arg(2)->UseManualTime();
-BENCHMARK(BM_Wkv7Sequence)->Args({12, 1})->Args({12, 64});
+BENCHMARK(BM_Wkv7Segments)->Args({12, 1, 1})->Args({12, 64, 1})->Args({12, 1, 16});
 
 BENCHMARK_MAIN();

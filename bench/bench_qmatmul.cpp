@@ -61,8 +61,7 @@ struct Sb6Data {
                   bits};
     sm = wick::kernels::unpack_sb6_scales(m);
     m.sm = sm.data();
-    hb = wick::kernels::int8_high_bits(m);
-    m.hb = hb.empty() ? nullptr : hb.data();
+    hb = wick::kernels::attach_int8_high_bits(m);
   }
   // What the SIMD kernels read: the codes, the planes (or their rearranged copy) and the unpacked
   // scales.
@@ -99,8 +98,7 @@ struct SymData {
                   rows,
                   cols,
                   bits};
-    hb = wick::kernels::int8_high_bits(m);
-    m.hb = hb.empty() ? nullptr : hb.data();
+    hb = wick::kernels::attach_int8_high_bits(m);
   }
   // What the kernels read: the codes, the planes (or their rearranged copy) and the scales.
   int64_t bytes() const {

@@ -135,18 +135,23 @@ float dot(const typename E::W* w, const float* x, size_t n) {
   return y;
 }
 
-// NR weight rows x NT inputs: y[t * ys + r] = w_r . x_t.
+// NR weight rows x NT inputs: y[t * ys + r] = w_r . x_t. `next`, when given, is prefetched into
+// L2 as in gemv_rows_n (NR rows' worth of bytes from there, spread over the steps).
 template <class V, class E, class X, int NR, int NT>
 inline void gemm_tile_n(const typename E::W* w, size_t ws, const typename X::W* x, size_t xs,
-                        size_t n, float* y, size_t ys) {
+                        size_t n, float* y, size_t ys, const char* next) {
   using Vec = typename V::Vec;
   using WVec = decltype(V::load(E{}, w));
   constexpr size_t L = V::kLanes;
+  constexpr size_t kStepBytes = NR * L * sizeof(typename E::W);  // weight bytes per step
   Vec acc[NR][NT];
   for (int r = 0; r < NR; ++r)
     for (int t = 0; t < NT; ++t) acc[r][t] = V::zero();
   size_t i = 0;
   for (; i + L <= n; i += L) {
+    if (next != nullptr)
+      for (size_t b = 0; b < kStepBytes; b += kLineBytes)
+        __builtin_prefetch(next + i * NR * sizeof(typename E::W) + b, 0, 2);
     WVec wv[NR];
     for (int r = 0; r < NR; ++r) wv[r] = V::load(E{}, w + r * ws + i);
     for (int t = 0; t < NT; ++t) {
@@ -173,41 +178,51 @@ inline void gemm_tile_n(const typename E::W* w, size_t ws, const typename X::W* 
 // NR rows x the last nt (< K + 1) inputs.
 template <class V, class E, class X, int NR, int K>
 inline void gemm_tile_inputs_rest(const typename E::W* w, size_t ws, const typename X::W* x,
-                                  size_t xs, size_t n, int nt, float* y, size_t ys) {
+                                  size_t xs, size_t n, int nt, float* y, size_t ys,
+                                  const char* next) {
   if constexpr (K > 0) {
-    if (nt == K) return gemm_tile_n<V, E, X, NR, K>(w, ws, x, xs, n, y, ys);
-    gemm_tile_inputs_rest<V, E, X, NR, K - 1>(w, ws, x, xs, n, nt, y, ys);
+    if (nt == K) return gemm_tile_n<V, E, X, NR, K>(w, ws, x, xs, n, y, ys, next);
+    gemm_tile_inputs_rest<V, E, X, NR, K - 1>(w, ws, x, xs, n, nt, y, ys, next);
   }
 }
 
-// NR rows x any number of inputs, V::kTileInputs at a time.
+// NR rows x any number of inputs, V::kTileInputs at a time; `next` is prefetched while the first
+// tile of inputs passes over the rows (the later ones find the rows in cache).
 template <class V, class E, class X, int NR>
 void gemm_tile_rows(const typename E::W* w, size_t ws, const typename X::W* x, size_t xs, size_t n,
-                    int nt, float* y, size_t ys) {
+                    int nt, float* y, size_t ys, const char* next) {
   constexpr int T = V::kTileInputs;
-  for (; nt >= T; x += T * xs, y += T * ys, nt -= T)
-    gemm_tile_n<V, E, X, NR, T>(w, ws, x, xs, n, y, ys);
-  gemm_tile_inputs_rest<V, E, X, NR, T - 1>(w, ws, x, xs, n, nt, y, ys);
+  for (; nt >= T; x += T * xs, y += T * ys, nt -= T, next = nullptr)
+    gemm_tile_n<V, E, X, NR, T>(w, ws, x, xs, n, y, ys, next);
+  gemm_tile_inputs_rest<V, E, X, NR, T - 1>(w, ws, x, xs, n, nt, y, ys, next);
 }
 
 // The last nr (< K + 1) rows of a tile.
 template <class V, class E, class X, int K>
 inline void gemm_tile_rows_rest(const typename E::W* w, size_t ws, const typename X::W* x,
-                                size_t xs, size_t n, int nr, int nt, float* y, size_t ys) {
+                                size_t xs, size_t n, int nr, int nt, float* y, size_t ys,
+                                const char* next) {
   if constexpr (K > 0) {
-    if (nr == K) return gemm_tile_rows<V, E, X, K>(w, ws, x, xs, n, nt, y, ys);
-    gemm_tile_rows_rest<V, E, X, K - 1>(w, ws, x, xs, n, nr, nt, y, ys);
+    if (nr == K) return gemm_tile_rows<V, E, X, K>(w, ws, x, xs, n, nt, y, ys, next);
+    gemm_tile_rows_rest<V, E, X, K - 1>(w, ws, x, xs, n, nr, nt, y, ys, next);
   }
 }
 
-// Any nr x nt, V::kTileRows x V::kTileInputs at a time (dot.h: GemmTile, Bf16GemmTile).
+// Any nr x nt, V::kTileRows x V::kTileInputs at a time (dot.h: GemmTile, Bf16GemmTile). With
+// `next` (where the rows after these nr begin), each group of rows prefetches the group after it
+// (the last group: `next`) while the first tile of inputs passes over it - one group ahead, as
+// the GEMV does.
 template <class V, class E = F32, class X = F32>
 void gemm_tile(const typename E::W* w, size_t ws, const typename X::W* x, size_t xs, size_t n,
-               int nr, int nt, float* y, size_t ys) {
+               int nr, int nt, float* y, size_t ys, const void* next) {
   constexpr int R = V::kTileRows;
+  const auto ahead = [&](int left) -> const char* {
+    if (next == nullptr) return nullptr;
+    return left > 0 ? reinterpret_cast<const char*>(w + R * ws) : static_cast<const char*>(next);
+  };
   for (; nr >= R; w += R * ws, y += R, nr -= R)
-    gemm_tile_rows<V, E, X, R>(w, ws, x, xs, n, nt, y, ys);
-  gemm_tile_rows_rest<V, E, X, R - 1>(w, ws, x, xs, n, nr, nt, y, ys);
+    gemm_tile_rows<V, E, X, R>(w, ws, x, xs, n, nt, y, ys, ahead(nr - R));
+  gemm_tile_rows_rest<V, E, X, R - 1>(w, ws, x, xs, n, nr, nt, y, ys, ahead(0));
 }
 
 // dst[i] = src[i] as fp32 (exact), i < n.

@@ -42,6 +42,14 @@ void gemv_block(const DotKernels& k, const MatrixRef& w, const float* x, int64_t
   }
 }
 
+// The prefetch target of a tile whose rows end at `end` in an item whose rows end at r1 (dot.h
+// GemmTile `next`): the item's following rows while the item's first tile of inputs passes over
+// them (their first read, from memory), else none. Not past the item: the next item may run on
+// the other thread.
+const void* first_pass_next(const MatrixRef& w, int64_t end, int64_t r1, bool first_inputs) {
+  return first_inputs && end < r1 ? row_ptr(w, end) : nullptr;
+}
+
 // The tiles of one GEMM work item, rows [r0, r1) x inputs [t0, t1): fn(r, nr, t, nt) for each
 // tile of nr <= tile_rows rows and nt <= tile_inputs inputs, inputs outermost (a tile of inputs
 // stays in L1 while it passes over the item's rows).
@@ -63,7 +71,7 @@ void gemm_tiles_f32(const DotKernels& k, const float* rows, int64_t cols, int64_
   for_each_tile(k.tile_rows, k.tile_inputs, r0, r1, t0, t1,
                 [&](int64_t r, int nr, int64_t t, int nt) {
                   k.gemm_tile(rows + (r - r0) * cols, n, x + t * cols, n, n, nr, nt, y + t * ys + r,
-                              static_cast<size_t>(ys));
+                              static_cast<size_t>(ys), nullptr);
                 });
 }
 
@@ -84,7 +92,8 @@ void gemm_item(const DotKernels& k, const MatrixRef& w, const float* x, float* y
   for_each_tile(k.tile_rows, k.tile_inputs, r0, r1, t0, t1,
                 [&](int64_t r, int nr, int64_t t, int nt) {
                   tile16(static_cast<const uint16_t*>(row_ptr(w, r)), n, x + t * n, n, n, nr, nt,
-                         y + t * w.rows + r, static_cast<size_t>(w.rows));
+                         y + t * w.rows + r, static_cast<size_t>(w.rows),
+                         first_pass_next(w, r + nr, r1, t == t0));
                 });
 }
 
@@ -135,7 +144,8 @@ void matmul_bf16_inputs(const MatrixRef& w, const float* x, int64_t T, float* y,
                                      [&](int64_t r, int nr, int64_t t, int nt) {
                                        k->gemm_tile(wb + r * w.cols, n, xb + t * w.cols, n, n, nr,
                                                     nt, y + t * w.rows + r,
-                                                    static_cast<size_t>(w.rows));
+                                                    static_cast<size_t>(w.rows),
+                                                    first_pass_next(w, r + nr, r1, t == t0));
                                      });
                      });
 }

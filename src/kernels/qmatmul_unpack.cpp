@@ -42,6 +42,22 @@ std::vector<uint8_t> int8_high_bits(const SymMatrix& w) {
   return repack_sym6_high_bits(w);
 }
 
+namespace {
+template <class M>
+std::vector<uint8_t> attach(M& w) {
+  std::vector<uint8_t> hb = int8_high_bits(w);
+  w.hb = hb.empty() ? nullptr : hb.data();
+  return hb;
+}
+}  // namespace
+
+std::vector<uint8_t> attach_int8_high_bits(Sb6Matrix& w) {
+  return attach(w);
+}
+std::vector<uint8_t> attach_int8_high_bits(SymMatrix& w) {
+  return attach(w);
+}
+
 bool sym6_reads_high_bits() {
   return kernel_table().packed_int8->sym6_high_bits;
 }

@@ -66,13 +66,6 @@ void wkv7_token(int H, int N, float* S, const float* r, const float* w, const fl
   }
 }
 
-void wkv7_sequence(int64_t T, int H, int N, float* S, const float* r, const float* w,
-                   const float* k, const float* v, const float* kk, const float* a, float* y,
-                   ThreadPool& pool) {
-  const Wkv7Segment seg{T, S, r, w, k, v, kk, a, y};
-  wkv7_segments(&seg, 1, H, N, pool);
-}
-
 void wkv7_segments(const Wkv7Segment* segs, int64_t n, int H, int N, ThreadPool& pool) {
   const int64_t C = static_cast<int64_t>(H) * N;
   const Wkv7HeadFn head = head_kernel(N);

@@ -21,11 +21,6 @@ void wkv7_token(int H, int N, float* S, const float* r, const float* w, const fl
                 const float* v, const float* kk, const float* a, float* y);
 
 class ThreadPool;
-// T tokens; each input is [T, H*N] row-major, y is [T, H*N]. Heads run in parallel on `pool`
-// (kernels/thread_pool.h) once there is enough work. wkv7_segments with one segment.
-void wkv7_sequence(int64_t T, int H, int N, float* S, const float* r, const float* w,
-                   const float* k, const float* v, const float* kk, const float* a, float* y,
-                   ThreadPool& pool);
 
 // One sequence of wkv7_segments: T tokens against its own state S [H, N, N] (updated in place);
 // r .. a are [T, H*N] row-major, y is [T, H*N]. The arrays are the caller's.
@@ -36,13 +31,14 @@ struct Wkv7Segment {
   float* y = nullptr;
 };
 
-// wkv7_sequence for each of the n >= 0 segments (segs may be null when n == 0; T >= 0 each). No
-// two segments may share a state or an output, and no state or output may overlap any segment's
-// inputs. Every (segment, head) pair is independent and runs wkv7_token's per-head step over its
-// tokens in order, so the results are bit for bit those of one wkv7_sequence call per segment;
-// the pairs run in parallel on `pool` once all the segments together hold enough work (batched
-// decode: many segments of one token, each too small alone). Call it from outside the pool's
-// blocks (kernels/thread_pool.h). Throws nothing of its own.
+// The recurrence over each of the n >= 0 segments (segs may be null when n == 0; T >= 0 each):
+// a prefill's one sequence, or a batched step's rows of one token each. No two segments may share
+// a state or an output, and no state or output may overlap any segment's inputs. Every (segment,
+// head) pair is independent and runs wkv7_token's per-head step over its tokens in order, so the
+// results are bit for bit those of wkv7_token called token by token, whichever segments share a
+// call; the pairs run in parallel on `pool` once all the segments together hold enough work
+// (batched decode: many segments of one token, each too small alone). Call it from outside the
+// pool's blocks (kernels/thread_pool.h). Throws nothing of its own.
 void wkv7_segments(const Wkv7Segment* segs, int64_t n, int H, int N, ThreadPool& pool);
 
 // One head (S [N, N], vectors of length N), one token: the kernel `isa` uses for head size N -

@@ -101,7 +101,8 @@ TEST(Bf16Dot, TileAndGroupedRowsAreBitIdenticalToSingleRows) {
     for (int tr = 1; tr <= nr; ++tr) {
       for (int tt = 1; tt <= nt; tt += 2) {
         std::vector<float> y(tt * nr, -1.f);
-        k->gemm_tile(w.data(), n, x.data(), n, n, tr, tt, y.data(), nr);
+        // With a prefetch target (the rows themselves): it must change nothing.
+        k->gemm_tile(w.data(), n, x.data(), n, n, tr, tt, y.data(), nr, w.data());
         for (int t = 0; t < tt; ++t)
           EXPECT_EQ(std::memcmp(&y[t * nr], &one[t * nr], tr * sizeof(float)), 0)
               << "n=" << n << " tile " << tr << "x" << tt << " input " << t;

@@ -103,7 +103,7 @@ std::vector<uint64_t> kernel_hashes(const DotKernels& k) {
       for (int tr = 1; tr <= k.tile_rows; ++tr) {
         for (int ti = 1; ti <= k.tile_inputs; ++ti) {
           std::vector<float> y(ti * tr);
-          k.gemm_tile(w.data(), stride, x.data(), n, n, tr, ti, y.data(), tr);
+          k.gemm_tile(w.data(), stride, x.data(), n, n, tr, ti, y.data(), tr, nullptr);
           for (float v : y) hs[kGemmTile].add(v);
         }
       }
@@ -185,7 +185,9 @@ TEST(DotFrozen, GemmTileOfAnySizeEqualsTheDot) {
       for (int nr : {1, k.tile_rows, k.tile_rows + 1, kRows}) {
         for (int nt : {1, k.tile_inputs, k.tile_inputs + 1, kInputs}) {
           std::vector<float> y(kInputs * kRows, -1.0f);
-          k.gemm_tile(w.data(), n, x.data(), n, n, nr, nt, y.data(), kRows);
+          // Half the shapes with a prefetch target (the last row), which must change nothing.
+          const void* next = (nr + nt) % 2 ? w.data() + (kRows - 1) * n : nullptr;
+          k.gemm_tile(w.data(), n, x.data(), n, n, nr, nt, y.data(), kRows, next);
           for (int t = 0; t < kInputs; ++t) {
             for (int r = 0; r < kRows; ++r) {
               const float want = r < nr && t < nt ? k.f32(w.data() + r * n, x.data() + t * n, n)

@@ -130,18 +130,19 @@ TEST(Kernels, RowKernelsOfEveryIsaAreBitIdenticalToTheirDot) {
       for (size_t i = 0; i < w.size(); ++i) ASSERT_EQ(widened[i], f16_to_f32(wh[i]));
       for (int tr = 1; tr <= k.tile_rows; ++tr)
         for (int ti = 1; ti <= k.tile_inputs; ++ti) {
-          k.gemm_tile(w.data(), n, x.data(), n, n, tr, ti, yt.data(), nr);
+          k.gemm_tile(w.data(), n, x.data(), n, n, tr, ti, yt.data(), nr, nullptr);
           for (int t = 0; t < ti; ++t)
             for (int r = 0; r < tr; ++r)
               ASSERT_EQ(yt[t * nr + r], k.f32(w.data() + r * n, x.data() + t * n, n))
                   << isa_name(isa) << " n=" << n << " tile " << tr << "x" << ti;
-          // The 16-bit tiles read the rows in place: the dot of each dtype, bit for bit.
-          k.gemm_tile_bf16(wb.data(), n, x.data(), n, n, tr, ti, yt.data(), nr);
+          // The 16-bit tiles read the rows in place: the dot of each dtype, bit for bit (with a
+          // prefetch target, the rows themselves, which changes nothing).
+          k.gemm_tile_bf16(wb.data(), n, x.data(), n, n, tr, ti, yt.data(), nr, wb.data());
           for (int t = 0; t < ti; ++t)
             for (int r = 0; r < tr; ++r)
               ASSERT_EQ(yt[t * nr + r], k.bf16(wb.data() + r * n, x.data() + t * n, n))
                   << isa_name(isa) << " bf16 n=" << n << " tile " << tr << "x" << ti;
-          k.gemm_tile_f16(wh.data(), n, x.data(), n, n, tr, ti, yt.data(), nr);
+          k.gemm_tile_f16(wh.data(), n, x.data(), n, n, tr, ti, yt.data(), nr, wh.data());
           for (int t = 0; t < ti; ++t)
             for (int r = 0; r < tr; ++r)
               ASSERT_EQ(yt[t * nr + r], k.f16(wh.data() + r * n, x.data() + t * n, n))

@@ -456,6 +456,18 @@ int bits_moved(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
   return n;
 }
 
+// attach_int8_high_bits on a copy of view m whose hb points elsewhere: it returns int8_high_bits(m)
+// and points the copy's hb at that array, or clears it where the array is empty.
+template <class M>
+void expect_attached(const M& m) {
+  M v = m;
+  const uint8_t stale = 0;
+  v.hb = &stale;
+  const std::vector<uint8_t> hb = kernels::attach_int8_high_bits(v);
+  EXPECT_EQ(hb, kernels::int8_high_bits(m));
+  EXPECT_EQ(v.hb, hb.empty() ? nullptr : hb.data());
+}
+
 // sb6 (Sb6Matrix::hb): byte i of code vector v = 2p + half is column 16 half + i % 16 of block
 // 2p + i / 16; the bytes equal the planes read here, from every instruction set's repacker; one
 // flipped plane bit (qh at 5 bits, qh2 at 6) moves one bit of hb. Whether the active integer GEMV
@@ -487,7 +499,9 @@ TEST(Qmatmul, RepackedHighBitsAreThePlaneBitsOfEachCodeByte) {
     auto p = random_sb6(bits, rows, cols, 93);
     EXPECT_EQ(kernels::int8_high_bits(p->sb6),
               kernels::sb6_reads_high_bits() ? p->hb : std::vector<uint8_t>{});
+    expect_attached(p->sb6);
   }
+  expect_attached(p4->sb6);
 }
 
 // sym@6 (SymMatrix::hb): byte i of code vector v = 2g + half is column 64g + 16 (i / 8) + 8 half
@@ -512,6 +526,8 @@ TEST(Qmatmul, RepackedSym6HighBitsAreThePlaneBitsOfEachCodeByte) {
   EXPECT_EQ(kernels::int8_high_bits(p->symm),
             kernels::sym6_reads_high_bits() ? p->hb : std::vector<uint8_t>{});
   EXPECT_TRUE(kernels::int8_high_bits(random_sym(8, rows, cols, 94)->symm).empty());
+  expect_attached(p->symm);
+  expect_attached(random_sym(8, rows, cols, 94)->symm);
 }
 
 // The product is the dense fp32 kernel over the decoded rows, bit for bit (kernels/qmatmul.h):

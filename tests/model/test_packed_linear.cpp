@@ -42,13 +42,11 @@ void check_tensor(const quant::RwkvqFile& f, const char* key, quant::Layout layo
     kernels::Sb6Matrix w = quant::sb6_matrix(t);
     const std::vector<uint16_t> sm = kernels::unpack_sb6_scales(w);
     w.sm = sm.data();
-    const std::vector<uint8_t> hb = kernels::int8_high_bits(w);
-    w.hb = hb.empty() ? nullptr : hb.data();
+    const std::vector<uint8_t> hb = kernels::attach_int8_high_bits(w);
     kernels::qmatmul_int8_inputs(w, xq, want.data(), test_pool());
   } else {
     kernels::SymMatrix w = quant::sym_matrix(t);
-    const std::vector<uint8_t> hb = kernels::int8_high_bits(w);
-    w.hb = hb.empty() ? nullptr : hb.data();
+    const std::vector<uint8_t> hb = kernels::attach_int8_high_bits(w);
     kernels::qmatmul_int8_inputs(w, xq, want.data(), test_pool());
   }
   EXPECT_NE(std::memcmp(y.data(), exact.data(), y.size() * sizeof(float)), 0);
