@@ -1,11 +1,11 @@
 // The AVX2 + FMA + F16C vector trait of the dense kernels' skeleton (kernels/dot_impl.h), shared
 // by the files compiled for AVX2: dot_avx2.cpp, qmatmul_avx2.cpp (whose fused GEMV of packed
-// codes follows the same summation order) and qmatmul_int8_avx2.cpp (whose int8 tile takes its
-// float side from it). Include only from *_avx2.cpp files. Summation order:
-// one 8-lane accumulator per (row, input) pair, fused multiply-adds over chunks of 8 in order (the
-// partial last chunk zero-padded), then hsum's fixed tree (kernels/hsum_avx2.h). GEMV: 8 rows
-// interleaved; GEMM tile: 3 rows x 4 inputs (16 ymm registers: 12 accumulators + 3 weights + 1
-// input).
+// codes follows the same summation order), qmatmul_int8_avx2.cpp (whose int8 tile takes its
+// float side from it) and wkv7_avx2.cpp (the WKV head, kernels/wkv7_impl.h). Include only from
+// *_avx2.cpp files. Summation order: one 8-lane accumulator per (row, input) pair, fused
+// multiply-adds over chunks of 8 in order (the partial last chunk zero-padded), then hsum's fixed
+// tree (kernels/hsum_avx2.h). GEMV: 8 rows interleaved; GEMM tile: 3 rows x 4 inputs (16 ymm
+// registers: 12 accumulators + 3 weights + 1 input).
 #pragma once
 
 #include <immintrin.h>
@@ -51,6 +51,12 @@ struct Avx2 {
     return _mm256_load_ps(buf);
   }
   static Vec fma(Vec w, Vec x, Vec acc) { return _mm256_fmadd_ps(w, x, acc); }
+  // For the WKV head (kernels/wkv7_impl.h): rows interleaved, and the lane-wise a * b, a - b and
+  // f in every lane.
+  static constexpr int kWkvRows = 2;
+  static Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
+  static Vec sub(Vec a, Vec b) { return _mm256_sub_ps(a, b); }
+  static Vec broadcast(float f) { return _mm256_set1_ps(f); }
   static float reduce(Vec v) { return hsum(v); }
   static void reduce4(Vec a, Vec b, Vec c, Vec d, float* y) {
     y[0] = reduce(a);

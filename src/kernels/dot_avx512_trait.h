@@ -2,10 +2,11 @@
 // files compiled for AVX-512: dot_avx512.cpp (fp32 / fp16 / bf16 weights times fp32 inputs) and
 // dot_bf16_avx512.cpp (which derives the BF16 dot-product trait from it, so both sum lanes with
 // the same tree), qmatmul_avx512.cpp and qmatmul_int8_avx512.cpp (whose int8 tile takes its float
-// side from it). Include only from *_avx512.cpp files. Summation order: one 16-lane accumulator
-// per (row, input) pair, fused multiply-adds over chunks of 16 in order (the partial last chunk
-// masked to zero), then reduce()'s fixed tree. GEMV: 8 rows interleaved; GEMM tile: 4 rows x 6
-// inputs (24 of the 32 zmm registers accumulate).
+// side from it), and wkv7_avx512.cpp (the WKV head, kernels/wkv7_impl.h). Include only from
+// *_avx512.cpp files. Summation order: one 16-lane accumulator per (row, input) pair, fused
+// multiply-adds over chunks of 16 in order (the partial last chunk masked to zero), then reduce()'s
+// fixed tree. GEMV: 8 rows interleaved; GEMM tile: 4 rows x 6 inputs (24 of the 32 zmm registers
+// accumulate).
 #pragma once
 
 #include <immintrin.h>
@@ -51,6 +52,12 @@ struct Avx512 {
     return bf16_bits(_mm256_maskz_loadu_epi16(m, p));
   }
   static Vec fma(Vec w, Vec x, Vec acc) { return _mm512_fmadd_ps(w, x, acc); }
+  // For the WKV head (kernels/wkv7_impl.h): rows interleaved, and the lane-wise a * b, a - b and
+  // f in every lane.
+  static constexpr int kWkvRows = 4;
+  static Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
+  static Vec sub(Vec a, Vec b) { return _mm512_sub_ps(a, b); }
+  static Vec broadcast(float f) { return _mm512_set1_ps(f); }
   // The fixed tree, written out (not _mm512_reduce_add_ps, whose tree is the compiler's): lane i
   // + lane i + 8, then i + i + 4, then i + i + 2, then lane 0 + lane 1 (GCC 12's tree).
   static float reduce(Vec v) {

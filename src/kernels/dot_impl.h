@@ -30,6 +30,8 @@
 //   reduce4(a, b, c, d, y)  y[0..3] = reduce(a), reduce(b), reduce(c), reduce(d), bit for bit (an
 //                           ISA may share the shuffles of the four trees)
 //   store(p, v), store_tail(p, v, t)
+// and, for the WKV head written against the same traits (kernels/wkv7_impl.h), kWkvRows, mul,
+// sub and broadcast.
 #pragma once
 
 #include <cstddef>

@@ -1,0 +1,69 @@
+// The WKV-7 head update of kernels/wkv7.h (one head, one token) written once for the SIMD
+// instruction sets: wkv7_avx2.cpp and wkv7_avx512.cpp instantiate wkv7_impl::head<V> with their
+// vector trait of kernels/dot_impl.h (dot_avx2_trait.h / dot_avx512_trait.h), which for this
+// kernel also provides mul(a, b), sub(a, b), broadcast(f) and kWkvRows. Include only from the
+// files compiled for one ISA.
+//
+// Summation order, per row i of the state (fixed, whatever the rows around it): sa[i] in one
+// accumulator of V::kLanes lanes, S[i, j..j+L) * (0 - kk[j..j+L)) fused-added chunk by chunk in
+// order, then V::reduce's tree; the new row S'[i, j] = fma(v[i], k[j], fma(sa[i], kk[j] * a[j],
+// S[i, j] * w[j])); y[i] the same way over S'[i, j] * r[j]. (-kk is formed as 0 - kk, so a +0
+// stays +0.) kWkvRows rows are interleaved to overlap their dependency chains (each row's two
+// reductions wait on its own sums) and share the loads of kk, a, w, k, r; the bits are those of
+// one row at a time (tests/kernels/test_wkv7_frozen.cpp). On a Zen 5, four rows measured level
+// with the one-row AVX-512 kernel this replaced (BM_Wkv7Segments, prefill 512: within the noise).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/dot_impl.h"
+
+namespace wick::kernels::wkv7_impl {
+
+// Rows i .. i + R - 1 of one head's state S [N, N] (N % V::kLanes == 0).
+template <class V, int R>
+inline void rows(int N, float* __restrict S, int i, const float* __restrict r,
+                 const float* __restrict w, const float* __restrict k, const float* __restrict v,
+                 const float* __restrict kk, const float* __restrict a, float* __restrict y) {
+  using Vec = typename V::Vec;
+  constexpr int L = static_cast<int>(V::kLanes);
+  constexpr dot_impl::F32 f{};
+  float* Si[R];
+  Vec sa[R], vi[R], yacc[R];
+  for (int q = 0; q < R; ++q) {
+    Si[q] = S + static_cast<int64_t>(i + q) * N;
+    sa[q] = V::zero();
+  }
+  for (int j = 0; j < N; j += L) {
+    const Vec nk = V::sub(V::zero(), V::load(f, kk + j));
+    for (int q = 0; q < R; ++q) sa[q] = V::fma(V::load(f, Si[q] + j), nk, sa[q]);
+  }
+  for (int q = 0; q < R; ++q) {
+    sa[q] = V::broadcast(V::reduce(sa[q]));
+    vi[q] = V::broadcast(v[i + q]);
+    yacc[q] = V::zero();
+  }
+  for (int j = 0; j < N; j += L) {
+    const Vec b = V::mul(V::load(f, kk + j), V::load(f, a + j));
+    const Vec wv = V::load(f, w + j), kv = V::load(f, k + j), rv = V::load(f, r + j);
+    for (int q = 0; q < R; ++q) {
+      Vec s = V::mul(V::load(f, Si[q] + j), wv);
+      s = V::fma(sa[q], b, s);
+      s = V::fma(vi[q], kv, s);
+      V::store(Si[q] + j, s);
+      yacc[q] = V::fma(s, rv, yacc[q]);
+    }
+  }
+  for (int q = 0; q < R; ++q) y[i + q] = V::reduce(yacc[q]);
+}
+
+// One head, one token (kernels/wkv7.h Wkv7HeadFn): S [N, N] updated in place, y [N] written.
+// N % V::kLanes == 0 (then N % V::kWkvRows == 0 too).
+template <class V>
+void head(int N, float* S, const float* r, const float* w, const float* k, const float* v,
+          const float* kk, const float* a, float* y) {
+  static_assert(V::kLanes % V::kWkvRows == 0, "row groups must tile every head size");
+  for (int i = 0; i < N; i += V::kWkvRows) rows<V, V::kWkvRows>(N, S, i, r, w, k, v, kk, a, y);
+}
+
+}  // namespace wick::kernels::wkv7_impl
