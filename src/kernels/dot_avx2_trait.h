@@ -51,8 +51,9 @@ struct Avx2 {
     return _mm256_load_ps(buf);
   }
   static Vec fma(Vec w, Vec x, Vec acc) { return _mm256_fmadd_ps(w, x, acc); }
-  // For the WKV head (kernels/wkv7_impl.h): rows interleaved, and the lane-wise a * b, a - b and
-  // f in every lane.
+  // For the WKV head (kernels/wkv7_impl.h): rows interleaved (two: one measured slower on a Zen 5
+  // with WICK_ISA=avx2, BM_Wkv7Segments/12/1/1 11-13 us against 8.6-9.3), and the lane-wise
+  // a * b, a - b and f in every lane.
   static constexpr int kWkvRows = 2;
   static Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
   static Vec sub(Vec a, Vec b) { return _mm256_sub_ps(a, b); }

@@ -8,10 +8,9 @@
 // accumulator of V::kLanes lanes, S[i, j..j+L) * (0 - kk[j..j+L)) fused-added chunk by chunk in
 // order, then V::reduce's tree; the new row S'[i, j] = fma(v[i], k[j], fma(sa[i], kk[j] * a[j],
 // S[i, j] * w[j])); y[i] the same way over S'[i, j] * r[j]. (-kk is formed as 0 - kk, so a +0
-// stays +0.) kWkvRows rows are interleaved to overlap their dependency chains (each row's two
-// reductions wait on its own sums) and share the loads of kk, a, w, k, r; the bits are those of
-// one row at a time (tests/kernels/test_wkv7_frozen.cpp). On a Zen 5, four rows measured level
-// with the one-row AVX-512 kernel this replaced (BM_Wkv7Segments, prefill 512: within the noise).
+// stays +0.) V::kWkvRows rows may be interleaved (sharing the loads of kk, a, w, k, r and
+// overlapping their dependency chains); the bits are those of one row at a time whatever the
+// count (tests/kernels/test_wkv7_frozen.cpp), which is each trait's measured best.
 #pragma once
 
 #include <cstdint>
