@@ -29,11 +29,13 @@ using GemvU16 = void (*)(const uint16_t* w, size_t stride, const float* x, size_
 // GEMM micro-kernel over fp32 (widened) weight rows; most efficient at nr = tile_rows and
 // nt = tile_inputs of its kernel set (any sizes are accepted). `next` (nullable) is where the
 // weight rows after these nr begin when the caller will read them next: while the first
-// tile_inputs inputs pass over each group of tile_rows rows, the group after it (the last group:
-// `next`) is prefetched into L2, so a product of few inputs over rows that come from memory does
-// not wait on each row's first read (measured on the batched decode, README "Batched decode").
-// Prefetching reads nothing into the result and faults on no address; pass nullptr for rows
-// already in cache.
+// tile_inputs inputs pass over each group of tile_rows rows, the whole group after it (the last
+// group: as many rows from `next` as the last group has, taken as contiguous, i.e. w_stride == n)
+// is prefetched into L2, so a product of few inputs over rows that come from memory does not wait
+// on each row's first read (measured on the batched decode, README "Batched decode"). The caller
+// passes `next` only where that many rows follow (kernels/matmul.cpp first_pass_next), and
+// nullptr for rows already in cache (the fp32 rows copied into an L2 block, the decoded packed
+// rows). Prefetching changes no result and faults on no address.
 using GemmTile = void (*)(const float* w, size_t w_stride, const float* x, size_t x_stride,
                           size_t n, int nr, int nt, float* y, size_t y_stride, const void* next);
 // The same tile over fp16 / bf16 weight rows read in place (each weight widened as it is loaded,

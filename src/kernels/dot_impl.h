@@ -4,8 +4,9 @@
 // everything below with that ISA's compiler flags (the pattern of CTranslate2's cpu/vec.h +
 // kernels.cc). Every function here is a template on V, so each ISA's instantiations are its own
 // (internal linkage through V); nothing compiled for AVX-512 can be picked by the linker for a
-// caller on another ISA. Include only from the files compiled for one ISA (dot_*.cpp, and the
-// packed decoders' kernels/qmatmul_decode_impl.h, whose fused GEMV follows the same order).
+// caller on another ISA. Include only from the files compiled for one ISA (dot_*.cpp, the packed
+// decoders' kernels/qmatmul_decode_impl.h, whose fused GEMV follows the same order, and the WKV
+// head's kernels/wkv7_impl.h, which uses the same traits).
 //
 // One summation order per ISA, everywhere: each (weight row, input) pair accumulates its products
 // in one accumulator of V::kLanes fp32 lanes, kLanes elements at a time in order (the last,
@@ -212,14 +213,15 @@ inline void gemm_tile_rows_rest(const typename E::W* w, size_t ws, const typenam
 
 // Any nr x nt, V::kTileRows x V::kTileInputs at a time (dot.h: GemmTile, Bf16GemmTile). With
 // `next` (where the rows after these nr begin), each group of rows prefetches the group after it
-// (the last group: `next`) while the first tile of inputs passes over it - one group ahead, as
-// the GEMV does.
+// while the first tile of inputs passes over it - one group ahead, as the GEMV does: the next
+// group of these rows when a whole one follows (a shorter last group is not prefetched: the
+// amount prefetched is one group's), `next` after the last group.
 template <class V, class E = F32, class X = F32>
 void gemm_tile(const typename E::W* w, size_t ws, const typename X::W* x, size_t xs, size_t n,
                int nr, int nt, float* y, size_t ys, const void* next) {
   constexpr int R = V::kTileRows;
   const auto ahead = [&](int left) -> const char* {
-    if (next == nullptr) return nullptr;
+    if (next == nullptr || (left > 0 && left < R)) return nullptr;
     return left > 0 ? reinterpret_cast<const char*>(w + R * ws) : static_cast<const char*>(next);
   };
   for (; nr >= R; w += R * ws, y += R, nr -= R)

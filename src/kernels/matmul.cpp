@@ -42,12 +42,14 @@ void gemv_block(const DotKernels& k, const MatrixRef& w, const float* x, int64_t
   }
 }
 
-// The prefetch target of a tile whose rows end at `end` in an item whose rows end at r1 (dot.h
-// GemmTile `next`): the item's following rows while the item's first tile of inputs passes over
-// them (their first read, from memory), else none. Not past the item: the next item may run on
-// the other thread.
-const void* first_pass_next(const MatrixRef& w, int64_t end, int64_t r1, bool first_inputs) {
-  return first_inputs && end < r1 ? row_ptr(w, end) : nullptr;
+// The prefetch target of a tile of nr rows ending at `end` in an item whose rows end at r1 (dot.h
+// GemmTile `next`, which covers nr rows from there): the item's following rows while the item's
+// first tile of inputs passes over them (their first read, from memory), when nr of them follow;
+// else none (the item's last, shorter group goes without). Never past the item, so never past the
+// matrix: the next item may run on the other thread.
+const void* first_pass_next(const MatrixRef& w, int64_t end, int nr, int64_t r1,
+                            bool first_inputs) {
+  return first_inputs && r1 - end >= nr ? row_ptr(w, end) : nullptr;
 }
 
 // The tiles of one GEMM work item, rows [r0, r1) x inputs [t0, t1): fn(r, nr, t, nt) for each
@@ -93,7 +95,7 @@ void gemm_item(const DotKernels& k, const MatrixRef& w, const float* x, float* y
                 [&](int64_t r, int nr, int64_t t, int nt) {
                   tile16(static_cast<const uint16_t*>(row_ptr(w, r)), n, x + t * n, n, n, nr, nt,
                          y + t * w.rows + r, static_cast<size_t>(w.rows),
-                         first_pass_next(w, r + nr, r1, t == t0));
+                         first_pass_next(w, r + nr, nr, r1, t == t0));
                 });
 }
 
@@ -145,7 +147,7 @@ void matmul_bf16_inputs(const MatrixRef& w, const float* x, int64_t T, float* y,
                                        k->gemm_tile(wb + r * w.cols, n, xb + t * w.cols, n, n, nr,
                                                     nt, y + t * w.rows + r,
                                                     static_cast<size_t>(w.rows),
-                                                    first_pass_next(w, r + nr, r1, t == t0));
+                                                    first_pass_next(w, r + nr, nr, r1, t == t0));
                                      });
                      });
 }

@@ -107,8 +107,8 @@ std::vector<uint8_t> int8_high_bits(const SymMatrix& w);
 // int8_high_bits(w) with w.hb pointed at the array (null when it is empty), for owners that build
 // the view and the array together: the caller keeps the returned array (moving it keeps w.hb
 // valid) while w is used. Throws as int8_high_bits.
-std::vector<uint8_t> attach_int8_high_bits(Sb6Matrix& w);
-std::vector<uint8_t> attach_int8_high_bits(SymMatrix& w);
+[[nodiscard]] std::vector<uint8_t> attach_int8_high_bits(Sb6Matrix& w);
+[[nodiscard]] std::vector<uint8_t> attach_int8_high_bits(SymMatrix& w);
 
 // The 8 six-bit values of 6 bytes of an sb6 `qsqm` entry (docs/rwkvq-format.md §2.1: four values
 // per 3 bytes, LSB first): bytes 0-5 hold qs[0..7], bytes 6-11 hold qm[0..7] + 31.

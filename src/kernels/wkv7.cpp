@@ -40,6 +40,8 @@ inline void wkv7_head_scalar(int N, float* __restrict S, const float* __restrict
 
 Wkv7HeadFn wkv7_head_kernel(Isa isa, int N) {
   if (isa == Isa::kAvx512 && N % 16 == 0) return wkv7_head_avx512;
+  // N <= 256: the AVX2 kernel once kept -kk and kk*a in 256-float buffers; the limit stays so
+  // wider heads (no released model has one) keep the scalar kernel's results they always had.
   if (isa != Isa::kScalar && N % 8 == 0 && N <= 256) return wkv7_head_avx2;
   return wkv7_head_scalar;
 }

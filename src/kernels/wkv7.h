@@ -6,8 +6,8 @@
 //   y[i]     = sum_j S'[i,j] * r[j]
 //
 // w is the decay (already exp'ed, in (0,1)), kk the removal key (unit length per head), a the
-// in-context learning rate, k the modified key. The sequence version runs the same per-token
-// update T times, so the parallel pass and the recurrent step agree bit for bit.
+// in-context learning rate, k the modified key. wkv7_segments runs the same per-token update over
+// each segment's tokens in order, so the parallel pass and the recurrent step agree bit for bit.
 #pragma once
 
 #include <cstdint>

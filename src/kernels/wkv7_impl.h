@@ -7,10 +7,10 @@
 // Summation order, per row i of the state (fixed, whatever the rows around it): sa[i] in one
 // accumulator of V::kLanes lanes, S[i, j..j+L) * (0 - kk[j..j+L)) fused-added chunk by chunk in
 // order, then V::reduce's tree; the new row S'[i, j] = fma(v[i], k[j], fma(sa[i], kk[j] * a[j],
-// S[i, j] * w[j])); y[i] the same way over S'[i, j] * r[j]. (-kk is formed as 0 - kk, so a +0
-// stays +0.) V::kWkvRows rows may be interleaved (sharing the loads of kk, a, w, k, r and
-// overlapping their dependency chains); the bits are those of one row at a time whatever the
-// count (tests/kernels/test_wkv7_frozen.cpp), which is each trait's measured best.
+// S[i, j] * w[j])); y[i] the same way over S'[i, j] * r[j]. V::kWkvRows rows are interleaved
+// (sharing the loads of kk, a, w, k, r and overlapping their dependency chains), each trait's
+// measured best; each row's operations are its own, so the count does not enter its bits (the
+// frozen hashes, tests/kernels/test_wkv7_frozen.cpp, check the chosen counts).
 #pragma once
 
 #include <cstdint>

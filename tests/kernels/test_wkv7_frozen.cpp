@@ -4,9 +4,11 @@
 // from the per-ISA kernels of commit 84feb20 (wkv7_avx2.cpp / wkv7_avx512.cpp as they were, one
 // row at a time on AVX-512, two on AVX2). The parallel pass equals the recurrent step because both
 // run this kernel; the fixture tolerances rest on its bits. Any change to a row's summation order
-// (accumulators, reduction tree, -kk or kk*a formed differently) changes the hashes.
+// (accumulators, reduction tree, chunk order, kk*a or the update's operations formed differently)
+// changes the hashes.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -48,7 +50,7 @@ uint64_t run_hash(Wkv7HeadFn head, int N, uint32_t seed = 1000) {
       norm += static_cast<double>(kk[j]) * kk[j];
     }
     for (int j = 0; j < N; ++j) kk[j] = static_cast<float>(kk[j] / std::sqrt(norm));
-    if (t == 5) kk[3] = 0.0f;  // -kk of +0 is formed as 0 - kk (+0), not a sign flip (-0)
+    if (t == 5) kk[3] = 0.0f;  // one zero element of the removal key (part of the frozen inputs)
     head(N, S.data(), r.data(), w.data(), k.data(), v.data(), kk.data(), a.data(), y.data());
     for (float f : y) h.add(f);
   }
