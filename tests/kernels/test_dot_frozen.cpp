@@ -185,8 +185,9 @@ TEST(DotFrozen, GemmTileOfAnySizeEqualsTheDot) {
       for (int nr : {1, k.tile_rows, k.tile_rows + 1, kRows}) {
         for (int nt : {1, k.tile_inputs, k.tile_inputs + 1, kInputs}) {
           std::vector<float> y(kInputs * kRows, -1.0f);
-          // Half the shapes with a prefetch target (the last row), which must change nothing.
-          const void* next = (nr + nt) % 2 ? w.data() + (kRows - 1) * n : nullptr;
+          // Half the shapes with a prefetch target (the first rows: nr rows must follow it, dot.h),
+          // which must change nothing.
+          const void* next = (nr + nt) % 2 ? w.data() : nullptr;
           k.gemm_tile(w.data(), n, x.data(), n, n, nr, nt, y.data(), kRows, next);
           for (int t = 0; t < kInputs; ++t) {
             for (int r = 0; r < kRows; ++r) {
