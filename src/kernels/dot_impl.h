@@ -68,6 +68,16 @@ struct BF16 {
 // Bytes one prefetch instruction covers (a cache line).
 constexpr size_t kLineBytes = 64;
 
+// The step of NR rows at element i, one group of rows ahead: prefetches into L2 (see F32 above)
+// the bytes that NR rows' step of L elements covers, from `next` onwards (nothing without next).
+template <class E, int NR, size_t L>
+inline void prefetch_step(const char* next, size_t i) {
+  if (next == nullptr) return;
+  constexpr size_t kRowBytes = NR * sizeof(typename E::W);  // NR rows' bytes per element
+  for (size_t b = 0; b < L * kRowBytes; b += kLineBytes)
+    __builtin_prefetch(next + i * kRowBytes + b, 0, 2);
+}
+
 // y[r] = V::reduce(acc[r]) for r < N: four at a time through V::reduce4, the rest alone.
 template <class V, int N>
 inline void reduce_n(const typename V::Vec* acc, float* y) {
@@ -90,14 +100,11 @@ inline void gemv_rows_n(const typename E::W* w, size_t stride, const typename X:
                         float* y, const char* next) {
   using Vec = typename V::Vec;
   constexpr size_t L = V::kLanes;
-  constexpr size_t kStepBytes = NR * L * sizeof(typename E::W);  // weight bytes per step
   Vec acc[NR];
   for (int r = 0; r < NR; ++r) acc[r] = V::zero();
   size_t i = 0;
   for (; i + L <= n; i += L) {
-    if (next != nullptr)
-      for (size_t b = 0; b < kStepBytes; b += kLineBytes)
-        __builtin_prefetch(next + i * NR * sizeof(typename E::W) + b, 0, 2);
+    prefetch_step<E, NR, L>(next, i);
     const auto xv = V::load(X{}, x + i);
     for (int r = 0; r < NR; ++r) acc[r] = V::fma(V::load(E{}, w + r * stride + i), xv, acc[r]);
   }
@@ -146,15 +153,12 @@ inline void gemm_tile_n(const typename E::W* w, size_t ws, const typename X::W* 
   using Vec = typename V::Vec;
   using WVec = decltype(V::load(E{}, w));
   constexpr size_t L = V::kLanes;
-  constexpr size_t kStepBytes = NR * L * sizeof(typename E::W);  // weight bytes per step
   Vec acc[NR][NT];
   for (int r = 0; r < NR; ++r)
     for (int t = 0; t < NT; ++t) acc[r][t] = V::zero();
   size_t i = 0;
   for (; i + L <= n; i += L) {
-    if (next != nullptr)
-      for (size_t b = 0; b < kStepBytes; b += kLineBytes)
-        __builtin_prefetch(next + i * NR * sizeof(typename E::W) + b, 0, 2);
+    prefetch_step<E, NR, L>(next, i);
     WVec wv[NR];
     for (int r = 0; r < NR; ++r) wv[r] = V::load(E{}, w + r * ws + i);
     for (int t = 0; t < NT; ++t) {
@@ -220,9 +224,12 @@ template <class V, class E = F32, class X = F32>
 void gemm_tile(const typename E::W* w, size_t ws, const typename X::W* x, size_t xs, size_t n,
                int nr, int nt, float* y, size_t ys, const void* next) {
   constexpr int R = V::kTileRows;
+  // What the group of rows at w prefetches, `left` rows following it.
   const auto ahead = [&](int left) -> const char* {
-    if (next == nullptr || (left > 0 && left < R)) return nullptr;
-    return left > 0 ? reinterpret_cast<const char*>(w + R * ws) : static_cast<const char*>(next);
+    if (next == nullptr) return nullptr;                   // the caller asked for none
+    if (left == 0) return static_cast<const char*>(next);  // the last group: the caller's rows
+    if (left >= R) return reinterpret_cast<const char*>(w + R * ws);  // a whole group follows
+    return nullptr;  // only a shorter group follows: not prefetched
   };
   for (; nr >= R; w += R * ws, y += R, nr -= R)
     gemm_tile_rows<V, E, X, R>(w, ws, x, xs, n, nt, y, ys, ahead(nr - R));

@@ -1,12 +1,17 @@
-// io::MappedFile::release_pages: the resident memory of a mapped range goes back to the system,
-// its bytes stay readable and unchanged, and nothing outside the object's own mapping (borrowed
-// bytes, a range past the end) is touched.
+// io::MappedFile: its mapping is advised for huge pages; release_pages gives the resident memory
+// of a mapped range back to the system, its bytes stay readable and unchanged, and nothing outside
+// the object's own mapping (borrowed bytes, a range past the end) is touched.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -22,6 +27,61 @@ size_t resident_bytes() {
   size_t total = 0, resident = 0;
   f >> total >> resident;
   return resident * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// The VmFlags line of the mapping of this process that starts at `p` (/proc/self/smaps), or ""
+// when no mapping starts there.
+std::string vm_flags_of_mapping_at(const void* p) {
+  char start[32];
+  std::snprintf(start, sizeof start, "%lx-", static_cast<unsigned long>(reinterpret_cast<uintptr_t>(p)));
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool in_it = false;
+  while (std::getline(smaps, line)) {
+    if (line.rfind("VmFlags:", 0) == 0) {
+      if (in_it) return line;
+    } else if (line.find(' ') != std::string::npos && line.find(':') > line.find(' ')) {
+      in_it = line.rfind(start, 0) == 0;  // a mapping's header line: "start-end perms ..."
+    }
+  }
+  return "";
+}
+
+// Whether the flags hold `flag` as a whole word ("hg": advised MADV_HUGEPAGE).
+bool has_flag(const std::string& flags, const std::string& flag) {
+  std::istringstream words(flags);
+  std::string w;
+  while (words >> w)
+    if (w == flag) return true;
+  return false;
+}
+
+TEST(MappedFile, AsksForHugePagesOnItsMapping) {
+  if (!std::filesystem::exists("/sys/kernel/mm/transparent_hugepage/enabled"))
+    GTEST_SKIP() << "this kernel has no transparent huge pages (no "
+                    "/sys/kernel/mm/transparent_hugepage): there is nothing to advise";
+  const auto path = test::scratch_dir() / "huge.bin";
+  {
+    std::ofstream out(path, std::ios::binary);
+    const std::vector<char> bytes(size_t{4} << 20, 3);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  auto f = MappedFile::open(path.string());
+  const std::string flags = vm_flags_of_mapping_at(f->data());
+  ASSERT_NE(flags, "") << "no mapping starts at the file's bytes in /proc/self/smaps";
+  EXPECT_TRUE(has_flag(flags, "hg")) << flags;
+  EXPECT_EQ(f->data()[f->size() - 1], 3);
+
+  // The check can fail: a plain mapping of the same file, without the advice, lacks the flag.
+  std::FILE* c = std::fopen(path.string().c_str(), "rb");
+  ASSERT_NE(c, nullptr);
+  void* plain = ::mmap(nullptr, f->size(), PROT_READ, MAP_PRIVATE, ::fileno(c), 0);
+  std::fclose(c);
+  ASSERT_NE(plain, MAP_FAILED);
+  const std::string plain_flags = vm_flags_of_mapping_at(plain);
+  ::munmap(plain, f->size());
+  ASSERT_NE(plain_flags, "");
+  EXPECT_FALSE(has_flag(plain_flags, "hg")) << plain_flags;
 }
 
 TEST(MappedFile, ReleasedPagesLeaveMemoryAndReadBackUnchanged) {

@@ -15,6 +15,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/dot.h"
+#include "frozen_hash.h"
 
 namespace wick::kernels {
 namespace {
@@ -41,23 +42,6 @@ uint16_t random_bf16(std::mt19937& rng) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-struct Hash {  // FNV-1a, 64 bits, over the outputs' bit patterns
-  uint64_t h = 1469598103934665603ull;
-  void add(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    for (int i = 0; i < 4; ++i) h = (h ^ ((u >> (8 * i)) & 0xff)) * 1099511628211ull;
-  }
-};
-
-// The instruction sets this CPU has (every one is tested; none is skipped where present).
-std::vector<Isa> isas_of_this_cpu() {
-  std::vector<Isa> out;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512})
-    if (static_cast<int>(isa) <= static_cast<int>(best_supported_isa())) out.push_back(isa);
-  return out;
-}
-
 enum Kind { kDotF32, kDotF16, kDotBf16, kGemvF32, kGemvF16, kGemvBf16, kGemmTile, kKinds };
 const char* const kKindNames[kKinds] = {"dot_f32",   "dot_f16",   "dot_bf16", "gemv_f32",
                                         "gemv_f16",  "gemv_bf16", "gemm_tile"};
@@ -66,7 +50,7 @@ const char* const kKindNames[kKinds] = {"dot_f32",   "dot_f16",   "dot_bf16", "g
 // both vector widths), row strides n and n + 5, 19 rows (groups of 8 and every remainder of the
 // GEMV), 7 inputs, every GEMM tile shape up to the kernel's register blocking.
 std::vector<uint64_t> kernel_hashes(const DotKernels& k) {
-  std::vector<Hash> hs(kKinds);
+  std::vector<BitHash> hs(kKinds);
   std::mt19937 rng(20);
   std::vector<size_t> lengths;
   for (size_t n = 1; n <= 40; ++n) lengths.push_back(n);
@@ -110,7 +94,7 @@ std::vector<uint64_t> kernel_hashes(const DotKernels& k) {
     }
   }
   std::vector<uint64_t> out;
-  for (const Hash& h : hs) out.push_back(h.h);
+  for (const BitHash& h : hs) out.push_back(h.h);
   return out;
 }
 
