@@ -257,13 +257,14 @@ void run_bench_model(const BenchModelOptions& o) {
       // roofline sees the same conditions of this shared machine as the median decode figure.
       std::vector<double> tps, bws;
       bench::BandwidthResult probe;
-      uint64_t rss_decode = 0;
+      uint64_t rss_decode = 0, huge_decode = 0;
       for (int r = 0; r < o.reps; ++r) {
         State st = start;
         const auto t0 = Clock::now();
         for (int32_t t : tokens) model.step(t, st);
         tps.push_back(n / seconds_since(t0));
         rss_decode = std::max(rss_decode, bench::resident_bytes());
+        huge_decode = std::max(huge_decode, bench::huge_page_resident_bytes());
         probe =
             bench::measure_read_bandwidth({.threads = nthreads,
                                            .bytes = static_cast<uint64_t>(o.bandwidth_mib) << 20,
@@ -291,6 +292,9 @@ void run_bench_model(const BenchModelOptions& o) {
           bench::roofline_seconds(static_cast<double>(info.bytes_per_token + kv_bytes), bw);
       nlohmann::json extra = {
           {"rss_while_decoding_bytes", rss_decode - std::min(rss_decode, rss_before)},
+          // The process's resident bytes in huge pages (the weights' mapping above all): decode
+          // of a large model reads measurably faster the more of its weights are in them.
+          {"huge_page_bytes", huge_decode},
           {"bytes_per_token", info.bytes_per_token + kv_bytes},
           {"bandwidth_gb_s", bw / 1e9},
           {"roofline_ms_per_token", roofline_ms},

@@ -174,6 +174,33 @@ TEST(BenchMemory, ResidentSizeGrowsWithTouchedPagesAndThePeakFollows) {
   EXPECT_GT(bench::memory_limit_bytes(), 0u);
 }
 
+// huge_page_bytes_of_smaps sums the three huge-page lines of an smaps_rollup text (a real one's
+// shape, Linux 6.x), in bytes, and nothing else.
+TEST(BenchMemory, HugePageBytesAreTheSumOfTheHugePageLines) {
+  const std::string rollup =
+      "55d0c0000000-7ffd3c1d6000 ---p 00000000 00:00 0                          [rollup]\n"
+      "Rss:             3368224 kB\n"
+      "Pss:             3366104 kB\n"
+      "Pss_File:        2999472 kB\n"
+      "Shared_Hugetlb:        0 kB\n"
+      "AnonHugePages:      4096 kB\n"
+      "ShmemPmdMapped:     2048 kB\n"
+      "FilePmdMapped:   2822144 kB\n"
+      "Private_Hugetlb:       0 kB\n"
+      "Swap:                  0 kB\n";
+  std::istringstream in(rollup);
+  EXPECT_EQ(bench::huge_page_bytes_of_smaps(in), (4096ull + 2048 + 2822144) * 1024);
+  // Other counts give another sum; hugetlbfs pages and look-alike keys are not counted.
+  std::istringstream other(
+      "Rss: 100 kB\nAnonHugePages: 2048 kB\nFilePmdMapped: 0 kB\nShared_Hugetlb: 4096 kB\n"
+      "AnonHugePagesX: 2048 kB\n");
+  EXPECT_EQ(bench::huge_page_bytes_of_smaps(other), 2048ull * 1024);
+  std::istringstream none("");
+  EXPECT_EQ(bench::huge_page_bytes_of_smaps(none), 0u);
+  // This process's own figure is part of what it has resident.
+  EXPECT_LE(bench::huge_page_resident_bytes(), bench::resident_bytes() + (2u << 20));
+}
+
 // The fields `wick bench --json` adds beside the contract ones (tests/cli/test_cli_bench.cpp).
 TEST(BenchCli, JsonCarriesTheProbesFigures) {
   const CliRun r =
@@ -196,6 +223,7 @@ TEST(BenchCli, JsonCarriesTheProbesFigures) {
   EXPECT_EQ(tg["test"], "tg4");
   EXPECT_EQ(tg["bandwidth_probe_bytes"], 16u << 20);
   EXPECT_GT(tg["bandwidth_gb_s"].get<double>(), 0);
+  EXPECT_TRUE(tg["huge_page_bytes"].is_number_unsigned()) << tg.dump();
   EXPECT_EQ(tg["probe_isa"], bench::probe_isa());
   // roofline_fraction = roofline ms / measured ms.
   EXPECT_NEAR(tg["roofline_fraction"].get<double>(),
