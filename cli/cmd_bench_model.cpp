@@ -292,8 +292,9 @@ void run_bench_model(const BenchModelOptions& o) {
           bench::roofline_seconds(static_cast<double>(info.bytes_per_token + kv_bytes), bw);
       nlohmann::json extra = {
           {"rss_while_decoding_bytes", rss_decode - std::min(rss_decode, rss_before)},
-          // The process's resident bytes in huge pages (the weights' mapping above all): decode
-          // of a large model reads measurably faster the more of its weights are in them.
+          // The process's resident bytes in huge pages after each repetition, the largest (the
+          // weights' mapping above all): a large model decodes measurably faster the more of
+          // its weights are in them.
           {"huge_page_bytes", huge_decode},
           {"bytes_per_token", info.bytes_per_token + kv_bytes},
           {"bandwidth_gb_s", bw / 1e9},

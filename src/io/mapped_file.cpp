@@ -39,9 +39,9 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
     // Ask for the file's pages in huge (2 MiB) folios where the kernel can: pages read in through
     // this mapping then come in PMD-sized pieces and are mapped with one TLB entry each. A decode
     // step streams every weight once, and in 4 KiB pages a 3 GB model is ~700 000 pages a token
-    // (README: "Huge pages for the weights"). Advice only: a kernel without it, a file system
-    // without large folios, or pages already cached in small ones leave the mapping as it was,
-    // so a failure is not an error.
+    // (README: "Huge pages for the weights"). Advice only: a kernel without transparent huge
+    // pages or with them set to "never", a file system without large folios, or pages already
+    // cached in small ones may leave the mapping as it was, so a failure is not an error.
     (void)::madvise(p, f->size_, MADV_HUGEPAGE);
     f->data_ = static_cast<const uint8_t*>(p);
     f->owns_mapping_ = true;

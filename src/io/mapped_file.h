@@ -14,9 +14,9 @@ class MappedFile {
  public:
   // Maps `path` read-only, advised for transparent huge pages (madvise MADV_HUGEPAGE: pages read
   // in through the mapping come in 2 MiB folios where the kernel and file system allow, which
-  // cuts the TLB misses of streaming a large model's weights; pages already cached stay as they
-  // are, and a kernel that refuses the advice changes nothing). Throws FileError if the file
-  // cannot be opened or mapped.
+  // cuts the TLB misses of streaming a large model's weights; pages already cached in small
+  // folios may stay so, and a kernel that refuses or ignores the advice changes nothing). Throws
+  // FileError if the file cannot be opened or mapped.
   static std::shared_ptr<MappedFile> open(const std::string& path);
   // Wraps bytes owned elsewhere (they must outlive every user). `name` is used in messages.
   static std::shared_ptr<MappedFile> borrow(const uint8_t* data, size_t size, std::string name);
@@ -33,8 +33,9 @@ class MappedFile {
   // MADV_DONTNEED) when they belong to this object's own mapping, and returns how many bytes
   // that covered (0 for borrowed bytes, a range outside the mapping, or a failed madvise). The
   // bytes stay readable: the mapping is private and read-only, so a later read maps the same
-  // file contents in again. For data no one will read again (a matrix converted to another
-  // format at load) it lowers the resident memory. Thread-safe.
+  // file contents in again (where the range cuts through a huge page, the kernel may unmap the
+  // whole 2 MiB of it: the rest reads back the same way). For data no one will read again (a
+  // matrix converted to another format at load) it lowers the resident memory. Thread-safe.
   size_t release_pages(const void* p, size_t n) const;
 
  private:

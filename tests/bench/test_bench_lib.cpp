@@ -197,8 +197,9 @@ TEST(BenchMemory, HugePageBytesAreTheSumOfTheHugePageLines) {
   EXPECT_EQ(bench::huge_page_bytes_of_smaps(other), 2048ull * 1024);
   std::istringstream none("");
   EXPECT_EQ(bench::huge_page_bytes_of_smaps(none), 0u);
-  // This process's own figure is part of what it has resident.
-  EXPECT_LE(bench::huge_page_resident_bytes(), bench::resident_bytes() + (2u << 20));
+  // This process's own figure is part of what it has resident (a loose bound: the two come from
+  // different files, read at different moments).
+  EXPECT_LE(bench::huge_page_resident_bytes(), bench::resident_bytes() + (64u << 20));
 }
 
 // The fields `wick bench --json` adds beside the contract ones (tests/cli/test_cli_bench.cpp).

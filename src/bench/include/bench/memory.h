@@ -6,7 +6,7 @@
 #pragma once
 
 #include <cstdint>
-#include <istream>
+#include <iosfwd>
 
 namespace wick::bench {
 
