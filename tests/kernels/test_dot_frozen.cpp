@@ -15,7 +15,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/dot.h"
-#include "frozen_hash.h"
+#include "kernel_test_util.h"
 
 namespace wick::kernels {
 namespace {

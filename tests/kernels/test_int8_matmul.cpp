@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "kernel_test_util.h"
 #include "test_util.h"
 #include "kernels/cpu_features.h"
 #include "base/fp16.h"
@@ -32,16 +33,8 @@ using base::f32_to_f16;
 // The kernel tables this CPU can run (the VNNI one only where the CPU reports VNNI).
 std::vector<const int8::Kernels*> runnable_kernels() {
   std::vector<const int8::Kernels*> out = {&int8::kernels_scalar()};
-  if (static_cast<int>(best_supported_isa()) >= static_cast<int>(Isa::kAvx2))
-    out.push_back(&int8::kernels_avx2());
+  if (this_cpu_has(Isa::kAvx2)) out.push_back(&int8::kernels_avx2());
   if (int8::cpu_has_avx512_vnni()) out.push_back(&int8::kernels_avx512_vnni());
-  return out;
-}
-
-std::vector<Isa> supported_isas() {
-  std::vector<Isa> out;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512})
-    if (static_cast<int>(isa) <= static_cast<int>(best_supported_isa())) out.push_back(isa);
   return out;
 }
 
@@ -408,7 +401,7 @@ TEST(Int8Matmul, EqualsTheIndependentReferenceProduct) {
         EXPECT_TRUE(dyn[1].empty());
         EXPECT_EQ(dyn[4].size(), cols < 1024 ? 0u : 6u) << cols;  // 6 <= cap from 1536 columns
       }
-      for (Isa isa : supported_isas()) {
+      for (Isa isa : isas_of_this_cpu()) {
         std::vector<float> y(T * rows);
         int8::int8_matmul_isa(isa, q.view(), x.data(), T, y.data(), test_pool());
         for (int64_t t = 0; t < T; ++t)
@@ -489,7 +482,7 @@ TEST(Int8Matmul, EachOutputIsTheDocumentedFp32Sequence) {
       }
     }
     EXPECT_EQ(with_input_outliers, T - 1) << cols;  // row 1 has none
-    for (Isa isa : supported_isas()) {
+    for (Isa isa : isas_of_this_cpu()) {
       std::vector<float> y(T * rows);
       int8::int8_matmul_isa(isa, q.view(), x.data(), T, y.data(), test_pool());
       for (int64_t i = 0; i < T * rows; ++i)
@@ -586,7 +579,7 @@ TEST(Int8Matmul, BatchRowsAreBitIdenticalToSingleInputsForAnyThreadCountAndIsa) 
     if (t % 4 == 1) x[t * cols + 41 + t] *= -45.0f;
   }
   std::vector<float> first;
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : isas_of_this_cpu()) {
     for (int threads : {1, 2}) {
       set_test_threads(threads);
       std::vector<float> y(T * rows), y1(rows);

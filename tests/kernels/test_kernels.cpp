@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernel_test_util.h"
 #include "test_util.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dot.h"
@@ -46,9 +47,7 @@ TEST(Kernels, F16WideningIsExactForEveryBitPattern) {
 TEST(Kernels, DotProductsOfEveryIsaAgreeWithDoubleReference) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd;
-  const Isa best = best_supported_isa();
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
-    if (static_cast<int>(isa) > static_cast<int>(best)) continue;
+  for (Isa isa : isas_of_this_cpu()) {
     const DotKernels& k = dot_kernels_for(isa);
     for (size_t n : {1u, 3u, 15u, 16u, 17u, 31u, 64u, 65u, 100u, 768u, 1000u}) {
       std::vector<float> w(n), x(n);
@@ -102,8 +101,7 @@ TEST(Kernels, GemmRowsAreBitIdenticalToGemv) {
 TEST(Kernels, RowKernelsOfEveryIsaAreBitIdenticalToTheirDot) {
   std::mt19937 rng(5);
   std::normal_distribution<float> nd;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
-    if (static_cast<int>(isa) > static_cast<int>(best_supported_isa())) continue;
+  for (Isa isa : isas_of_this_cpu()) {
     const DotKernels& k = dot_kernels_for(isa);
     for (size_t n : {1u, 7u, 8u, 17u, 64u, 100u}) {
       const int nr = 11, nt = 9;
@@ -304,8 +302,7 @@ TEST(Kernels, Wkv7TokenMatchesTheFormulaInDouble) {
 // gives a different state.
 TEST(Kernels, Wkv7HeadKernelsMatchTheFormulaInDouble) {
   for (const int N : {64, 8, 24}) {
-    for (const Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
-      if (static_cast<int>(isa) > static_cast<int>(best_supported_isa())) continue;
+    for (const Isa isa : isas_of_this_cpu()) {
       SCOPED_TRACE(std::string(isa_name(isa)) + " N=" + std::to_string(N));
       const Wkv7HeadFn head = wkv7_head_kernel(isa, N);
       std::mt19937 rng(29);

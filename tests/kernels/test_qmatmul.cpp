@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kernel_test_util.h"
 #include "test_util.h"
 #include "base/fp16.h"
 #include "io/tensor_set.h"
@@ -36,13 +37,6 @@ namespace {
 
 using test::set_test_threads;
 using test::test_pool;
-
-std::vector<Isa> supported_isas() {
-  std::vector<Isa> out;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512})
-    if (static_cast<int>(isa) <= static_cast<int>(best_supported_isa())) out.push_back(isa);
-  return out;
-}
 
 // A packed matrix in either layout: the byte buffers, the views the oracle reads them through and
 // the kernel's matrix struct. Not movable (the views point into the buffers).
@@ -295,7 +289,7 @@ TEST(Qmatmul, EveryIsaAgreesWithTheDequantisedMatrixInDouble) {
         const std::vector<float> x = random_inputs(T * cols, static_cast<uint32_t>(T));
         std::vector<float> scalar(T * rows);
         p->qmatmul(Isa::kScalar, x.data(), T, scalar.data());
-        for (Isa isa : supported_isas()) {
+        for (Isa isa : isas_of_this_cpu()) {
           std::vector<float> y(T * rows);
           p->qmatmul(isa, x.data(), T, y.data());
           const std::string what =
@@ -324,7 +318,7 @@ TEST(Qmatmul, EveryIsaDecodesTheDequantisersFloats) {
   const int64_t rows = 21, cols = 768;
   for (const auto& p : all_layouts(rows, cols, 500)) {
     const std::vector<float> w = p->dequantized();
-    for (Isa isa : supported_isas()) {
+    for (Isa isa : isas_of_this_cpu()) {
       const qmat::Kernels& k = qmat::kernels_for(isa);
       for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, rows}, {5, 12}}) {
         std::vector<float> got((r1 - r0) * cols, -1.0f);
@@ -358,7 +352,7 @@ TEST(Qmatmul, EveryIsaDecodesFloorScaleBlocksAsTheDequantiser) {
     }
     p->unpack();
     const std::vector<float> w = p->dequantized();
-    for (Isa isa : supported_isas()) {
+    for (Isa isa : isas_of_this_cpu()) {
       std::vector<float> got(rows * cols);
       qmat::kernels_for(isa).decode_sb6(p->sb6, 0, rows, got.data());
       ASSERT_EQ(std::memcmp(got.data(), w.data(), got.size() * sizeof(float)), 0)
@@ -395,7 +389,7 @@ TEST(Qmatmul, UnpackedSb6ScalesAreTheHalvesOfTheFields) {
           << "superblock " << sb << " m_" << i;
     }
   // Every instruction set's unpacker, whole and from row 2 on.
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : isas_of_this_cpu()) {
     std::vector<uint16_t> all(p->sb6_sm.size()), tail(p->sb6_sm.size() - 2 * nsb * 16);
     qmat::kernels_for(isa).unpack_sb6_scales(p->sb6, 0, rows, all.data());
     qmat::kernels_for(isa).unpack_sb6_scales(p->sb6, 2, rows, tail.data());
@@ -440,7 +434,7 @@ std::vector<uint8_t> expected_high_bits(const Packed& p, Column column) {
 template <class Repack>
 void expect_every_repacker(const std::vector<uint8_t>& want, int64_t rows, Repack repack) {
   const size_t per_row = want.size() / static_cast<size_t>(rows);
-  for (Isa isa : supported_isas()) {
+  for (Isa isa : isas_of_this_cpu()) {
     std::vector<uint8_t> all(want.size(), 0xa5), tail(want.size() - per_row, 0xa5);
     repack(qmat::kernels_for(isa), 0, all.data());
     repack(qmat::kernels_for(isa), 1, tail.data());
@@ -536,7 +530,7 @@ TEST(Qmatmul, EveryProductIsTheDenseDotOfTheDequantisedRow) {
   const int64_t rows = 45, cols = 512;
   for (const auto& p : all_layouts(rows, cols, 700)) {
     const std::vector<float> w = p->dequantized();
-    for (Isa isa : supported_isas()) {
+    for (Isa isa : isas_of_this_cpu()) {
       const DotKernels& dense = dot_kernels_for(isa);
       for (int64_t T : {1, 5, 37}) {
         const std::vector<float> x = random_inputs(T * cols, 40 + static_cast<uint32_t>(T));
@@ -566,7 +560,7 @@ TEST(Qmatmul, OneHotInputsGiveTheDequantisedWeightsExactly) {
   for (int64_t i = 0; i < cols; ++i) eye[i * cols + i] = 1.0f;
   for (const auto& p : layouts) {
     const std::vector<float> w = p->dequantized();
-    for (Isa isa : supported_isas()) {
+    for (Isa isa : isas_of_this_cpu()) {
       std::vector<float> y(cols * rows);
       p->qmatmul(isa, eye.data(), cols, y.data());
       int failures = 0;
@@ -588,7 +582,7 @@ TEST(Qmatmul, SpecWorkedExamplesDecode) {
   std::vector<float> eye(cols * cols, 0.0f);
   for (int64_t i = 0; i < cols; ++i) eye[i * cols + i] = 1.0f;
   auto check = [&](const Packed& p, std::vector<std::pair<int, float>> want) {
-    for (Isa isa : supported_isas()) {
+    for (Isa isa : isas_of_this_cpu()) {
       std::vector<float> y(cols);
       p.qmatmul(isa, eye.data(), cols, y.data());
       for (auto [c, v] : want)
@@ -653,7 +647,7 @@ TEST(Qmatmul, BatchRowsAreBitIdenticalToSingleInputsForAnyThreadCount) {
   const int64_t rows = 71, cols = 512, T = 37;
   const std::vector<float> x = random_inputs(T * cols, 5);
   for (const auto& p : all_layouts(rows, cols, 900)) {
-    for (Isa isa : supported_isas()) {
+    for (Isa isa : isas_of_this_cpu()) {
       std::vector<float> first;
       for (int threads : {1, 2, 3, 5}) {
         set_test_threads(threads);
@@ -685,7 +679,7 @@ TEST(Qmatmul, DifferentInputsGiveDifferentOutputs) {
   const int64_t rows = 33, cols = 768;
   const std::vector<float> a = random_inputs(cols, 1), b = random_inputs(cols, 2);
   for (const auto& p : all_layouts(rows, cols, 300)) {
-    for (Isa isa : supported_isas()) {
+    for (Isa isa : isas_of_this_cpu()) {
       std::vector<float> ya(rows), yb(rows);
       p->qmatmul(isa, a.data(), 1, ya.data());
       p->qmatmul(isa, b.data(), 1, yb.data());
@@ -784,7 +778,7 @@ TEST(QmatmulInt8Inputs, EveryIsaGivesTheScalarBits) {
         const RoundedInputs x =
             round_inputs(random_inputs(T * cols, 3 + static_cast<uint32_t>(T)), T, cols);
         const std::vector<float> want = int8_product(Isa::kScalar, *p, x);
-        for (Isa isa : supported_isas())
+        for (Isa isa : isas_of_this_cpu())
           for (int threads : {1, 2}) {
             set_test_threads(threads);
             const std::vector<float> y = int8_product(isa, *p, x);
@@ -807,7 +801,7 @@ TEST(QmatmulInt8Inputs, IsTheDequantisedRowTimesTheRoundedInputs) {
     const std::vector<float> w = p->dequantized();
     for (int64_t T : {1, 3, 14}) {  // the GEMV, once and per input, and the tile
       const RoundedInputs x = round_inputs(random_inputs(T * cols, 8), T, cols);
-      for (Isa isa : supported_isas()) {
+      for (Isa isa : isas_of_this_cpu()) {
         const std::vector<float> y = int8_product(isa, *p, x);
         expect_close_to_oracle(
             *p, w, x.rounded.data(), T, y.data(),
@@ -829,7 +823,7 @@ TEST(QmatmulInt8Inputs, BatchRowsEqualSingleInputsAndOtherInputsDiffer) {
   const std::vector<float> x4(xs.begin() + 10 * cols, xs.begin() + 14 * cols);
   const RoundedInputs four = round_inputs(x4, 4, cols);  // the GEMV's inputs in two pairs
   for (const auto& p : all_layouts(rows, cols, 90)) {
-    for (Isa isa : supported_isas())
+    for (Isa isa : isas_of_this_cpu())
       for (int threads : {1, 2}) {
         set_test_threads(threads);
         const std::vector<float> y = int8_product(isa, *p, x);
@@ -920,7 +914,7 @@ TEST(QmatmulInt8Inputs, LargestCodesGiveTheScalarBits) {
     ASSERT_EQ(x.codes[0], -127);
     ASSERT_EQ(x.codes[3], 127);
     const std::vector<float> want = int8_product(Isa::kScalar, *p, x);
-    for (Isa isa : supported_isas()) {
+    for (Isa isa : isas_of_this_cpu()) {
       const std::vector<float> y = int8_product(isa, *p, x);
       EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0)
           << isa_name(isa) << " T=" << T;
@@ -987,7 +981,7 @@ TEST(QmatmulInt8Inputs, SymLargestCodesGiveTheScalarBits) {
       ASSERT_EQ(x.codes[0], -127);
       const std::vector<float> want = int8_product(Isa::kScalar, *p, x);
       ASSERT_TRUE(std::isfinite(want[0]));
-      for (Isa isa : supported_isas()) {
+      for (Isa isa : isas_of_this_cpu()) {
         const std::vector<float> y = int8_product(isa, *p, x);
         EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0)
             << p->name() << " fill " << int{fill} << " " << isa_name(isa) << " T=" << T;

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "kernels/cpu_features.h"
-#include "frozen_hash.h"
+#include "kernel_test_util.h"
 #include "kernels/wkv7.h"
 
 namespace wick::kernels {

@@ -1,6 +1,7 @@
-// What the frozen-bits kernel tests share: a hash of outputs' bit patterns and the instruction
-// sets of this CPU. A frozen test hashes a kernel's outputs on seeded inputs and compares the hash
-// with one captured from an earlier version of the kernel, so a change of bits cannot pass.
+// What the kernel tests share: the instruction sets of this CPU (every kernel is tested for each
+// one it has), and a hash of outputs' bit patterns for the frozen-bits tests, which hash a
+// kernel's outputs on seeded inputs and compare the hash with one captured from an earlier
+// version of the kernel, so a change of bits cannot pass.
 #pragma once
 
 #include <cstdint>
