@@ -58,16 +58,32 @@ std::shared_ptr<MappedFile> MappedFile::borrow(const uint8_t* data, size_t size,
   return f;
 }
 
-size_t MappedFile::release_pages(const void* p, size_t n) const {
+MappedFile::PageRange MappedFile::own_pages(const void* p, size_t n) const {
   // As addresses (comparing pointers into different objects is undefined).
   const auto b = reinterpret_cast<uintptr_t>(p), base = reinterpret_cast<uintptr_t>(data_);
-  if (!owns_mapping_ || data_ == nullptr || b < base || n > size_ || b - base > size_ - n) return 0;
+  if (!owns_mapping_ || data_ == nullptr || b < base || n > size_ || b - base > size_ - n)
+    return {};
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const uintptr_t lo = (b + page - 1) / page * page;
   const uintptr_t hi = (b + n) / page * page;
-  if (hi <= lo) return 0;
-  if (::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) != 0) return 0;
-  return hi - lo;
+  if (hi <= lo) return {};
+  return {lo, hi};
+}
+
+size_t MappedFile::release_pages(const void* p, size_t n) const {
+  const PageRange r = own_pages(p, n);
+  if (r.hi == r.lo) return 0;
+  if (::madvise(reinterpret_cast<void*>(r.lo), r.hi - r.lo, MADV_DONTNEED) != 0) return 0;
+  return r.hi - r.lo;
+}
+
+size_t MappedFile::advise_sparse(const void* p, size_t n) const {
+  const PageRange r = own_pages(p, n);
+  if (r.hi == r.lo) return 0;
+  void* lo = reinterpret_cast<void*>(r.lo);
+  if (::madvise(lo, r.hi - r.lo, MADV_NOHUGEPAGE) != 0) return 0;
+  if (::madvise(lo, r.hi - r.lo, MADV_RANDOM) != 0) return 0;
+  return r.hi - r.lo;
 }
 
 MappedFile::~MappedFile() {

@@ -38,7 +38,24 @@ class MappedFile {
   // matrix converted to another format at load) it lowers the resident memory. Thread-safe.
   size_t release_pages(const void* p, size_t n) const;
 
+  // Advises the whole pages inside [p, p + n) for sparse reads: no huge pages there and no
+  // read-ahead or fault-around (madvise MADV_NOHUGEPAGE, then MADV_RANDOM), so a read maps in the
+  // 4 KiB pages it touches instead of a 2 MiB folio or a read-ahead window around them. For a
+  // table read a row at a time (the embedding: one row per token), which otherwise becomes
+  // resident - and, cold, read from disk - in 2 MiB pieces. Returns the bytes advised: 0 for
+  // borrowed bytes, a range outside the mapping, or a kernel that refuses either advice (then
+  // the range reads as before; nothing else changes). The advice changes no byte read, only the
+  // pages' size and read-ahead; the rest of the mapping keeps its huge-page advice. Thread-safe.
+  size_t advise_sparse(const void* p, size_t n) const;
+
  private:
+  // [lo, hi): the whole pages of this object's own mapping inside [p, p + n); lo == hi when there
+  // are none (borrowed bytes, a range outside the mapping, or less than a page).
+  struct PageRange {
+    uintptr_t lo = 0, hi = 0;
+  };
+  PageRange own_pages(const void* p, size_t n) const;
+
   MappedFile() = default;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;

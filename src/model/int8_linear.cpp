@@ -32,8 +32,7 @@ Int8Conversion quantize_weights_int8(
     const std::function<void(const void* data, size_t bytes)>& release) {
   const std::vector<Int8Target> targets = int8_targets(w);
   // The embedding table's bytes, to recognise a head tied to it (it borrows the same bytes).
-  const void* emb_data = nullptr;
-  if (const auto* e = dynamic_cast<const DenseEmbedding*>(w.emb.get())) emb_data = e->data();
+  const void* emb_data = dense_embedding_bytes(w).data;
 
   Int8Conversion c;
   std::vector<std::unique_ptr<Linear>> converted;
@@ -87,13 +86,10 @@ void quantize_model_int8(Model::Impl& impl, kernels::ThreadPool& pool) {
                               "load. Load this file without --quantize int8, or quantise the "
                               "dense checkpoint it was made from");
   }
-  const Int8Conversion c = quantize_weights_int8(impl.weights, info.source, pool,
-                                                 [&impl](const void* data, size_t bytes) {
-                                                   for (const io::TensorSet& set : impl.sources)
-                                                     for (const auto& file : set.files())
-                                                       if (file->release_pages(data, bytes) > 0)
-                                                         return;
-                                                 });
+  const Int8Conversion c = quantize_weights_int8(
+      impl.weights, info.source, pool, [&impl](const void* data, size_t bytes) {
+        on_mapped_pages(impl, data, bytes, &io::MappedFile::release_pages);
+      });
   info.weight_bytes = info.weight_bytes - c.released_bytes + c.int8_bytes;
   info.bytes_per_token = info.bytes_per_token - c.step_bytes_before + c.int8_bytes;
   std::vector<std::pair<DType, uint64_t>> dtypes;

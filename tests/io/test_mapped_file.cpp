@@ -1,6 +1,7 @@
 // io::MappedFile: its mapping is advised for huge pages; release_pages gives the resident memory
-// of a mapped range back to the system, its bytes stay readable and unchanged, and nothing outside
-// the object's own mapping (borrowed bytes, a range past the end) is touched.
+// of a mapped range back to the system, advise_sparse marks a range for reads a row at a time,
+// the bytes stay readable and unchanged, and nothing outside the object's own mapping (borrowed
+// bytes, a range past the end) is touched.
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
@@ -11,49 +12,19 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "io/mapped_file.h"
+#include "bench/memory.h"
+#include "smaps_util.h"
 #include "test_util.h"
 
 namespace wick::io {
 namespace {
 
-// Resident pages of this process (/proc/self/statm, second field), in bytes.
-size_t resident_bytes() {
-  std::ifstream f("/proc/self/statm");
-  size_t total = 0, resident = 0;
-  f >> total >> resident;
-  return resident * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-}
-
-// The VmFlags line of the mapping of this process that starts at `p` (/proc/self/smaps), or ""
-// when no mapping starts there. VmFlags is the last line of each mapping's block, so the first
-// one after the mapping's header line ("start-end perms ...") is its own.
-std::string vm_flags_of_mapping_at(const void* p) {
-  char start[32];
-  std::snprintf(start, sizeof start, "%lx-",
-                static_cast<unsigned long>(reinterpret_cast<uintptr_t>(p)));
-  std::ifstream smaps("/proc/self/smaps");
-  std::string line;
-  bool in_it = false;
-  while (std::getline(smaps, line)) {
-    if (line.rfind(start, 0) == 0) in_it = true;
-    if (in_it && line.rfind("VmFlags:", 0) == 0) return line;
-  }
-  return "";
-}
-
-// Whether the flags hold `flag` as a whole word ("hg": advised MADV_HUGEPAGE).
-bool has_flag(const std::string& flags, const std::string& flag) {
-  std::istringstream words(flags);
-  std::string w;
-  while (words >> w)
-    if (w == flag) return true;
-  return false;
-}
+using test::has_flag;
+using test::vm_flags_of_mapping_holding;
 
 TEST(MappedFile, AsksForHugePagesOnItsMapping) {
   const auto path = test::scratch_dir() / "huge.bin";
@@ -64,20 +35,12 @@ TEST(MappedFile, AsksForHugePagesOnItsMapping) {
   }
   // A control: where the kernel does not record the advice (no transparent huge pages, a
   // sandbox that accepts madvise as a no-op), there is nothing to check.
-  {
-    const size_t n = size_t{4} << 20;
-    void* control = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    ASSERT_NE(control, MAP_FAILED);
-    const bool recorded = ::madvise(control, n, MADV_HUGEPAGE) == 0 &&
-                          has_flag(vm_flags_of_mapping_at(control), "hg");
-    ::munmap(control, n);
-    if (!recorded)
-      GTEST_SKIP() << "this kernel does not record MADV_HUGEPAGE (no \"hg\" in the VmFlags of "
-                      "/proc/self/smaps for an advised mapping): there is nothing to check";
-  }
+  if (!test::kernel_records_advice(MADV_HUGEPAGE, "hg"))
+    GTEST_SKIP() << "this kernel does not record MADV_HUGEPAGE (no \"hg\" in the VmFlags of "
+                    "/proc/self/smaps for an advised mapping): there is nothing to check";
   auto f = MappedFile::open(path.string());
-  const std::string flags = vm_flags_of_mapping_at(f->data());
-  ASSERT_NE(flags, "") << "no mapping starts at the file's bytes in /proc/self/smaps";
+  const std::string flags = vm_flags_of_mapping_holding(f->data());
+  ASSERT_NE(flags, "") << "no mapping holds the file's bytes in /proc/self/smaps";
   EXPECT_TRUE(has_flag(flags, "hg")) << flags;
   EXPECT_EQ(f->data()[f->size() - 1], 3);
 
@@ -87,7 +50,7 @@ TEST(MappedFile, AsksForHugePagesOnItsMapping) {
   void* plain = ::mmap(nullptr, f->size(), PROT_READ, MAP_PRIVATE, ::fileno(c), 0);
   std::fclose(c);
   ASSERT_NE(plain, MAP_FAILED);
-  const std::string plain_flags = vm_flags_of_mapping_at(plain);
+  const std::string plain_flags = vm_flags_of_mapping_holding(plain);
   ::munmap(plain, f->size());
   ASSERT_NE(plain_flags, "");
   EXPECT_FALSE(has_flag(plain_flags, "hg")) << plain_flags;
@@ -108,16 +71,47 @@ TEST(MappedFile, ReleasedPagesLeaveMemoryAndReadBackUnchanged) {
   uint64_t sum = 0;
   for (size_t i = 0; i < n; i += 512) sum += f->data()[i];
   ASSERT_GT(sum, 0u);
-  const size_t before = resident_bytes();
+  const uint64_t before = bench::resident_bytes();
   const size_t released = f->release_pages(f->data() + 100, n - 200);
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   EXPECT_EQ(released, n - 2 * page);  // whole pages strictly inside the range
-  const size_t after = resident_bytes();
+  const uint64_t after = bench::resident_bytes();
   EXPECT_LT(after + (n / 2), before) << "resident " << before << " -> " << after;
   // The bytes read back as the file holds them.
   EXPECT_EQ(std::memcmp(f->data(), bytes.data(), n), 0);
   // A different range gives different bytes (the comparison above can fail).
   EXPECT_NE(std::memcmp(f->data(), bytes.data() + 1, 4096), 0);
+}
+
+TEST(MappedFile, SparseAdviceMarksTheWholePagesOfItsRangeOnly) {
+  if (!test::kernel_records_advice(MADV_RANDOM, "rr"))
+    GTEST_SKIP() << "this kernel does not record MADV_RANDOM (no \"rr\" in the VmFlags of "
+                    "/proc/self/smaps for an advised mapping): there is nothing to check";
+  const size_t n = size_t{8} << 20, mib = size_t{1} << 20;
+  const auto path = test::scratch_dir() / "sparse.bin";
+  std::vector<uint8_t> bytes(n);
+  for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(i * 2654435761u >> 11);
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(n));
+  }
+  auto f = MappedFile::open(path.string());
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  // [2 MiB + 100, 6 MiB + 100): the whole pages inside are [2 MiB + page, 6 MiB).
+  EXPECT_EQ(f->advise_sparse(f->data() + 2 * mib + 100, 4 * mib), 4 * mib - page);
+  const std::string inside = vm_flags_of_mapping_holding(f->data() + 3 * mib);
+  EXPECT_TRUE(has_flag(inside, "rr")) << inside;
+  EXPECT_TRUE(has_flag(inside, "nh")) << inside;
+  EXPECT_FALSE(has_flag(inside, "hg")) << inside;
+  // Outside the range (the partial page at its start included) the mapping is as opened.
+  for (const size_t at : {size_t{0}, 2 * mib + 100, 7 * mib}) {
+    const std::string outside = vm_flags_of_mapping_holding(f->data() + at);
+    EXPECT_FALSE(has_flag(outside, "rr")) << at << ": " << outside;
+    EXPECT_FALSE(has_flag(outside, "nh")) << at << ": " << outside;
+  }
+  // The advice changes no byte read.
+  EXPECT_EQ(std::memcmp(f->data(), bytes.data(), n), 0);
+  EXPECT_NE(std::memcmp(f->data() + 3 * mib, bytes.data() + 3 * mib + 1, 4096), 0);
 }
 
 TEST(MappedFile, ReleaseIgnoresBorrowedBytesAndRangesOutsideTheMapping) {
@@ -137,6 +131,12 @@ TEST(MappedFile, ReleaseIgnoresBorrowedBytesAndRangesOutsideTheMapping) {
   EXPECT_EQ(f->release_pages(own.data(), 8192), 0u);              // another object's memory
   EXPECT_EQ(f->release_pages(f->data() + 10, 100), 0u);           // no whole page inside
   EXPECT_EQ(f->data()[f->size() - 1], 1);
+  // The sparse-read advice checks its range the same way.
+  EXPECT_EQ(borrowed->advise_sparse(own.data(), own.size()), 0u);
+  EXPECT_EQ(f->advise_sparse(f->data() + 4096, f->size()), 0u);
+  EXPECT_EQ(f->advise_sparse(own.data(), 8192), 0u);
+  EXPECT_EQ(f->advise_sparse(f->data() + 10, 100), 0u);
+  EXPECT_EQ(f->advise_sparse(f->data(), f->size()), f->size());  // all of it: accepted
 }
 
 }  // namespace
