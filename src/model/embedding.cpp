@@ -31,4 +31,10 @@ void PackedEmbedding::row(int64_t token, float* out) const {
   quant::dequantize_rows(t_, token, 1, out);
 }
 
+std::vector<ByteRange> PackedEmbedding::stored_ranges() const {
+  std::vector<ByteRange> out;
+  for (const io::TensorView* v : t_.buffers()) out.push_back({v->data, v->nbytes});
+  return out;
+}
+
 }  // namespace wick::model

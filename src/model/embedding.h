@@ -5,13 +5,21 @@
 // whole table, which is never done.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "quant/rwkvq.h"
 #include "wick/dtype.h"
 
 namespace wick::model {
+
+// Bytes of a table as stored (in a mapped file, or in memory the table owns).
+struct ByteRange {
+  const void* data = nullptr;
+  size_t bytes = 0;
+};
 
 class Embedding {
  public:
@@ -19,6 +27,9 @@ class Embedding {
   // out[C] = row `token` of the table as fp32. token must be in [0, V) (checked by the caller).
   virtual void row(int64_t token, float* out) const = 0;
   virtual uint64_t stored_bytes() const = 0;
+  // Where the table's bytes are: one range for a dense table, one per buffer for a packed one. A
+  // step reads one row's share of each.
+  virtual std::vector<ByteRange> stored_ranges() const = 0;
 };
 
 // [V, C] dense table; `data` must stay valid while `owner` lives.
@@ -29,6 +40,9 @@ class DenseEmbedding final : public Embedding {
       : data_(data), dtype_(dtype), cols_(cols), rows_(rows), owner_(std::move(owner)) {}
   void row(int64_t token, float* out) const override;
   uint64_t stored_bytes() const override { return rows_ * cols_ * dtype_size(dtype_); }
+  std::vector<ByteRange> stored_ranges() const override {
+    return {{data_, static_cast<size_t>(stored_bytes())}};
+  }
   // The table's bytes (a head tied to the embedding borrows the same ones).
   const void* data() const { return data_; }
 
@@ -47,6 +61,7 @@ class PackedEmbedding final : public Embedding {
       : t_(t), owner_(std::move(owner)) {}
   void row(int64_t token, float* out) const override;
   uint64_t stored_bytes() const override { return t_.stored_bytes(); }
+  std::vector<ByteRange> stored_ranges() const override;
 
  private:
   quant::QuantTensor t_;  // views into the buffers `owner_` keeps alive

@@ -15,18 +15,23 @@ size_t on_mapped_pages(const Model::Impl& impl, const void* data, size_t bytes,
   return 0;
 }
 
-TableBytes dense_embedding_bytes(const ModelWeights& w) {
+ByteRange dense_embedding_bytes(const ModelWeights& w) {
   const auto* e = dynamic_cast<const DenseEmbedding*>(w.emb.get());
   if (e == nullptr) return {};
   return {e->data(), static_cast<size_t>(e->stored_bytes())};
 }
 
 size_t advise_sparse_embedding(const Model::Impl& impl) {
-  const TableBytes table = dense_embedding_bytes(impl.weights);
-  if (table.data == nullptr) return 0;
+  const Embedding* emb = impl.weights.emb.get();
+  if (emb == nullptr) return 0;
+  const ByteRange dense = dense_embedding_bytes(impl.weights);
   const auto* head = dynamic_cast<const DenseLinear*>(impl.weights.head.get());
-  if (head != nullptr && head->matrix().data == table.data) return 0;  // tied: read whole
-  return on_mapped_pages(impl, table.data, table.bytes, &io::MappedFile::advise_sparse);
+  if (dense.data != nullptr && head != nullptr && head->matrix().data == dense.data)
+    return 0;  // tied: the head reads the whole table every step
+  size_t advised = 0;
+  for (const ByteRange& r : emb->stored_ranges())
+    advised += on_mapped_pages(impl, r.data, r.bytes, &io::MappedFile::advise_sparse);
+  return advised;
 }
 
 }  // namespace wick::model

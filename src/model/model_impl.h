@@ -31,17 +31,14 @@ size_t on_mapped_pages(const Model::Impl& impl, const void* data, size_t bytes,
 
 // The dense embedding table's bytes ({nullptr, 0} for a packed table or none). A head tied to the
 // embedding borrows these same bytes.
-struct TableBytes {
-  const void* data = nullptr;
-  size_t bytes = 0;
-};
-TableBytes dense_embedding_bytes(const ModelWeights& w);
+ByteRange dense_embedding_bytes(const ModelWeights& w);
 
-// Advises the pages of a dense embedding table read in place for sparse reads
-// (io::MappedFile::advise_sparse): a step reads one row of it, so its pages should come in one by
-// one, not 2 MiB or a read-ahead window at a time. Not done when the head is tied to the table
-// (every step then reads all of it). Returns the bytes advised (0: nothing to advise, or the
-// kernel refused). Called once by the loaders on the built weights.
+// Advises the pages of the embedding table (dense, or a .rwkvq table's packed buffers) that lie in
+// a mapped file for sparse reads (io::MappedFile::advise_sparse): a step reads one row of it, so
+// its pages should come in one by one, not 2 MiB or a read-ahead window at a time. Not done when
+// the head is tied to the table (every step then reads all of it). Returns the bytes advised (0:
+// nothing to advise - a table in memory, none - or the kernel refused). Called once by the
+// loaders on the built weights.
 size_t advise_sparse_embedding(const Model::Impl& impl);
 
 struct BuildOptions {

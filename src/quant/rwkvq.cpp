@@ -312,12 +312,18 @@ int64_t QuantTensor::numel() const {
   return n;
 }
 
-uint64_t QuantTensor::stored_bytes() const {
-  uint64_t b = 0;
+std::vector<const io::TensorView*> QuantTensor::buffers() const {
+  std::vector<const io::TensorView*> out;
   for (const io::TensorView* v :
        {codes, codes_packed, scale, dense, outlier_indices, outlier_values, gw_d, gw_dm, gw_qsqm,
         gw_qh, gw_qh2, gw_scale, gw_min, gw_qs})
-    if (v) b += v->nbytes;
+    if (v) out.push_back(v);
+  return out;
+}
+
+uint64_t QuantTensor::stored_bytes() const {
+  uint64_t b = 0;
+  for (const io::TensorView* v : buffers()) b += v->nbytes;
   return b;
 }
 

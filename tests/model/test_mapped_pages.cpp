@@ -1,6 +1,6 @@
-// What a loaded model asks of its mapped file's pages (model/model_impl.h): the dense embedding
-// table, read one row per token, is advised for sparse reads (io::MappedFile::advise_sparse) and
-// nothing else is; a head tied to the table keeps it whole.
+// What a loaded model asks of its mapped file's pages (model/model_impl.h): the embedding table
+// (dense, or a .rwkvq table's packed buffers), read one row per token, is advised for sparse reads
+// (io::MappedFile::advise_sparse) and nothing else is; a head tied to the table keeps it whole.
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
@@ -19,15 +19,17 @@
 #include "smaps_util.h"
 #include "test_util.h"
 #include "wick/model.h"
+#include "wick/quantize.h"
 #include "wick/synth.h"
 
 namespace wick {
 namespace {
 
-// A synthetic checkpoint whose embedding table (65536 x 64 fp32: 16 MiB) spans many pages.
-std::string synthetic_file(const std::string& name) {
+// A synthetic checkpoint whose embedding table spans many pages (by default 65536 x 64 fp32:
+// 16 MiB).
+std::string synthetic_file(const std::string& name, const std::string& geometry = "1:64:65536") {
   const std::string path = (test::scratch_dir() / name).string();
-  write_synthetic_checkpoint(path, parse_synth_geometry("1:64:65536"), DType::F32, 5);
+  write_synthetic_checkpoint(path, parse_synth_geometry(geometry), DType::F32, 5);
   return path;
 }
 
@@ -65,10 +67,33 @@ TEST(MappedPages, LoadAdvisesTheEmbeddingTableAndNothingElseForSparseReads) {
   EXPECT_NE(a, b);
 }
 
+TEST(MappedPages, APackedTablesBuffersAreAdvisedToo) {
+  if (!test::kernel_records_advice(MADV_RANDOM, "rr"))
+    GTEST_SKIP() << "this kernel does not record MADV_RANDOM: there is nothing to check";
+  // 256 columns: sb6 packs rows of whole 256-column superblocks.
+  const std::string dense = synthetic_file("packed-embedding.safetensors", "1:256:16384");
+  const std::string path =
+      (std::filesystem::path(dense).parent_path() / "packed-embedding.rwkvq").string();
+  quantize_plain(dense, path, "sb6:4");
+  const Model m = Model::load(path);
+  // The sb6:4 table: 16384 rows x 256 four-bit codes (2 MiB) plus their scales.
+  size_t sparse = 0, rest = 0;
+  for (const test::SmapsMapping& s : test::smaps_mappings())
+    if (s.path == std::filesystem::canonical(path).string())
+      (test::has_flag(s.flags, "rr") ? sparse : rest) += s.hi - s.lo;
+  EXPECT_GE(sparse, size_t{2} << 20);
+  EXPECT_LT(sparse, size_t{4} << 20);
+  EXPECT_GT(rest, size_t{2} << 20);  // the head (as large as the table) and the layers: not advised
+  State s1 = m.new_state(), s2 = m.new_state();
+  const std::vector<float> a = m.step(7, s1), b = m.step(16000, s2);
+  for (const float v : a) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_NE(a, b);
+}
+
 TEST(MappedPages, ATiedHeadKeepsTheTableWhole) {
   const std::string path = synthetic_file("tied-embedding.safetensors");
   auto untied = model::build_model(io::read_safetensors(io::MappedFile::open(path)), "", "");
-  const model::TableBytes table = model::dense_embedding_bytes(untied->weights);
+  const model::ByteRange table = model::dense_embedding_bytes(untied->weights);
   ASSERT_NE(table.data, nullptr);
   EXPECT_EQ(table.bytes, kTableBytes);
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
@@ -77,7 +102,7 @@ TEST(MappedPages, ATiedHeadKeepsTheTableWhole) {
   EXPECT_LE(advised, kTableBytes);             // advised
 
   auto tied = model::build_model(io::read_safetensors(io::MappedFile::open(path)), "", "");
-  const model::TableBytes tied_table = model::dense_embedding_bytes(tied->weights);
+  const model::ByteRange tied_table = model::dense_embedding_bytes(tied->weights);
   tied->weights.head =
       model::borrow_dense(tied_table.data, DType::F32, tied_table.bytes, 65536, 64);
   EXPECT_EQ(model::advise_sparse_embedding(*tied), 0u);
