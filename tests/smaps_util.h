@@ -3,6 +3,7 @@
 // advice shows in the VmFlags at all on this kernel (a control for tests that look for it).
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/mman.h>
 
 #include <cstddef>
@@ -15,10 +16,11 @@
 
 namespace wick::test {
 
-// One mapping of /proc/self/smaps: [lo, hi), the path it maps ("" for anonymous memory), and
-// its VmFlags line.
+// One mapping of /proc/self/smaps: [lo, hi), the file offset at lo, the path it maps ("" for
+// anonymous memory), and its VmFlags line.
 struct SmapsMapping {
   uintptr_t lo = 0, hi = 0;
+  uint64_t offset = 0;
   std::string path;
   std::string flags;
 };
@@ -30,10 +32,11 @@ inline std::vector<SmapsMapping> smaps_mappings() {
   std::ifstream smaps("/proc/self/smaps");
   std::string line;
   while (std::getline(smaps, line)) {
-    unsigned long lo = 0, hi = 0;
+    unsigned long lo = 0, hi = 0, offset = 0;
     int used = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &used) == 2 && used > 0) {
-      out.push_back({lo, hi, line.substr(static_cast<size_t>(used)), ""});
+    if (std::sscanf(line.c_str(), "%lx-%lx %*s %lx %*s %*s %n", &lo, &hi, &offset, &used) == 3 &&
+        used > 0) {
+      out.push_back({lo, hi, offset, line.substr(static_cast<size_t>(used)), ""});
     } else if (line.rfind("VmFlags:", 0) == 0 && !out.empty()) {
       out.back().flags = line;
     }
@@ -60,15 +63,33 @@ inline bool has_flag(const std::string& flags, const std::string& flag) {
 }
 
 // Whether this kernel records `advice` as `flag` in the VmFlags of an advised anonymous mapping
-// (no transparent huge pages, or a sandbox that accepts madvise as a no-op, record nothing).
+// (no transparent huge pages, or a sandbox that accepts madvise as a no-op, record nothing). A
+// control mapping this reader cannot find is a test failure, not a reason to skip.
 inline bool kernel_records_advice(int advice, const std::string& flag) {
   const size_t n = size_t{4} << 20;
   void* control = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (control == MAP_FAILED) return false;
-  const bool recorded =
-      ::madvise(control, n, advice) == 0 && has_flag(vm_flags_of_mapping_holding(control), flag);
+  const bool accepted = ::madvise(control, n, advice) == 0;
+  const std::string flags = vm_flags_of_mapping_holding(control);
   ::munmap(control, n);
-  return recorded;
+  if (flags.empty()) ADD_FAILURE() << "no VmFlags found for a mapping of this process in smaps";
+  return accepted && has_flag(flags, flag);
+}
+
+// The mappings of the file at `canonical_path`, split by whether they carry `flag`.
+struct FileMappings {
+  std::vector<SmapsMapping> with, without;
+  static size_t bytes(const std::vector<SmapsMapping>& ms) {
+    size_t b = 0;
+    for (const SmapsMapping& m : ms) b += m.hi - m.lo;
+    return b;
+  }
+};
+inline FileMappings mappings_of_file(const std::string& canonical_path, const std::string& flag) {
+  FileMappings out;
+  for (const SmapsMapping& m : smaps_mappings())
+    if (m.path == canonical_path) (has_flag(m.flags, flag) ? out.with : out.without).push_back(m);
+  return out;
 }
 
 }  // namespace wick::test

@@ -81,7 +81,9 @@ size_t MappedFile::advise_sparse(const void* p, size_t n) const {
   const PageRange r = own_pages(p, n);
   if (r.hi == r.lo) return 0;
   void* lo = reinterpret_cast<void*>(r.lo);
-  if (::madvise(lo, r.hi - r.lo, MADV_NOHUGEPAGE) != 0) return 0;
+  // Without transparent huge pages the kernel refuses MADV_NOHUGEPAGE (EINVAL): there are none to
+  // avoid, so only MADV_RANDOM decides.
+  (void)::madvise(lo, r.hi - r.lo, MADV_NOHUGEPAGE);
   if (::madvise(lo, r.hi - r.lo, MADV_RANDOM) != 0) return 0;
   return r.hi - r.lo;
 }

@@ -38,14 +38,18 @@ class MappedFile {
   // matrix converted to another format at load) it lowers the resident memory. Thread-safe.
   size_t release_pages(const void* p, size_t n) const;
 
-  // Advises the whole pages inside [p, p + n) for sparse reads: no huge pages there and no
-  // read-ahead or fault-around (madvise MADV_NOHUGEPAGE, then MADV_RANDOM), so a read maps in the
-  // 4 KiB pages it touches instead of a 2 MiB folio or a read-ahead window around them. For a
-  // table read a row at a time (the embedding: one row per token), which otherwise becomes
-  // resident - and, cold, read from disk - in 2 MiB pieces. Returns the bytes advised: 0 for
-  // borrowed bytes, a range outside the mapping, or a kernel that refuses either advice (then
-  // the range reads as before; nothing else changes). The advice changes no byte read, only the
-  // pages' size and read-ahead; the rest of the mapping keeps its huge-page advice. Thread-safe.
+  // Advises the whole pages inside [p, p + n) for sparse reads: no huge pages there
+  // (MADV_NOHUGEPAGE) and no read-ahead (MADV_RANDOM). With a cold page cache a read then brings
+  // in and maps only the base pages (4 KiB on x86-64) it touches, not a huge-page folio (2 MiB) or
+  // a read-ahead window around them. Pages already cached are mapped as the kernel holds them:
+  // fault-around may still map cached neighbours (up to fault_around_bytes), and a range cached
+  // in large folios (a file just written, or read through a huge-page mapping) maps whole folios.
+  // For a table read a row at a time (the embedding: one row per token). Returns the bytes
+  // advised: 0 for borrowed bytes, a range outside the mapping, less than a page, or a kernel
+  // that refuses MADV_RANDOM. A kernel without transparent huge pages refuses MADV_NOHUGEPAGE
+  // (nothing to undo there); that is not a failure. The advice changes no byte read, only page
+  // sizes and read-ahead; the range's ends split the mapping, so the huge pages that would have
+  // straddled them are mapped in base pages too. Thread-safe.
   size_t advise_sparse(const void* p, size_t n) const;
 
  private:

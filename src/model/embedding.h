@@ -15,7 +15,8 @@
 
 namespace wick::model {
 
-// Bytes of a table as stored (in a mapped file, or in memory the table owns).
+// Bytes of a table as stored (in a mapped file, or in memory the table owns): a view, valid while
+// the table lives.
 struct ByteRange {
   const void* data = nullptr;
   size_t bytes = 0;

@@ -31,8 +31,6 @@ Int8Conversion quantize_weights_int8(
     ModelWeights& w, const std::string& source, kernels::ThreadPool& pool,
     const std::function<void(const void* data, size_t bytes)>& release) {
   const std::vector<Int8Target> targets = int8_targets(w);
-  // The embedding table's bytes, to recognise a head tied to it (it borrows the same bytes).
-  const void* emb_data = dense_embedding_bytes(w).data;
 
   Int8Conversion c;
   std::vector<std::unique_ptr<Linear>> converted;
@@ -66,7 +64,7 @@ Int8Conversion quantize_weights_int8(
     c.parameters += n;
     c.int8_bytes += q.bytes();
     c.step_bytes_before += dense->stored_bytes();
-    if (emb_data == nullptr || m.data != emb_data) {
+    if (!is_embedding_table(w, m.data)) {  // a head tied to the table: the table stays
       c.released_parameters[m.dtype] += n;
       c.released_bytes += dense->stored_bytes();
       if (release) release(m.data, dense->stored_bytes());
@@ -90,6 +88,8 @@ void quantize_model_int8(Model::Impl& impl, kernels::ThreadPool& pool) {
       impl.weights, info.source, pool, [&impl](const void* data, size_t bytes) {
         on_mapped_pages(impl, data, bytes, &io::MappedFile::release_pages);
       });
+  // A head tied to the embedding is int8 codes now: the table is read a row at a time.
+  advise_sparse_embedding(impl);
   info.weight_bytes = info.weight_bytes - c.released_bytes + c.int8_bytes;
   info.bytes_per_token = info.bytes_per_token - c.step_bytes_before + c.int8_bytes;
   std::vector<std::pair<DType, uint64_t>> dtypes;

@@ -1,5 +1,9 @@
 // What the loaded model asks of the pages of its mapped files (model/model_impl.h): giving back
 // the pages of converted matrices and advising the embedding table's pages for sparse reads.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
 #include "io/mapped_file.h"
 #include "model/embedding.h"
 #include "model/linear.h"
@@ -21,16 +25,40 @@ ByteRange dense_embedding_bytes(const ModelWeights& w) {
   return {e->data(), static_cast<size_t>(e->stored_bytes())};
 }
 
+bool is_embedding_table(const ModelWeights& w, const void* data) {
+  const ByteRange table = dense_embedding_bytes(w);
+  return table.data != nullptr && data == table.data;
+}
+
 size_t advise_sparse_embedding(const Model::Impl& impl) {
-  const Embedding* emb = impl.weights.emb.get();
-  if (emb == nullptr) return 0;
-  const ByteRange dense = dense_embedding_bytes(impl.weights);
-  const auto* head = dynamic_cast<const DenseLinear*>(impl.weights.head.get());
-  if (dense.data != nullptr && head != nullptr && head->matrix().data == dense.data)
+  const ModelWeights& w = impl.weights;
+  if (w.emb == nullptr) return 0;
+  const auto* head = dynamic_cast<const DenseLinear*>(w.head.get());
+  if (head != nullptr && is_embedding_table(w, head->matrix().data))
     return 0;  // tied: the head reads the whole table every step
+  // A packed table's buffers lie one after another with a little padding between: advised one by
+  // one, the pages at the seams and the mapping's splits there would stay as they were.
+  struct Span {
+    uintptr_t lo, hi;
+  };
+  std::vector<Span> spans;
+  for (const ByteRange& r : w.emb->stored_ranges()) {
+    const auto lo = reinterpret_cast<uintptr_t>(r.data);
+    spans.push_back({lo, lo + r.bytes});
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.lo < b.lo; });
+  constexpr uintptr_t kSeam = 4096;  // at most this far apart: one range
+  std::vector<Span> merged;
+  for (const Span& s : spans) {
+    if (!merged.empty() && s.lo <= merged.back().hi + kSeam)
+      merged.back().hi = std::max(merged.back().hi, s.hi);
+    else
+      merged.push_back(s);
+  }
   size_t advised = 0;
-  for (const ByteRange& r : emb->stored_ranges())
-    advised += on_mapped_pages(impl, r.data, r.bytes, &io::MappedFile::advise_sparse);
+  for (const Span& s : merged)
+    advised += on_mapped_pages(impl, reinterpret_cast<const void*>(s.lo), s.hi - s.lo,
+                               &io::MappedFile::advise_sparse);
   return advised;
 }
 

@@ -23,22 +23,29 @@ struct Model::Impl {
 
 namespace model {
 
-// Runs `op` (io::MappedFile::release_pages or io::MappedFile::advise_sparse) on the mapped file
-// among `impl`'s sources that holds [data, data + bytes) and returns what it returned: the bytes
-// it covered, 0 when no mapped file holds them (heap copies, the embedded default model).
+// Runs `op` (io::MappedFile::release_pages or io::MappedFile::advise_sparse) on the mapped files
+// among `impl`'s sources in turn until one covers part of [data, data + bytes), and returns what
+// that call returned: the bytes covered, 0 when none did (heap copies, the embedded default model,
+// a range of less than a page, a refused madvise). Thread-safe as `op` is; not while `impl`'s
+// sources change.
 size_t on_mapped_pages(const Model::Impl& impl, const void* data, size_t bytes,
                        size_t (io::MappedFile::*op)(const void*, size_t) const);
 
-// The dense embedding table's bytes ({nullptr, 0} for a packed table or none). A head tied to the
-// embedding borrows these same bytes.
+// The dense embedding table's bytes ({nullptr, 0} for a packed table or none): a view, valid
+// while w.emb lives.
 ByteRange dense_embedding_bytes(const ModelWeights& w);
+// Whether `data` is where a dense embedding table's bytes begin (a head tied to the table borrows
+// the same bytes, so its matrix data compares equal).
+bool is_embedding_table(const ModelWeights& w, const void* data);
 
-// Advises the pages of the embedding table (dense, or a .rwkvq table's packed buffers) that lie in
-// a mapped file for sparse reads (io::MappedFile::advise_sparse): a step reads one row of it, so
-// its pages should come in one by one, not 2 MiB or a read-ahead window at a time. Not done when
-// the head is tied to the table (every step then reads all of it). Returns the bytes advised (0:
-// nothing to advise - a table in memory, none - or the kernel refused). Called once by the
-// loaders on the built weights.
+// Advises the pages of the embedding table (dense, or a .rwkvq table's packed buffers; ranges less
+// than a page apart advised as one) that lie in a mapped file for sparse reads
+// (io::MappedFile::advise_sparse): a step reads one row of it, so its pages should come in one by
+// one, not a huge page or a read-ahead window at a time. Not done while a dense head is tied to
+// the table (every step then reads all of it). Returns the bytes advised (0: nothing to advise -
+// a table in memory, none - or the kernel refused). Called by the loader on the built weights
+// before they are shared, and again after --quantize int8 has turned a tied head into int8
+// codes (quantize_model_int8). Idempotent.
 size_t advise_sparse_embedding(const Model::Impl& impl);
 
 struct BuildOptions {

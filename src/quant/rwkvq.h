@@ -62,7 +62,8 @@ struct QuantTensor {
   int64_t rows() const { return shape.empty() ? 1 : shape[0]; }        // first axis
   int64_t cols() const { return rows() == 0 ? 0 : numel() / rows(); }  // product of the rest
   uint64_t stored_bytes() const;                                       // sum of the buffer sizes
-  std::vector<const io::TensorView*> buffers() const;  // the buffers this tensor uses (non-null)
+  // The buffers this tensor uses (the non-null ones above), valid while its file is open.
+  std::vector<const io::TensorView*> buffers() const;
   // "sb6@5", "sym@8", "asym@6", "rtn@8", "dense bf16".
   std::string describe() const;
 };

@@ -3,7 +3,6 @@
 // their safetensors twins, and crafted damaged or hostile archives (built below, byte by byte)
 // are refused with the right typed error, never a crash.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <ctime>
@@ -15,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/memory.h"
 #include "io/pickle.h"
 #include "io/pth.h"
 #include "io/safetensors.h"
@@ -496,18 +496,9 @@ TEST(PickleSafety, RandomMutationsNeverCrash) {
 // ---------------------------------------------------------------------------------------------
 // Resource limits: hostile pickles must fail fast with a FormatError, in bounded memory
 
-// Resident memory now, and the process's peak so far, in KiB.
-long current_rss_kib() {
-  std::ifstream f("/proc/self/statm");
-  long size = 0, resident = 0;
-  f >> size >> resident;
-  return resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
-long peak_rss_kib() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_maxrss;
-}
+// Resident memory now, and the process's peak so far, in KiB (bench/memory.h: VmRSS, VmHWM).
+long current_rss_kib() { return static_cast<long>(bench::resident_bytes() / 1024); }
+long peak_rss_kib() { return static_cast<long>(bench::peak_resident_bytes() / 1024); }
 // CPU seconds of the calling thread (wall time would count other processes on a busy machine).
 double thread_cpu_seconds() {
   timespec ts{};
