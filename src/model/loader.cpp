@@ -289,8 +289,9 @@ std::shared_ptr<Model::Impl> load_impl(const std::string& path) {
     impl->info.container = ck.container;
   }
   impl->info.source = path;
-  // A step reads one row of the embedding: its pages in 4 KiB, not in the huge pages the rest of
-  // the mapping is advised for (README: "Huge pages for the weights").
+  // A step reads one row of the embedding: its pages come in one base page at a time, not in the
+  // huge pages the rest of the mapping is advised for (README: "The embedding table read a row at
+  // a time").
   model::advise_sparse_embedding(*impl);
   return impl;
 }
