@@ -58,11 +58,15 @@ std::shared_ptr<MappedFile> MappedFile::borrow(const uint8_t* data, size_t size,
   return f;
 }
 
-MappedFile::PageRange MappedFile::own_pages(const void* p, size_t n) const {
+bool MappedFile::holds(const void* p, size_t n) const {
   // As addresses (comparing pointers into different objects is undefined).
   const auto b = reinterpret_cast<uintptr_t>(p), base = reinterpret_cast<uintptr_t>(data_);
-  if (!owns_mapping_ || data_ == nullptr || b < base || n > size_ || b - base > size_ - n)
-    return {};
+  return data_ != nullptr && b >= base && n <= size_ && b - base <= size_ - n;
+}
+
+MappedFile::PageRange MappedFile::own_pages(const void* p, size_t n) const {
+  if (!owns_mapping_ || !holds(p, n)) return {};
+  const auto b = reinterpret_cast<uintptr_t>(p);
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const uintptr_t lo = (b + page - 1) / page * page;
   const uintptr_t hi = (b + n) / page * page;

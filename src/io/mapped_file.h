@@ -28,6 +28,9 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Whether [p, p + n) lies inside this object's bytes (mapped or borrowed), compared as addresses
+  // (so a pointer into any other object may be asked about). Thread-safe.
+  bool holds(const void* p, size_t n) const;
 
   // Gives the memory of the whole pages inside [p, p + n) back to the system (madvise
   // MADV_DONTNEED) when they belong to this object's own mapping, and returns how many bytes

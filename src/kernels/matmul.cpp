@@ -1,6 +1,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <vector>
 
@@ -14,6 +15,8 @@ namespace {
 
 using work::for_each_gemm_item;
 using work::for_each_gemv_block;
+using work::GemmItems;
+using work::GemvBlocks;
 
 // matmul_decoded GEMV: rows decoded at once, at most kDecodeRows and about kDecodeBytes of fp32.
 constexpr int64_t kDecodeRows = 8;
@@ -99,21 +102,52 @@ void gemm_item(const DotKernels& k, const MatrixRef& w, const float* x, float* y
                 });
 }
 
+void check_dense(const MatrixRef& w) {
+  WICK_CHECK(w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16,
+             "the loader only builds F32/F16/BF16 matrices");
+}
+
 }  // namespace
 
 void matmul(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
-  WICK_CHECK(w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16,
-             "the loader only builds F32/F16/BF16 matrices");
+  const MatmulCall call{w, x, y};
+  matmul_all(std::span<const MatmulCall>(&call, 1), T, pool);
+}
+
+void matmul_all(std::span<const MatmulCall> calls, int64_t T, ThreadPool& pool) {
+  WICK_CHECK(calls.size() <= kMaxMatmulCalls, "matmul_all takes at most kMaxMatmulCalls products");
   const DotKernels& k = dot_kernels();
-  if (T == 1) {
-    for_each_gemv_block(w.rows, w.cols, 1, pool,
-                        [&](int64_t r0, int64_t r1, Arena&) { gemv_block(k, w, x, r0, r1, y); });
-    return;
+  // Each product's own blocking (what matmul() alone uses), and the first block of the job that is
+  // its: first[i] <= b < first[i + 1].
+  std::array<int64_t, kMaxMatmulCalls + 1> first{};
+  std::array<GemvBlocks, kMaxMatmulCalls> gemv{};
+  std::array<GemmItems, kMaxMatmulCalls> gemm{};
+  int64_t work_total = 0;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const MatrixRef& w = calls[i].w;
+    check_dense(w);
+    int64_t count = 0;
+    if (T == 1) {
+      gemv[i] = work::gemv_blocks(w.rows, pool.threads());
+      count = gemv[i].count;
+    } else {
+      gemm[i] = work::gemm_items(w.rows, T, k.tile_rows, w.cols * int64_t{sizeof(float)},
+                                 pool.threads());
+      count = gemm[i].count;
+    }
+    first[i + 1] = first[i] + count;
+    work_total += w.rows * w.cols * T;
   }
-  for_each_gemm_item(w.rows, w.cols, T, k.tile_rows, w.cols * int64_t{sizeof(float)}, pool,
-                     [&](int64_t r0, int64_t r1, int64_t t0, int64_t t1, Arena& arena) {
-                       gemm_item(k, w, x, y, r0, r1, t0, t1, arena);
-                     });
+  const size_t n = calls.size();
+  parallel_for(pool, first[n], work_total, [&](int64_t b, Arena& arena) {
+    size_t i = 0;
+    while (b >= first[i + 1]) ++i;
+    const MatmulCall& c = calls[i];
+    const int64_t j = b - first[i];
+    if (T == 1) return gemv_block(k, c.w, c.x, gemv[i].r0(j), gemv[i].r1(j), c.y);
+    const GemmItems::Item it = gemm[i].item(j);
+    gemm_item(k, c.w, c.x, c.y, it.r0, it.r1, it.t0, it.t1, arena);
+  });
 }
 
 void matmul_bf16_inputs(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool& pool) {

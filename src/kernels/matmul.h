@@ -9,7 +9,9 @@
 // blocks of output rows (GEMV) or rows x inputs (GEMM).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "wick/dtype.h"
 
@@ -27,6 +29,26 @@ class ThreadPool;
 
 // `pool` runs the blocks (and holds their scratch); one caller at a time (kernels/thread_pool.h).
 void matmul(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool& pool);
+
+// One product of a group (matmul_all): y = x . w^T over the group's T inputs, x [T, w.cols] and
+// y [T, w.rows] as in matmul().
+struct MatmulCall {
+  MatrixRef w;
+  const float* x = nullptr;
+  float* y = nullptr;
+};
+// The most products one matmul_all() call takes.
+inline constexpr size_t kMaxMatmulCalls = 16;
+
+// matmul() of every call, each output bit for bit what matmul() alone gives, as one pool job: the
+// blocks (GEMV) or work items (GEMM) of all the products are shared out together, so independent
+// products of a pass - the time mix's r/k/v and LoRA factors at decode, where a 64-row GEMV is a
+// few microseconds - pay one wake-up and one barrier instead of one each, and a thread that
+// finishes one product's blocks goes on to the next product's. Every y must be distinct from every
+// x and from the other calls' y (the products run concurrently). Throws wick::InternalError
+// (WICK_CHECK, base/check.h) for more than kMaxMatmulCalls calls or a matrix that is not
+// F32/F16/BF16, before any product runs.
+void matmul_all(std::span<const MatmulCall> calls, int64_t T, ThreadPool& pool);
 
 // A matrix whose rows are produced as fp32 on demand (the packed formats of kernels/qmatmul.h
 // decode their codes this way): decode(ctx, r0, r1, dst) writes rows [r0, r1), `cols` floats

@@ -31,30 +31,50 @@ constexpr int64_t kGemmItemsPerThread = 4;
 // Shortest span of inputs an item is split down to.
 constexpr int64_t kGemmMinInputs = 32;
 
+// How a GEMV of a matrix of `rows` outputs splits into blocks of rows (see kGemvBlockRows).
+struct GemvBlocks {
+  int64_t rows = 0, block_rows = 1, count = 0;
+  // Block b's rows [r0, r1).
+  int64_t r0(int64_t b) const { return b * block_rows; }
+  int64_t r1(int64_t b) const { return std::min(rows, r0(b) + block_rows); }
+};
+inline GemvBlocks gemv_blocks(int64_t rows, int threads) {
+  const int64_t per_block = (rows + 2 * threads - 1) / (2 * threads);
+  const int64_t block_rows = std::clamp<int64_t>(
+      (per_block + kGemvMinRows - 1) / kGemvMinRows * kGemvMinRows, kGemvMinRows, kGemvBlockRows);
+  return {rows, block_rows, (rows + block_rows - 1) / block_rows};
+}
+
 // The blocks of a GEMV (or of a product run once per input, `inputs` of them) of a rows x cols
 // matrix: fn(r0, r1, arena) with the running thread's arena.
 template <typename Fn>
 void for_each_gemv_block(int64_t rows, int64_t cols, int64_t inputs, ThreadPool& pool, Fn&& fn) {
-  const int64_t per_block = (rows + 2 * pool.threads() - 1) / (2 * pool.threads());
-  const int64_t block_rows = std::clamp<int64_t>(
-      (per_block + kGemvMinRows - 1) / kGemvMinRows * kGemvMinRows, kGemvMinRows, kGemvBlockRows);
-  const int64_t blocks = (rows + block_rows - 1) / block_rows;
-  parallel_for(pool, blocks, rows * cols * inputs, [&](int64_t b, Arena& arena) {
-    const int64_t r0 = b * block_rows;
-    fn(r0, std::min(rows, r0 + block_rows), arena);
-  });
+  const GemvBlocks blocks = gemv_blocks(rows, pool.threads());
+  parallel_for(pool, blocks.count, rows * cols * inputs,
+               [&](int64_t b, Arena& arena) { fn(blocks.r0(b), blocks.r1(b), arena); });
 }
 
-// The work items of a GEMM of T inputs and a rows x cols matrix whose rows take `row_bytes` each
-// as the item holds them: fn(r0, r1, t0, t1, arena) for blocks of rows (a multiple of tile_rows,
-// at most kGemmBlockBytes each unless one tile of rows is more) x spans of inputs.
-template <typename Fn>
-void for_each_gemm_item(int64_t rows, int64_t cols, int64_t T, int64_t tile_rows, int64_t row_bytes,
-                        ThreadPool& pool, Fn&& fn) {
+// How a GEMM of T inputs and a matrix of `rows` outputs splits into work items: blocks of rows (a
+// multiple of the tile's rows, at most kGemmBlockBytes as the kernel holds them unless one tile of
+// rows is more) x spans of inputs.
+struct GemmItems {
+  int64_t rows = 0, T = 0, block_rows = 1, row_blocks = 0, span = 1, count = 0;
+  // Item i: rows [r0, r1) x inputs [t0, t1).
+  struct Item {
+    int64_t r0, r1, t0, t1;
+  };
+  Item item(int64_t i) const {
+    const int64_t r0 = i % row_blocks * block_rows, t0 = i / row_blocks * span;
+    return {r0, std::min(rows, r0 + block_rows), t0, std::min(T, t0 + span)};
+  }
+};
+// `row_bytes`: the bytes of one row as the item holds it.
+inline GemmItems gemm_items(int64_t rows, int64_t T, int64_t tile_rows, int64_t row_bytes,
+                            int threads) {
   // Row blocks: as many rows as fit the L2 budget, but enough blocks for every thread.
   const int64_t tr = tile_rows;
   const int64_t fit_rows = std::max<int64_t>(1, kGemmBlockBytes / row_bytes / tr) * tr;
-  const int64_t want_blocks = kGemmItemsPerThread * pool.threads();
+  const int64_t want_blocks = kGemmItemsPerThread * threads;
   const int64_t even_rows = ((rows + want_blocks - 1) / want_blocks + tr - 1) / tr * tr;
   const int64_t block_rows = std::max(tr, std::min(fit_rows, even_rows));
   const int64_t row_blocks = (rows + block_rows - 1) / block_rows;
@@ -63,10 +83,18 @@ void for_each_gemm_item(int64_t rows, int64_t cols, int64_t T, int64_t tile_rows
   const int64_t spans = std::max<int64_t>(1, std::min(want_spans, T / kGemmMinInputs));
   const int64_t span = (T + spans - 1) / spans;
   const int64_t input_blocks = (T + span - 1) / span;
-  parallel_for(pool, row_blocks * input_blocks, rows * cols * T, [&](int64_t i, Arena& arena) {
-    const int64_t rb = i % row_blocks, tb = i / row_blocks;
-    const int64_t r0 = rb * block_rows, t0 = tb * span;
-    fn(r0, std::min(rows, r0 + block_rows), t0, std::min(T, t0 + span), arena);
+  return {rows, T, block_rows, row_blocks, span, row_blocks * input_blocks};
+}
+
+// The work items of a GEMM of T inputs and a rows x cols matrix whose rows take `row_bytes` each
+// as the item holds them: fn(r0, r1, t0, t1, arena) for each of gemm_items().
+template <typename Fn>
+void for_each_gemm_item(int64_t rows, int64_t cols, int64_t T, int64_t tile_rows, int64_t row_bytes,
+                        ThreadPool& pool, Fn&& fn) {
+  const GemmItems items = gemm_items(rows, T, tile_rows, row_bytes, pool.threads());
+  parallel_for(pool, items.count, rows * cols * T, [&](int64_t i, Arena& arena) {
+    const GemmItems::Item it = items.item(i);
+    fn(it.r0, it.r1, it.t0, it.t1, arena);
   });
 }
 

@@ -4,11 +4,13 @@
 // LoRA adapters (wick/lora.h) join in project() and the norms: each segment (sequence) of a pass
 // may carry its own adapter, and every adapter computation is per row, so rows stay independent.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "base/check.h"
 #include "base/fp16.h"
 #include "kernels/activations.h"
 #include "kernels/dot.h"
@@ -73,7 +75,6 @@ struct Workspace final : PassWorkspace {
     precision = p;
     pool = &thread_pool;
     const int64_t C = g.n_embd;
-    const int64_t D = std::max({g.lora_w, g.lora_a, g.lora_v, g.lora_g, 1});
     auto mk = [&](std::vector<float>& v, int64_t cols) {
       const size_t n = static_cast<size_t>(T * cols);
       if (v.size() < n) v.resize(n);
@@ -81,7 +82,10 @@ struct Workspace final : PassWorkspace {
     for (auto* v : {&x, &xa, &xr, &xw, &xk, &xv, &xaa,  &xg,      &r,  &k,
                     &v, &w,  &a,  &g_, &kk, &y,  &tmpc, &v_first, &xb, &normed})
       mk(*v, C);
-    mk(lora, D);
+    mk(lora_w, std::max(g.lora_w, 1));
+    mk(lora_a, std::max(g.lora_a, 1));
+    mk(lora_g, std::max(g.lora_g, 1));
+    mk(lora_v, std::max(g.lora_v, 1));
     mk(ffn_h, std::max(g.ffn_dim, g.attn_ffn_dim));
   }
   // Scratch of the LoRA adapters' low-rank terms for T rows of rank up to `rank`.
@@ -92,7 +96,8 @@ struct Workspace final : PassWorkspace {
     if (ad_d.size() < d) ad_d.resize(d);
   }
   std::vector<float> x, xa, xr, xw, xk, xv, xaa, xg, r, k, v, w, a, g_, kk, y, tmpc, v_first, xb;
-  std::vector<float> lora, ffn_h, normed;
+  std::vector<float> lora_w, lora_a, lora_g, lora_v;  // the LoRA factors' hidden rows [T, rank]
+  std::vector<float> ffn_h, normed;
   std::vector<Segment> segs;
   std::vector<kernels::Wkv7Segment> wkv_segs;  // a layer's segments for wkv7_segments
   std::vector<int64_t> rows;
@@ -169,38 +174,70 @@ void add_adapter_terms(int64_t in, int64_t out, const float* x, float* y, Worksp
   }
 }
 
+// W x over T rows at Precision::kBf16 / kInt8: the input rows are first rounded (wick/model.h).
+void product_of_rounded(const model::Linear& L, const float* x, int64_t T, float* y,
+                        Workspace& ws) {
+  const int64_t in = L.in_features();
+  const size_t n = static_cast<size_t>(T * in);
+  if (ws.rounded.size() < n) ws.rounded.resize(n);
+  float* rounded = ws.rounded.data();
+  if (ws.precision == Precision::kBf16) {
+    for_each_span(*ws.pool, static_cast<int64_t>(n), [&](int64_t i0, int64_t i1) {
+      base::round_to_bf16(x + i0, rounded + i0, static_cast<size_t>(i1 - i0));
+    });
+    L.apply_bf16_inputs(rounded, T, y, *ws.pool);
+    return;
+  }
+  const size_t ns = static_cast<size_t>(T * kernels::int8_input_blocks(in));
+  if (ws.codes.size() < n) ws.codes.resize(n);
+  if (ws.code_scales.size() < ns) ws.code_scales.resize(ns);
+  kernels::round_inputs_int8(x, T, in, ws.codes.data(), ws.code_scales.data(), *ws.pool);
+  L.apply_int8_inputs(kernels::Int8Inputs{ws.codes.data(), ws.code_scales.data(), T, in}, rounded,
+                      y, *ws.pool);
+}
+
 // A large matrix product (r/k/v/o, FFN key/value, attention q/k/v/o, head): y = W x over T rows,
 // plus the segments' LoRA terms when `target` names an adapted projection of RWKV layer `layer`.
 // With Precision::kBf16 / kInt8 the input rows are first rounded (wick/model.h) for W x; the LoRA
 // branches of the model (Linear::apply directly) and the adapters' terms stay fp32.
+struct Projection {
+  const model::Linear& L;
+  const float* x;
+  float* y;
+  int target = model::kLoraNone;
+};
+
+// Each of the `large` products (Projection above) and Linear::apply of each of `factors` (the
+// model's own LoRA factors, whose inputs stay fp32), every result what those calls give one by
+// one. At fp32 precision they all share one pool job where their matrices are dense
+// (model::apply_all); at the other precisions the large products (their inputs rounded first) run
+// one by one, then the factors as one job.
+void project_all(std::span<const Projection> large, std::span<const model::LinearCall> factors,
+                 int64_t T, Workspace& ws, std::span<const Segment> segs = {}, int layer = -1) {
+  WICK_CHECK(large.size() + factors.size() <= kernels::kMaxMatmulCalls,
+             "project_all takes at most kernels::kMaxMatmulCalls products");
+  std::array<model::LinearCall, kernels::kMaxMatmulCalls> calls;
+  size_t n = 0;
+  for (const Projection& p : large) {
+    if (ws.precision == Precision::kFp32)
+      calls[n++] = {&p.L, p.x, p.y};
+    else
+      product_of_rounded(p.L, p.x, T, p.y, ws);
+  }
+  for (const model::LinearCall& f : factors) calls[n++] = f;
+  model::apply_all(std::span(calls.data(), n), T, *ws.pool);
+  if (ws.any_adapter)
+    for (const Projection& p : large)
+      if (p.target != model::kLoraNone)
+        add_adapter_terms(p.L.in_features(), p.L.out_features(), p.x, p.y, ws, segs, layer,
+                          p.target);
+}
+
+// One large product (Projection above).
 void project(const model::Linear& L, const float* x, int64_t T, float* y, Workspace& ws,
              std::span<const Segment> segs = {}, int layer = -1, int target = model::kLoraNone) {
-  const int64_t in = L.in_features();
-  const size_t n = static_cast<size_t>(T * in);
-  if (ws.precision != Precision::kFp32 && ws.rounded.size() < n) ws.rounded.resize(n);
-  float* rounded = ws.rounded.data();
-  switch (ws.precision) {
-    case Precision::kFp32:
-      L.apply(x, T, y, *ws.pool);
-      break;
-    case Precision::kBf16:
-      for_each_span(*ws.pool, static_cast<int64_t>(n), [&](int64_t i0, int64_t i1) {
-        base::round_to_bf16(x + i0, rounded + i0, static_cast<size_t>(i1 - i0));
-      });
-      L.apply_bf16_inputs(rounded, T, y, *ws.pool);
-      break;
-    case Precision::kInt8: {
-      const size_t ns = static_cast<size_t>(T * kernels::int8_input_blocks(in));
-      if (ws.codes.size() < n) ws.codes.resize(n);
-      if (ws.code_scales.size() < ns) ws.code_scales.resize(ns);
-      kernels::round_inputs_int8(x, T, in, ws.codes.data(), ws.code_scales.data(), *ws.pool);
-      L.apply_int8_inputs(kernels::Int8Inputs{ws.codes.data(), ws.code_scales.data(), T, in},
-                          rounded, y, *ws.pool);
-      break;
-    }
-  }
-  if (ws.any_adapter && target != model::kLoraNone)
-    add_adapter_terms(L.in_features(), L.out_features(), x, y, ws, segs, layer, target);
+  const Projection p{L, x, y, target};
+  project_all(std::span(&p, 1), {}, T, ws, segs, layer);
 }
 
 // The norm vector a segment uses: its adapter's replacement of RWKV layer `layer`'s member, else
@@ -269,29 +306,36 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
   }
 
   float *r = ws.r.data(), *k = ws.k.data(), *v = ws.v.data(), *w = ws.w.data(), *a = ws.a.data();
-  float *gate = ws.g_.data(), *kk = ws.kk.data(), *lora = ws.lora.data(), *tmp = ws.tmpc.data();
+  float *gate = ws.g_.data(), *kk = ws.kk.data(), *tmp = ws.tmpc.data();
   trace_out(trace, kInReceptance, layer, ws.xr.data(), T, C);
   trace_out(trace, kInKey, layer, ws.xk.data(), T, C);
   trace_out(trace, kInValue, layer, ws.xv.data(), T, C);
-  project(*L.receptance, ws.xr.data(), T, r, ws, segs, layer, model::kLoraReceptance);
-  project(*L.key, ws.xk.data(), T, k, ws, segs, layer, model::kLoraKey);
-  project(*L.value, ws.xv.data(), T, v, ws, segs, layer, model::kLoraValue);
-
-  // Decay: w = exp(-e^(-1/2) * sigmoid(w0 + tanh(xw @ w1) @ w2)).
-  L.w1->apply(ws.xw.data(), T, lora, pool);
+  // Every product that reads only the token-shifted inputs, then the LoRA up-projections: each
+  // group one pool job (project_all).
+  float *lw = ws.lora_w.data(), *la = ws.lora_a.data(), *lg = ws.lora_g.data();
+  float* lv = ws.lora_v.data();
+  const Projection large[] = {{*L.receptance, ws.xr.data(), r, model::kLoraReceptance},
+                              {*L.key, ws.xk.data(), k, model::kLoraKey},
+                              {*L.value, ws.xv.data(), v, model::kLoraValue}};
+  const model::LinearCall downs[] = {{L.w1.get(), ws.xw.data(), lw},
+                                     {L.a1.get(), ws.xaa.data(), la},
+                                     {L.g1.get(), ws.xg.data(), lg},
+                                     {L.v1.get(), ws.xv.data(), lv}};
+  // Layer 0 has no value residual (its value is v_first): no v1 / v2.
+  const size_t n_factors = layer == 0 ? 3 : 4;
+  project_all(large, std::span(downs, n_factors), T, ws, segs, layer);
+  // Decay: w = exp(-e^(-1/2) * sigmoid(w0 + tanh(xw @ w1) @ w2)). In-context learning rate:
+  // a = sigmoid(a0 + (xa @ a1) @ a2). Output gate: g = sigmoid(xg @ g1) @ g2. Value residual
+  // gate: sigmoid(v0 + (xv @ v1) @ v2).
   for_each_span(pool, T * L.w1->out_features(), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) lora[i] = std::tanh(lora[i]);
+    for (int64_t i = i0; i < i1; ++i) lw[i] = std::tanh(lw[i]);
   });
-  L.w2->apply(lora, T, w, pool);
-  // In-context learning rate: a = sigmoid(a0 + (xa @ a1) @ a2).
-  L.a1->apply(ws.xaa.data(), T, lora, pool);
-  L.a2->apply(lora, T, a, pool);
-  // Output gate: g = sigmoid(xg @ g1) @ g2.
-  L.g1->apply(ws.xg.data(), T, lora, pool);
   for_each_span(pool, T * L.g1->out_features(), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) lora[i] = sigmoid(lora[i]);
+    for (int64_t i = i0; i < i1; ++i) lg[i] = sigmoid(lg[i]);
   });
-  L.g2->apply(lora, T, gate, pool);
+  const model::LinearCall ups[] = {
+      {L.w2.get(), lw, w}, {L.a2.get(), la, a}, {L.g2.get(), lg, gate}, {L.v2.get(), lv, tmp}};
+  model::apply_all(std::span(ups, n_factors), T, pool);
 
   const bool tracing = trace && *trace;
   std::vector<float> logdecay;
@@ -326,8 +370,6 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
     std::memcpy(ws.v_first.data(), v, T * C * sizeof(float));
     trace_out(trace, "v_first", layer, v, T, C);
   } else {
-    L.v1->apply(ws.xv.data(), T, lora, pool);
-    L.v2->apply(lora, T, tmp, pool);
     for_each_span(pool, T * C, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         const float mix = sigmoid(L.v0[i % C] + tmp[i]);

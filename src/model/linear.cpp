@@ -1,6 +1,9 @@
 #include "model/linear.h"
 
+#include <array>
 #include <cstring>
+
+#include "base/check.h"
 
 namespace wick::model {
 
@@ -19,6 +22,20 @@ std::unique_ptr<Linear> borrow_dense(const void* data, DType dtype, size_t nbyte
   std::memcpy(buf.get(), data, nbytes);
   return std::make_unique<DenseLinear>(kernels::MatrixRef{buf.get(), dtype, out, in},
                                        std::shared_ptr<const void>(buf, buf.get()));
+}
+
+void apply_all(std::span<const LinearCall> calls, int64_t T, kernels::ThreadPool& pool) {
+  WICK_CHECK(calls.size() <= kernels::kMaxMatmulCalls,
+             "apply_all takes at most kernels::kMaxMatmulCalls products");
+  std::array<kernels::MatmulCall, kernels::kMaxMatmulCalls> dense;
+  size_t n = 0;
+  for (const LinearCall& c : calls) {
+    if (const kernels::MatrixRef* w = c.L->dense_matrix())
+      dense[n++] = {*w, c.x, c.y};
+    else
+      c.L->apply(c.x, T, c.y, pool);
+  }
+  if (n > 0) kernels::matmul_all(std::span<const kernels::MatmulCall>(dense.data(), n), T, pool);
 }
 
 }  // namespace wick::model

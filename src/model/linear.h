@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "kernels/int8_inputs.h"
@@ -39,6 +40,9 @@ class Linear {
     kernels::int8_inputs_as_floats(x, scratch, pool);
     apply(scratch, x.T, y, pool);
   }
+  // The matrix when apply() is kernels::matmul() over it (a dense Linear), else null: such
+  // products can share one pool job with others (apply_all below).
+  virtual const kernels::MatrixRef* dense_matrix() const { return nullptr; }
   virtual DType stored_dtype() const = 0;
   // The bytes of weights a product reads (the roofline's bytes per token): the stored bytes,
   // except where an implementation reads a form made at load (model/quant_linear.h).
@@ -63,6 +67,7 @@ class DenseLinear final : public Linear {
                          kernels::ThreadPool& pool) const override {
     kernels::matmul_bf16_inputs(ref_, x, T, y, pool);
   }
+  const kernels::MatrixRef* dense_matrix() const override { return &ref_; }
   DType stored_dtype() const override { return ref_.dtype; }
   uint64_t stored_bytes() const override {
     return static_cast<uint64_t>(ref_.rows * ref_.cols) * dtype_size(ref_.dtype);
@@ -73,6 +78,20 @@ class DenseLinear final : public Linear {
   kernels::MatrixRef ref_;
   std::shared_ptr<const void> storage_;
 };
+
+// One product of apply_all: y [T, out] = x [T, in] . W^T, as L->apply(x, T, y, pool).
+struct LinearCall {
+  const Linear* L = nullptr;
+  const float* x = nullptr;
+  float* y = nullptr;
+};
+// Every call's apply() over the same T rows, each result bit for bit what its apply() alone gives:
+// the dense ones (dense_matrix()) as one pool job (kernels::matmul_all), the others one after
+// another. For the independent products of a pass, which at decode are small enough that a pool
+// job each costs a large share of their time. Every y must be distinct from every x and from the
+// other calls' y. Throws wick::InternalError (WICK_CHECK) for more than kernels::kMaxMatmulCalls
+// calls; otherwise what apply() throws.
+void apply_all(std::span<const LinearCall> calls, int64_t T, kernels::ThreadPool& pool);
 
 // A Linear over a dense [out, in] tensor of a mapped file: borrowed in place when its data is
 // aligned to its element size, else copied once into aligned storage (e.g. an unpadded header).

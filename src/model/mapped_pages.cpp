@@ -15,7 +15,7 @@ size_t on_mapped_pages(const Model::Impl& impl, const void* data, size_t bytes,
                        size_t (io::MappedFile::*op)(const void*, size_t) const) {
   for (const io::TensorSet& set : impl.sources)
     for (const auto& file : set.files())
-      if (const size_t done = (file.get()->*op)(data, bytes); done > 0) return done;
+      if (file->holds(data, bytes)) return (file.get()->*op)(data, bytes);
   return 0;
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -176,11 +177,8 @@ std::vector<const io::TensorView*> input_order(const io::TensorSet& set, bool by
   if (by_offset) {
     auto position = [&set](const io::TensorView* t) {
       size_t file = 0;
-      for (; file < set.files().size(); ++file) {
-        const io::MappedFile& f = *set.files()[file];
-        if (t->data >= f.data() && t->data < f.data() + f.size()) break;
-      }
-      return std::pair{file, t->data};
+      while (file < set.files().size() && !set.files()[file]->holds(t->data, t->nbytes)) ++file;
+      return std::pair{file, reinterpret_cast<uintptr_t>(t->data)};
     };
     std::stable_sort(v.begin(), v.end(), [&](const io::TensorView* a, const io::TensorView* b) {
       return position(a) < position(b);

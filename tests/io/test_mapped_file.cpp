@@ -26,6 +26,18 @@ namespace {
 using test::has_flag;
 using test::vm_flags_of_mapping_holding;
 
+// n bytes of a fixed pseudo-random pattern (each differs from its neighbour), written to `path`
+// (closed on return) and returned.
+std::vector<uint8_t> write_patterned_file(const std::filesystem::path& path, size_t n) {
+  std::vector<uint8_t> bytes(n);
+  for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(i * 2654435761u >> 13);
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(n));
+  out.close();
+  EXPECT_TRUE(out.good()) << "could not write " << path;
+  return bytes;
+}
+
 TEST(MappedFile, AsksForHugePagesOnItsMapping) {
   const auto path = test::scratch_dir() / "huge.bin";
   {
@@ -59,12 +71,7 @@ TEST(MappedFile, AsksForHugePagesOnItsMapping) {
 TEST(MappedFile, ReleasedPagesLeaveMemoryAndReadBackUnchanged) {
   const size_t n = size_t{48} << 20;  // 48 MiB
   const auto path = test::scratch_dir() / "pages.bin";
-  std::vector<uint8_t> bytes(n);
-  for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(i * 2654435761u >> 13);
-  {
-    std::ofstream out(path, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(n));
-  }
+  const std::vector<uint8_t> bytes = write_patterned_file(path, n);
   auto f = MappedFile::open(path.string());
   ASSERT_EQ(f->size(), n);
   // Touch every page, then release all but the first and last partial pages of an odd range.
@@ -89,12 +96,7 @@ TEST(MappedFile, SparseAdviceMarksTheWholePagesOfItsRangeOnly) {
                     "/proc/self/smaps for an advised mapping): there is nothing to check";
   const size_t n = size_t{8} << 20, mib = size_t{1} << 20;
   const auto path = test::scratch_dir() / "sparse.bin";
-  std::vector<uint8_t> bytes(n);
-  for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(i * 2654435761u >> 11);
-  {
-    std::ofstream out(path, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(n));
-  }
+  const std::vector<uint8_t> bytes = write_patterned_file(path, n);
   auto f = MappedFile::open(path.string());
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   // [2 MiB + 100, 6 MiB + 100): the whole pages inside are [2 MiB + page, 6 MiB).
@@ -114,6 +116,25 @@ TEST(MappedFile, SparseAdviceMarksTheWholePagesOfItsRangeOnly) {
   // The advice changes no byte read.
   EXPECT_EQ(std::memcmp(f->data(), bytes.data(), n), 0);
   EXPECT_NE(std::memcmp(f->data() + 3 * mib, bytes.data() + 3 * mib + 1, 4096), 0);
+}
+
+TEST(MappedFile, HoldsExactlyTheRangesInsideItsBytes) {
+  std::vector<uint8_t> own(size_t{1} << 16, 7);
+  const auto borrowed = MappedFile::borrow(own.data() + 16, 4096, "memory");
+  EXPECT_TRUE(borrowed->holds(own.data() + 16, 4096));
+  EXPECT_TRUE(borrowed->holds(own.data() + 100, 4096 - 84));  // ends at the last byte
+  EXPECT_FALSE(borrowed->holds(own.data() + 100, 4096 - 83));  // one byte past it
+  EXPECT_FALSE(borrowed->holds(own.data() + 15, 1));           // one byte before it
+  EXPECT_FALSE(borrowed->holds(own.data() + 16, 4097));
+  EXPECT_FALSE(borrowed->holds(own.data() + 5000, 1));
+  EXPECT_FALSE(borrowed->holds(own.data() + 16, SIZE_MAX));  // no wrap-around
+  const auto path = test::scratch_dir() / "holds.bin";
+  write_patterned_file(path, 8192);
+  const auto f = MappedFile::open(path.string());
+  EXPECT_TRUE(f->holds(f->data(), f->size()));
+  EXPECT_TRUE(f->holds(f->data() + 8191, 1));
+  EXPECT_FALSE(f->holds(f->data() + 8191, 2));
+  EXPECT_FALSE(f->holds(own.data() + 16, 1));  // another object's bytes
 }
 
 TEST(MappedFile, ReleaseIgnoresBorrowedBytesAndRangesOutsideTheMapping) {

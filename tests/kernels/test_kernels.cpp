@@ -16,6 +16,7 @@
 #include "kernels/matmul.h"
 #include "kernels/thread_pool.h"
 #include "kernels/wkv7.h"
+#include "wick/errors.h"
 
 namespace wick::kernels {
 namespace {
@@ -192,6 +193,73 @@ TEST(Kernels, MatmulIsBitIdenticalAcrossPassesDtypesAndThreadCounts) {
   EXPECT_NE(std::memcmp(y2.data(), first.data(), rows * 4), 0);
   EXPECT_EQ(std::memcmp(y2.data() + rows, first.data() + rows, (T - 1) * rows * 4), 0);
   set_test_threads(0);
+}
+
+// Products run as one pool job (matmul_all: the time mix's r/k/v and LoRA factors) give each
+// output bit for bit what matmul() of that product alone gives: mixed dtypes and shapes (one below
+// the size that goes parallel alone), at decode (T = 1), a batch of 7 rows and a prompt of 40,
+// with 1, 2 or 3 threads.
+TEST(Kernels, MatmulAllEqualsEachProductAlone) {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> nd;
+  struct Shape {
+    DType dtype;
+    int64_t rows, cols;
+  };
+  const Shape shapes[] = {{DType::BF16, 64, 136}, {DType::F32, 203, 136}, {DType::F16, 17, 40},
+                          {DType::BF16, 300, 64}, {DType::F32, 9, 200}};
+  constexpr int64_t kMaxT = 40;
+  std::vector<std::vector<uint16_t>> half(std::size(shapes));
+  std::vector<std::vector<float>> full(std::size(shapes)), xs(std::size(shapes));
+  std::vector<MatrixRef> refs;
+  for (size_t i = 0; i < std::size(shapes); ++i) {
+    const Shape& s = shapes[i];
+    full[i].resize(static_cast<size_t>(s.rows * s.cols));
+    for (auto& v : full[i]) v = nd(rng);
+    const void* data = full[i].data();
+    if (s.dtype != DType::F32) {
+      for (float v : full[i]) {
+        uint32_t u;
+        std::memcpy(&u, &v, 4);
+        half[i].push_back(s.dtype == DType::BF16 ? static_cast<uint16_t>(u >> 16)
+                                                 : static_cast<uint16_t>(0x3000 + (u & 0x7ff)));
+      }
+      data = half[i].data();
+    }
+    refs.push_back(MatrixRef{data, s.dtype, s.rows, s.cols});
+    xs[i].resize(static_cast<size_t>(kMaxT * s.cols));
+    for (auto& v : xs[i]) v = nd(rng);
+  }
+  for (int threads : {1, 2, 3}) {
+    set_test_threads(threads);
+    for (int64_t T : {int64_t{1}, int64_t{7}, kMaxT}) {
+      std::vector<std::vector<float>> alone(refs.size()), together(refs.size());
+      std::vector<MatmulCall> calls;
+      for (size_t i = 0; i < refs.size(); ++i) {
+        alone[i].assign(static_cast<size_t>(T * refs[i].rows), 0.f);
+        together[i].assign(alone[i].size(), -1.f);
+        matmul(refs[i], xs[i].data(), T, alone[i].data(), test_pool());
+        calls.push_back({refs[i], xs[i].data(), together[i].data()});
+      }
+      matmul_all(calls, T, test_pool());
+      for (size_t i = 0; i < refs.size(); ++i)
+        ASSERT_EQ(std::memcmp(alone[i].data(), together[i].data(), alone[i].size() * 4), 0)
+            << "product " << i << ", T = " << T << ", threads " << threads;
+      // The comparison can fail: another input for product 1 changes its outputs and no other's.
+      std::vector<float> x2 = xs[1];
+      x2[0] += 1.f;
+      calls[1].x = x2.data();
+      matmul_all(calls, T, test_pool());
+      EXPECT_NE(std::memcmp(alone[1].data(), together[1].data(), alone[1].size() * 4), 0);
+      EXPECT_EQ(std::memcmp(alone[0].data(), together[0].data(), alone[0].size() * 4), 0);
+    }
+  }
+  set_test_threads(0);
+  // More products than one job takes is a bug in the caller.
+  std::vector<float> y(static_cast<size_t>(refs[2].rows));
+  const std::vector<MatmulCall> too_many(kMaxMatmulCalls + 1,
+                                         MatmulCall{refs[2], xs[2].data(), y.data()});
+  EXPECT_THROW(matmul_all(too_many, 1, test_pool()), InternalError);
 }
 
 // Several sequences at once (batched decode and prefill): every segment's state and outputs are
