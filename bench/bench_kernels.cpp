@@ -263,6 +263,31 @@ void BM_Wkv7Segments(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * T * n);
 }
 
+// The time mix's independent products at the 0.1B geometry (r/k/v bf16 768 x 768 and the fp32
+// LoRA down-projections w1, a1, g1, v1 of 64, 64, 128, 32 rows), warm in cache: one pool job each
+// (together = 0) against one job for all (kernels::matmul_all, together = 1), for T inputs. What
+// it isolates is the pool's per-job cost (wake-up, barrier, the last block's imbalance).
+void BM_TimeMixProducts(benchmark::State& state) {
+  const bool together = state.range(0) != 0;
+  const int64_t T = state.range(1), C = 768;
+  std::vector<Matrix> ms;
+  for (int i = 0; i < 3; ++i) ms.push_back(make_matrix(DType::BF16, C, C));
+  for (int64_t rows : {64, 64, 128, 32}) ms.push_back(make_matrix(DType::F32, rows, C));
+  std::vector<float> x(T * C, 0.5f);
+  std::vector<std::vector<float>> ys;
+  std::vector<wick::kernels::MatmulCall> calls;
+  for (const Matrix& m : ms) ys.emplace_back(T * m.ref.rows);
+  for (size_t i = 0; i < ms.size(); ++i) calls.push_back({ms[i].ref, x.data(), ys[i].data()});
+  for (auto _ : state) {
+    if (together) {
+      wick::kernels::matmul_all(calls, T, bench_pool());
+    } else {
+      for (const auto& c : calls) wick::kernels::matmul(c.w, c.x, T, c.y, bench_pool());
+    }
+    benchmark::DoNotOptimize(ys.back().data());
+  }
+}
+
 }  // namespace
 
 BENCHMARK(BM_ReadBandwidth)->UseManualTime()->Unit(benchmark::kMillisecond);
@@ -288,6 +313,7 @@ BENCHMARK_CAPTURE(BM_GemmInt8Outliers, int8_avx512_vnni, wick::kernels::Isa::kAv
 BENCHMARK(BM_FmaPeak)->ArgName("threads")->Arg(1)->Arg(2)->UseManualTime();
 BENCHMARK(BM_GemmBf16Inputs)->Args({768, 768, 64})->Args({3072, 768, 64})->Args({768, 768, 512})->Args({3072, 768, 512})->Args({768, 3072, 512});
 BENCHMARK(BM_Bf16DotPeak)->ArgName("threads")->Arg(1)->Arg(2)->UseManualTime();
+BENCHMARK(BM_TimeMixProducts)->ArgNames({"together", "T"})->Args({0, 1})->Args({1, 1})->Args({0, 16})->Args({1, 16})->UseRealTime();
 BENCHMARK(BM_Wkv7Segments)->Args({12, 1, 1})->Args({12, 64, 1})->Args({12, 1, 16});
 
 BENCHMARK_MAIN();

@@ -370,11 +370,11 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
     std::memcpy(ws.v_first.data(), v, T * C * sizeof(float));
     trace_out(trace, "v_first", layer, v, T, C);
   } else {
-    for_each_span(pool, T * C, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const float mix = sigmoid(L.v0[i % C] + tmp[i]);
-        v[i] = v[i] + (ws.v_first[i] - v[i]) * mix;
-      }
+    for_each_row(pool, T, [&](int64_t t) {
+      float* vt = v + t * C;
+      const float *v0 = L.v0.data(), *gate_in = tmp + t * C, *first = ws.v_first.data() + t * C;
+      for (int64_t c = 0; c < C; ++c)
+        vt[c] = vt[c] + (first[c] - vt[c]) * sigmoid(v0[c] + gate_in[c]);
     });
   }
 
@@ -492,9 +492,8 @@ void attention_block(const AttentionBlockWeights& A, const Geometry& g, int j, i
   float* xa = ws.xa.data();
   layer_norm_rows(x, A.ln1_w, A.ln1_b, xa, T, C, *ws.pool);
   float *q = ws.r.data(), *k = ws.k.data(), *v = ws.v.data(), *y = ws.y.data();
-  project(*A.query, xa, T, q, ws);
-  project(*A.key, xa, T, k, ws);
-  project(*A.value, xa, T, v, ws);
+  const Projection qkv[] = {{*A.query, xa, q}, {*A.key, xa, k}, {*A.value, xa, v}};
+  project_all(qkv, {}, T, ws);
   for (const Segment& s : segs) {
     const size_t o = static_cast<size_t>(s.row0 * C), n = static_cast<size_t>(s.T * C);
     std::memcpy(s.state->k_cache(j) + s.pos0 * C, k + o, n * sizeof(float));
