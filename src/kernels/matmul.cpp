@@ -131,8 +131,8 @@ void matmul_all(std::span<const MatmulCall> calls, int64_t T, ThreadPool& pool) 
       gemv[i] = work::gemv_blocks(w.rows, pool.threads());
       count = gemv[i].count;
     } else {
-      gemm[i] = work::gemm_items(w.rows, T, k.tile_rows, w.cols * int64_t{sizeof(float)},
-                                 pool.threads());
+      gemm[i] =
+          work::gemm_items(w.rows, T, k.tile_rows, w.cols * int64_t{sizeof(float)}, pool.threads());
       count = gemm[i].count;
     }
     first[i + 1] = first[i] + count;
