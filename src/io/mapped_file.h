@@ -29,7 +29,8 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
   // Whether [p, p + n) lies inside this object's bytes (mapped or borrowed), compared as addresses
-  // (so a pointer into any other object may be asked about). Thread-safe.
+  // (so a pointer into any other object may be asked about). An empty range (n = 0) is held from
+  // data() to data() + size(), both ends included. Thread-safe.
   bool holds(const void* p, size_t n) const;
 
   // Gives the memory of the whole pages inside [p, p + n) back to the system (madvise

@@ -105,6 +105,7 @@ void gemm_item(const DotKernels& k, const MatrixRef& w, const float* x, float* y
 void check_dense(const MatrixRef& w) {
   WICK_CHECK(w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16,
              "the loader only builds F32/F16/BF16 matrices");
+  WICK_CHECK(w.rows >= 1 && w.cols >= 1, "the loader only builds matrices with rows and columns");
 }
 
 }  // namespace
@@ -116,6 +117,7 @@ void matmul(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool&
 
 void matmul_all(std::span<const MatmulCall> calls, int64_t T, ThreadPool& pool) {
   WICK_CHECK(calls.size() <= kMaxMatmulCalls, "matmul_all takes at most kMaxMatmulCalls products");
+  WICK_CHECK(T >= 1, "a matrix product has at least one input row");
   const DotKernels& k = dot_kernels();
   // Each product's own blocking (what matmul() alone uses), and the first block of the job that is
   // its: first[i] <= b < first[i + 1].

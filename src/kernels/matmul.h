@@ -28,6 +28,7 @@ struct MatrixRef {
 class ThreadPool;
 
 // `pool` runs the blocks (and holds their scratch); one caller at a time (kernels/thread_pool.h).
+// T >= 1, w.rows >= 1, w.cols >= 1 (WICK_CHECK).
 void matmul(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool& pool);
 
 // One product of a group (matmul_all): y = x . w^T over the group's T inputs, x [T, w.cols] and
@@ -44,8 +45,9 @@ inline constexpr size_t kMaxMatmulCalls = 16;
 // blocks (GEMV) or work items (GEMM) of all the products are shared out together, so independent
 // products of a pass - the time mix's r/k/v and LoRA factors at decode, where a 64-row GEMV is a
 // few microseconds - pay one wake-up and one barrier instead of one each, and a thread that
-// finishes one product's blocks goes on to the next product's. Every y must be distinct from every
-// x and from the other calls' y (the products run concurrently). Throws wick::InternalError
+// finishes one product's blocks goes on to the next product's. No call's y may overlap any call's
+// x or another call's y (the products run concurrently); T >= 1, and every matrix has rows >= 1
+// and cols >= 1, as for matmul(). Throws wick::InternalError
 // (WICK_CHECK, base/check.h) for more than kMaxMatmulCalls calls or a matrix that is not
 // F32/F16/BF16, before any product runs.
 void matmul_all(std::span<const MatmulCall> calls, int64_t T, ThreadPool& pool);

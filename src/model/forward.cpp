@@ -1,8 +1,10 @@
 // The x070 block arithmetic (docs/x070-math.md §3-4), written once over T rows. The parallel pass
 // runs it with T = prompt length (GEMMs, the WKV recurrence looped inside one kernel); the
-// recurrent step runs it with T = 1 (GEMVs). Both read weights only through Linear::apply.
-// LoRA adapters (wick/lora.h) join in project() and the norms: each segment (sequence) of a pass
-// may carry its own adapter, and every adapter computation is per row, so rows stay independent.
+// recurrent step runs it with T = 1 (GEMVs). Both read weights only through Linear (apply, or
+// model::apply_all for independent products, which runs the dense ones as one pool job).
+// LoRA adapters (wick/lora.h) join in project_all() and the norms: each segment (sequence) of a
+// pass may carry its own adapter, and every adapter computation is per row, so rows stay
+// independent.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -174,9 +176,11 @@ void add_adapter_terms(int64_t in, int64_t out, const float* x, float* y, Worksp
   }
 }
 
-// W x over T rows at Precision::kBf16 / kInt8: the input rows are first rounded (wick/model.h).
+// W x over T rows at Precision::kBf16 / kInt8 (not kFp32): the input rows are first rounded
+// (wick/model.h).
 void product_of_rounded(const model::Linear& L, const float* x, int64_t T, float* y,
                         Workspace& ws) {
+  WICK_CHECK(ws.precision != Precision::kFp32, "fp32 inputs are not rounded");
   const int64_t in = L.in_features();
   const size_t n = static_cast<size_t>(T * in);
   if (ws.rounded.size() < n) ws.rounded.resize(n);
@@ -322,7 +326,8 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
                                      {L.g1.get(), ws.xg.data(), lg},
                                      {L.v1.get(), ws.xv.data(), lv}};
   // Layer 0 has no value residual (its value is v_first): no v1 / v2.
-  const size_t n_factors = layer == 0 ? 3 : 4;
+  const bool value_residual = layer != 0;
+  const size_t n_factors = value_residual ? 4 : 3;
   project_all(large, std::span(downs, n_factors), T, ws, segs, layer);
   // Decay: w = exp(-e^(-1/2) * sigmoid(w0 + tanh(xw @ w1) @ w2)). In-context learning rate:
   // a = sigmoid(a0 + (xa @ a1) @ a2). Output gate: g = sigmoid(xg @ g1) @ g2. Value residual
@@ -366,7 +371,7 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
   });
 
   // Value residual: layer 0 remembers its value; later layers mix towards it.
-  if (layer == 0) {
+  if (!value_residual) {
     std::memcpy(ws.v_first.data(), v, T * C * sizeof(float));
     trace_out(trace, "v_first", layer, v, T, C);
   } else {

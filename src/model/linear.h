@@ -41,7 +41,7 @@ class Linear {
     apply(scratch, x.T, y, pool);
   }
   // The matrix when apply() is kernels::matmul() over it (a dense Linear), else null: such
-  // products can share one pool job with others (apply_all below).
+  // products can share one pool job with others (apply_all below). Valid as long as the Linear.
   virtual const kernels::MatrixRef* dense_matrix() const { return nullptr; }
   virtual DType stored_dtype() const = 0;
   // The bytes of weights a product reads (the roofline's bytes per token): the stored bytes,
@@ -88,8 +88,8 @@ struct LinearCall {
 // Every call's apply() over the same T rows, each result bit for bit what its apply() alone gives:
 // the dense ones (dense_matrix()) as one pool job (kernels::matmul_all), the others one after
 // another. For the independent products of a pass, which at decode are small enough that a pool
-// job each costs a large share of their time. Every y must be distinct from every x and from the
-// other calls' y. Throws wick::InternalError (WICK_CHECK) for more than kernels::kMaxMatmulCalls
+// job each costs a large share of their time. No call's y may overlap any call's x or another
+// call's y. Throws wick::InternalError (WICK_CHECK) for more than kernels::kMaxMatmulCalls
 // calls; otherwise what apply() throws.
 void apply_all(std::span<const LinearCall> calls, int64_t T, kernels::ThreadPool& pool);
 

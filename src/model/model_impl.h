@@ -23,11 +23,11 @@ struct Model::Impl {
 
 namespace model {
 
-// Runs `op` (io::MappedFile::release_pages or io::MappedFile::advise_sparse) on the mapped files
-// among `impl`'s sources in turn until one covers part of [data, data + bytes), and returns what
-// that call returned: the bytes covered, 0 when none did (heap copies, the embedded default model,
-// a range of less than a page, a refused madvise). Thread-safe as `op` is; not while `impl`'s
-// sources change.
+// Runs `op` (io::MappedFile::release_pages or io::MappedFile::advise_sparse) on the file among
+// `impl`'s sources that holds all of [data, data + bytes) (io::MappedFile::holds), and returns what
+// that call returned: the bytes covered, 0 when no file holds the range (heap copies, the embedded
+// default model) or the call covered none (borrowed bytes, less than a page, a refused madvise).
+// Thread-safe as `op` is; not while `impl`'s sources change.
 size_t on_mapped_pages(const Model::Impl& impl, const void* data, size_t bytes,
                        size_t (io::MappedFile::*op)(const void*, size_t) const);
 

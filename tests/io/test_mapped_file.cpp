@@ -134,6 +134,8 @@ TEST(MappedFile, HoldsExactlyTheRangesInsideItsBytes) {
   EXPECT_TRUE(f->holds(f->data(), f->size()));
   EXPECT_TRUE(f->holds(f->data() + 8191, 1));
   EXPECT_FALSE(f->holds(f->data() + 8191, 2));
+  EXPECT_TRUE(f->holds(f->data() + f->size(), 0));  // an empty range at the end
+  EXPECT_FALSE(f->holds(f->data() + f->size() + 1, 0));
   EXPECT_FALSE(f->holds(own.data() + 16, 1));  // another object's bytes
 }
 

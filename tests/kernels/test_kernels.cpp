@@ -197,8 +197,8 @@ TEST(Kernels, MatmulIsBitIdenticalAcrossPassesDtypesAndThreadCounts) {
 
 // Products run as one pool job (matmul_all: the time mix's r/k/v and LoRA factors) give each
 // output bit for bit what matmul() of that product alone gives: mixed dtypes and shapes (one below
-// the size that goes parallel alone), at decode (T = 1), a batch of 7 rows and a prompt of 40,
-// with 1, 2 or 3 threads.
+// the size that goes parallel alone), at decode (T = 1), a batch of 7 rows, a prompt of 40 and one
+// of 100 (whose work items also split the inputs into spans), with 1, 2 or 3 threads.
 TEST(Kernels, MatmulAllEqualsEachProductAlone) {
   std::mt19937 rng(21);
   std::normal_distribution<float> nd;
@@ -208,7 +208,7 @@ TEST(Kernels, MatmulAllEqualsEachProductAlone) {
   };
   const Shape shapes[] = {{DType::BF16, 64, 136}, {DType::F32, 203, 136}, {DType::F16, 17, 40},
                           {DType::BF16, 300, 64}, {DType::F32, 9, 200}};
-  constexpr int64_t kMaxT = 40;
+  constexpr int64_t kMaxT = 100;
   std::vector<std::vector<uint16_t>> half(std::size(shapes));
   std::vector<std::vector<float>> full(std::size(shapes)), xs(std::size(shapes));
   std::vector<MatrixRef> refs;
@@ -232,7 +232,7 @@ TEST(Kernels, MatmulAllEqualsEachProductAlone) {
   }
   for (int threads : {1, 2, 3}) {
     set_test_threads(threads);
-    for (int64_t T : {int64_t{1}, int64_t{7}, kMaxT}) {
+    for (int64_t T : {int64_t{1}, int64_t{7}, int64_t{40}, kMaxT}) {
       std::vector<std::vector<float>> alone(refs.size()), together(refs.size());
       std::vector<MatmulCall> calls;
       for (size_t i = 0; i < refs.size(); ++i) {
@@ -255,11 +255,24 @@ TEST(Kernels, MatmulAllEqualsEachProductAlone) {
     }
   }
   set_test_threads(0);
-  // More products than one job takes is a bug in the caller.
-  std::vector<float> y(static_cast<size_t>(refs[2].rows));
-  const std::vector<MatmulCall> too_many(kMaxMatmulCalls + 1,
-                                         MatmulCall{refs[2], xs[2].data(), y.data()});
-  EXPECT_THROW(matmul_all(too_many, 1, test_pool()), InternalError);
+  // As many products as one job takes run (each into its own y); one more, or a matrix of another
+  // dtype, is a bug in the caller, caught before any product runs.
+  std::vector<std::vector<float>> ys(kMaxMatmulCalls + 1,
+                                     std::vector<float>(static_cast<size_t>(refs[2].rows), -1.f));
+  std::vector<MatmulCall> most;
+  for (size_t i = 0; i < kMaxMatmulCalls; ++i) most.push_back({refs[2], xs[2].data(), ys[i].data()});
+  matmul_all(most, 1, test_pool());
+  std::vector<float> y2(ys[0].size());
+  matmul(refs[2], xs[2].data(), 1, y2.data(), test_pool());
+  EXPECT_EQ(ys[kMaxMatmulCalls - 1], y2);
+  for (auto& y : ys) std::fill(y.begin(), y.end(), -1.f);
+  most.push_back({refs[2], xs[2].data(), ys[kMaxMatmulCalls].data()});
+  EXPECT_THROW(matmul_all(most, 1, test_pool()), InternalError);
+  const MatmulCall wrong_dtype[] = {{refs[2], xs[2].data(), ys[0].data()},
+                                    {MatrixRef{refs[2].data, DType::I8, refs[2].rows, refs[2].cols},
+                                     xs[2].data(), ys[1].data()}};
+  EXPECT_THROW(matmul_all(wrong_dtype, 1, test_pool()), InternalError);
+  for (const auto& y : ys) EXPECT_EQ(y, std::vector<float>(y.size(), -1.f));  // nothing ran
 }
 
 // Several sequences at once (batched decode and prefill): every segment's state and outputs are
