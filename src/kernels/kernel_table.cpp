@@ -14,6 +14,7 @@ KernelTable kernel_table_for(Isa isa) {
                      &qmat::int8_input_kernels_for(isa),
                      attention_kernels_for(isa),
                      sampler_loops_for(isa),
+                     gate_loops_for(isa),
                      bf16_dot_kernels_for(isa)};
 }
 
@@ -30,7 +31,8 @@ std::vector<std::pair<std::string, std::string>> KernelTable::describe() const {
           {"packed-int8", packed_int8->name},
           {"wkv", wkv7_head_kernel_name(isa, 64)},
           {"attention", attention.name},
-          {"sampler", sampler.name}};
+          {"sampler", sampler.name},
+          {"gates", gates.name}};
 }
 
 }  // namespace wick::kernels

@@ -2,9 +2,9 @@
 // active_isa(), looked up once (thread-safe) from each family's own rule (dot_kernels_for,
 // int8::kernels_for, qmat::kernels_for, attention / sampler choices, wkv7_head_kernel) and used
 // by every dispatching entry point (dot_kernels(), qmatmul(), int8_matmul(), attention_kernels(),
-// sampler_loops()). describe() names each family's variant for `wick info` and logs, since a
-// family may run a lower level than the ISA (the attention and sampler loops use their AVX2 build
-// on AVX-512 CPUs; INT8 needs VNNI for its AVX-512 kernel).
+// sampler_loops(), gate_loops()). describe() names each family's variant for `wick info` and logs,
+// since a family may run a lower level than the ISA (the attention and sampler loops use their AVX2
+// build on AVX-512 CPUs; INT8 needs VNNI for its AVX-512 kernel).
 #pragma once
 
 #include <string>
@@ -14,6 +14,7 @@
 #include "kernels/attention_kernels.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dot.h"
+#include "kernels/gate_loops.h"
 #include "kernels/sampler_loops.h"
 
 namespace wick::kernels {
@@ -34,10 +35,12 @@ struct KernelTable {
   const qmat::Int8InputKernels* packed_int8;  // Precision::kInt8 integer sb6 / sym products
   const AttentionKernels& attention;          // RWKV-X softmax attention inner loops
   const SamplerLoops& sampler;                // the sampler's passes over V
+  const GateLoops& gates;                     // the time mix's decay and gates (e^x)
   const Bf16DotKernels* bf16_dot;             // Precision::kBf16 products of bf16 weights, or null
   // (family, variant) in a fixed order: dot, bf16-dot, int8, packed, packed-int8, wkv (head size
-  // 64), attention, sampler; variants "scalar", "avx2", "avx512", "avx512-vnni", "avx512-bf16", and
-  // "fp32-dot" for bf16-dot where the CPU has no BF16 dot product (the dot kernels serve).
+  // 64), attention, sampler, gates; variants "scalar", "avx2", "avx512", "avx512-vnni",
+  // "avx512-bf16", and "fp32-dot" for bf16-dot where the CPU has no BF16 dot product (the dot
+  // kernels serve).
   std::vector<std::pair<std::string, std::string>> describe() const;
 };
 

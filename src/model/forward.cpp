@@ -16,6 +16,8 @@
 #include "base/fp16.h"
 #include "kernels/activations.h"
 #include "kernels/dot.h"
+#include "kernels/exp_math.h"
+#include "kernels/gate_loops.h"
 #include "kernels/int8_inputs.h"
 #include "kernels/norm.h"
 #include "kernels/thread_pool.h"
@@ -49,11 +51,9 @@ const std::string_view kInHead = model::input_trace(&ModelWeights::head);
 constexpr double kLayerNormEps = 1e-5;
 constexpr double kGroupNormEps = 64e-5;  // deliberate constant (docs/x070-math.md §1.3)
 constexpr float kL2NormEps = 1e-12f;
-constexpr float kDecayScale = 0.6065306597126334f;  // e^(-1/2)
+using kernels::kDecayScale;
 
-inline float sigmoid(float x) {
-  return 1.f / (1.f + std::exp(-x));
-}
+using kernels::sigmoid;
 
 // One sequence of a (possibly batched) pass: its rows [row0, row0 + T) of the workspace and the
 // state it continues. Rows of all segments go through every matrix product together (one GEMM);
@@ -335,8 +335,9 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
   for_each_span(pool, T * L.w1->out_features(), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) lw[i] = std::tanh(lw[i]);
   });
+  const kernels::GateLoops& gates = kernels::gate_loops();
   for_each_span(pool, T * L.g1->out_features(), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) lg[i] = sigmoid(lg[i]);
+    gates.sigmoid_in_place(lg + i0, static_cast<size_t>(i1 - i0));
   });
   const model::LinearCall ups[] = {
       {L.w2.get(), lw, w}, {L.a2.get(), la, a}, {L.g2.get(), lg, gate}, {L.v2.get(), lv, tmp}};
@@ -350,14 +351,11 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
     float* at = a + t * C;
     float* kt = k + t * C;
     float* kkt = kk + t * C;
-    for (int64_t c = 0; c < C; ++c) {
-      const float dw = L.w0[c] + wt[c];
-      const float sg = sigmoid(dw);
-      if (tracing) logdecay[t * C + c] = std::log(kDecayScale * sg);
-      wt[c] = std::exp(-kDecayScale * sg);
-      at[c] = sigmoid(L.a0[c] + at[c]);
-      kkt[c] = kt[c] * L.k_k[c];
-    }
+    if (tracing)
+      for (int64_t c = 0; c < C; ++c)
+        logdecay[t * C + c] = std::log(kDecayScale * sigmoid(L.w0[c] + wt[c]));
+    gates.decay_rate_key(L.w0.data(), L.a0.data(), L.k_k.data(), kt, wt, at, kkt,
+                         static_cast<size_t>(C));
     // Removal key: per-head L2 normalisation (floor 1e-12 on the norm, as F.normalize).
     for (int h = 0; h < H; ++h) {
       float* u = kkt + h * N;
@@ -376,10 +374,8 @@ void time_mix(const LayerWeights& L, const Geometry& g, int layer, int64_t T,
     trace_out(trace, "v_first", layer, v, T, C);
   } else {
     for_each_row(pool, T, [&](int64_t t) {
-      float* vt = v + t * C;
-      const float *v0 = L.v0.data(), *gate_in = tmp + t * C, *first = ws.v_first.data() + t * C;
-      for (int64_t c = 0; c < C; ++c)
-        vt[c] = vt[c] + (first[c] - vt[c]) * sigmoid(v0[c] + gate_in[c]);
+      gates.value_residual(L.v0.data(), tmp + t * C, ws.v_first.data() + t * C, v + t * C,
+                           static_cast<size_t>(C));
     });
   }
 

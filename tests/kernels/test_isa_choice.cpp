@@ -74,14 +74,16 @@ TEST(KernelTable, OneTableNamesEveryFamily) {
   EXPECT_EQ(&t.dot, &dot_kernels());
   EXPECT_EQ(&t.attention, &attention_kernels());
   EXPECT_EQ(&t.sampler, &sampler_loops());
+  EXPECT_EQ(&t.gates, &gate_loops());
   EXPECT_EQ(t.bf16_dot, bf16_dot_kernels());
   const auto d = t.describe();
-  ASSERT_EQ(d.size(), 8u);
-  const char* families[] = {"dot",         "bf16-dot", "int8",      "packed",
-                            "packed-int8", "wkv",      "attention", "sampler"};
+  ASSERT_EQ(d.size(), 9u);
+  const char* families[] = {"dot", "bf16-dot",  "int8",    "packed", "packed-int8",
+                            "wkv", "attention", "sampler", "gates"};
   for (size_t i = 0; i < d.size(); ++i) EXPECT_EQ(d[i].first, families[i]);
   EXPECT_EQ(d[0].second, isa_name(active_isa()));
   EXPECT_EQ(d[3].second, isa_name(active_isa()));
+  EXPECT_EQ(d[8].second, isa_name(active_isa()));
   // The BF16 dot product exactly where AVX-512 runs on a CPU with AVX512_BF16.
   const bool bf16 = active_isa() == Isa::kAvx512 && cpu_has_avx512_bf16();
   EXPECT_EQ(d[1].second, bf16 ? "avx512-bf16" : "fp32-dot");
