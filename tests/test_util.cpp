@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <cstdlib>
 #include <limits>
 #include <unistd.h>
@@ -127,6 +128,14 @@ std::string from_hex(const std::string& hex) {
     out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
   }
   return out;
+}
+
+std::vector<float> random_normal(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd;
+  std::vector<float> v(n);
+  for (auto& f : v) f = nd(rng);
+  return v;
 }
 
 double max_abs_diff(const float* a, const float* b, size_t n) {

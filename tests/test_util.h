@@ -64,6 +64,10 @@ std::vector<nlohmann::json> read_jsonl(const std::string& rel);
 // "c3a9" -> the bytes 0xc3 0xa9.
 std::string from_hex(const std::string& hex);
 
+// n values drawn from the standard normal distribution, seeded (the same n and seed give the same
+// values).
+std::vector<float> random_normal(size_t n, uint32_t seed);
+
 // max |a[i] - b[i]|; the sizes must match.
 double max_abs_diff(const float* a, const float* b, size_t n);
 inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {

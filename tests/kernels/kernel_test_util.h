@@ -23,6 +23,13 @@ struct BitHash {
   }
 };
 
+// The bit pattern of a float.
+inline uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
 // Whether this CPU runs `isa`'s kernels.
 inline bool this_cpu_has(Isa isa) {
   return static_cast<int>(isa) <= static_cast<int>(best_supported_isa());

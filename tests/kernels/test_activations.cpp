@@ -8,16 +8,11 @@
 #include <random>
 #include <vector>
 
+#include "kernel_test_util.h"
 #include "kernels/activations.h"
 
 namespace wick::kernels {
 namespace {
-
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
 
 TEST(Activations, ReluSquaredMatchesTheSelectExpressionBitForBit) {
   const float inf = std::numeric_limits<float>::infinity();

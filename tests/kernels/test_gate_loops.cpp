@@ -17,12 +17,6 @@
 namespace wick::kernels {
 namespace {
 
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-
 double logistic(double x) {
   return 1.0 / (1.0 + std::exp(-x));
 }

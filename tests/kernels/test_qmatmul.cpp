@@ -253,11 +253,7 @@ std::vector<std::unique_ptr<Packed>> all_layouts(int64_t rows, int64_t cols, uin
 }
 
 std::vector<float> random_inputs(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd;
-  std::vector<float> x(n);
-  for (auto& v : x) v = nd(rng);
-  return x;
+  return test::random_normal(static_cast<size_t>(n), seed);
 }
 
 // |got - float64(W) @ x| <= 1e-5 * sum |W x| (+ a floor far below any weight x input here).

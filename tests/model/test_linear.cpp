@@ -5,7 +5,6 @@
 
 #include <cstring>
 #include <memory>
-#include <random>
 #include <vector>
 
 #include "kernels/int8_matmul.h"
@@ -16,24 +15,17 @@
 namespace wick::model {
 namespace {
 
+using test::random_normal;
 using test::test_pool;
-
-std::vector<float> random_values(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd;
-  std::vector<float> v(n);
-  for (auto& f : v) f = nd(rng);
-  return v;
-}
 
 TEST(Linear, ApplyAllEqualsEachApplyAlone) {
   const int64_t in = 96;
   std::vector<std::unique_ptr<Linear>> linears;
-  linears.push_back(DenseLinear::owned_f32(random_values(64 * in, 1), 64, in));
-  const std::vector<float> q_src = random_values(40 * in, 2);
+  linears.push_back(DenseLinear::owned_f32(random_normal(64 * in, 1), 64, in));
+  const std::vector<float> q_src = random_normal(40 * in, 2);
   linears.push_back(std::make_unique<Int8Linear>(kernels::quantize_matrix_int8(
       kernels::MatrixRef{q_src.data(), DType::F32, 40, in}, test_pool())));
-  linears.push_back(DenseLinear::owned_f32(random_values(130 * in, 3), 130, in));
+  linears.push_back(DenseLinear::owned_f32(random_normal(130 * in, 3), 130, in));
   ASSERT_NE(linears[0]->dense_matrix(), nullptr);
   ASSERT_EQ(linears[1]->dense_matrix(), nullptr);  // runs on its own, through apply()
   for (const int64_t T : {int64_t{1}, int64_t{9}}) {
@@ -41,7 +33,7 @@ TEST(Linear, ApplyAllEqualsEachApplyAlone) {
     std::vector<LinearCall> calls;
     for (size_t i = 0; i < linears.size(); ++i) {
       const Linear& L = *linears[i];
-      xs.push_back(random_values(static_cast<size_t>(T * in), 10 + static_cast<uint32_t>(i)));
+      xs.push_back(random_normal(static_cast<size_t>(T * in), 10 + static_cast<uint32_t>(i)));
       alone.emplace_back(static_cast<size_t>(T * L.out_features()));
       together.emplace_back(alone.back().size(), -1.f);
       L.apply(xs[i].data(), T, alone[i].data(), test_pool());
