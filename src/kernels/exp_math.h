@@ -2,18 +2,22 @@
 // sampler's passes over all ids (kernels/sampler_math.h) and the time mix's gates
 // (kernels/gate_loops.h). One definition, so every loop that uses them agrees bit for bit. Every
 // operation rounds on its own: the files that use them are compiled with -ffp-contract=off (no
-// fused multiply-add), whatever the instruction set.
+// fused multiply-add), whatever the instruction set. The functions have internal linkage (an
+// unnamed namespace): each file compiled for its own instruction set keeps its own copy, so the
+// linker can never hand a baseline caller one compiled for AVX-512.
 #pragma once
 
 #include <bit>
 #include <cstdint>
 
 namespace wick::kernels {
+namespace {
 
 // e^x for x in [-100, 0] (callers clamp: -inf and NaN become -100), f32, branch-free so that
 // loops over it vectorise. Cephes expf: x = n ln2 + r with |r| <= ln2/2, degree-6 polynomial for
 // e^r, times 2^n built from the exponent bits; 2^n is 0 for n <= -127 (x below about -87.7), so
-// the clamped values give exactly 0. Relative error < 1e-7 against exp(); monotone (checked over
+// the clamped values give exactly 0. NaN gives NaN (the exponent bits are shifted unsigned, so no
+// input overflows a signed shift). Relative error < 1e-7 against exp(); monotone (checked over
 // every float in [-100, 0]).
 inline float exp_clamped(float x) {
   const float t =
@@ -32,7 +36,7 @@ inline float exp_clamped(float x) {
   y = y * r2 + r + 1.0f;
   int32_t biased = ni + 127;
   biased = biased > 0 ? biased : 0;  // 2^n below the normal range -> 0
-  return y * std::bit_cast<float>(biased << 23);
+  return y * std::bit_cast<float>(static_cast<uint32_t>(biased) << 23);
 }
 
 // 1 / (1 + e^-x) for any float x, from e = e^-|x| (exp_clamped; below -100 it is 0 in f32
@@ -47,4 +51,5 @@ inline float sigmoid(float x) {
   return x < 0.f ? e * inv : inv;
 }
 
+}  // namespace
 }  // namespace wick::kernels

@@ -21,7 +21,7 @@ namespace wick::kernels {
 inline constexpr float kDecayScale = 0.6065306597126334f;
 
 struct GateLoops {
-  // For c < n, with d = e^(-1/2): w[c] = exp(-d * sigmoid(w0[c] + w[c])) (the decay, in place),
+  // For c < n: w[c] = exp(-kDecayScale * sigmoid(w0[c] + w[c])) (the decay, in place),
   // a[c] = sigmoid(a0[c] + a[c]) (the in-context learning rate, in place) and kk[c] = k[c] *
   // k_k[c] (the removal key before its normalisation).
   void (*decay_rate_key)(const float* w0, const float* a0, const float* k_k, const float* k,

@@ -70,6 +70,16 @@ GateInputs make_inputs(size_t n, uint32_t seed) {
     v->resize(n);
     for (auto& f : *v) f = nd(rng);
   }
+  // The ends of the logistic's range on its input paths (the -100 clamp, e^-|x| underflowing near
+  // -87.7, saturation, infinities), one per element, never two infinities that would meet.
+  const float inf = std::numeric_limits<float>::infinity();
+  const float edges[] = {-inf, inf, -200.f, 200.f, -100.f, 100.f, -87.5f, 87.5f, -88.f, 1e-30f};
+  for (size_t i = 0; i < n && i < std::size(edges); ++i) {
+    in.w[i] = edges[i];
+    in.a[(i + 3) % n] = edges[i];
+    in.gate_in[(i + 5) % n] = edges[i];
+    in.g[i] = edges[i];
+  }
   return in;
 }
 
@@ -116,7 +126,7 @@ TEST(GateLoops, EveryIsaGivesTheBaselineBitsAndTheFormulas) {
   // The comparison can fail: another input changes the outputs.
   GateInputs other = make_inputs(37, 42);
   const std::vector<float> a = run_gates(gate_loops_scalar(), other);
-  other.w[3] += 1.f;
+  other.w[20] += 1.f;  // (past the edge values)
   EXPECT_NE(run_gates(gate_loops_scalar(), other), a);
 }
 
