@@ -115,41 +115,59 @@ void matmul(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool&
   matmul_all(std::span<const MatmulCall>(&call, 1), T, pool);
 }
 
-void matmul_all(std::span<const MatmulCall> calls, int64_t T, ThreadPool& pool) {
-  WICK_CHECK(calls.size() <= kMaxMatmulCalls, "matmul_all takes at most kMaxMatmulCalls products");
-  WICK_CHECK(T >= 1, "a matrix product has at least one input row");
-  const DotKernels& k = dot_kernels();
-  // Each product's own blocking (what matmul() alone uses), and the first block of the job that is
-  // its: first[i] <= b < first[i + 1].
-  std::array<int64_t, kMaxMatmulCalls + 1> first{};
-  std::array<GemvBlocks, kMaxMatmulCalls> gemv{};
-  std::array<GemmItems, kMaxMatmulCalls> gemm{};
+namespace {
+
+// The products' work in one pool job: each product split as `plan(w)` splits it (what matmul()
+// alone does), `step(call, blocks, j, arena)` running its block j. Only the first calls.size()
+// entries of the plans are filled; none is initialised before (this runs once per product call).
+template <typename Plan, typename Step>
+void share_out(std::span<const MatmulCall> calls, ThreadPool& pool, int64_t T, Plan plan,
+               Step step) {
+  using Blocks = decltype(plan(calls[0].w));
+  std::array<Blocks, kMaxMatmulCalls> blocks;
+  // The first block of the job that is product i's: first[i] <= b < first[i + 1].
+  std::array<int64_t, kMaxMatmulCalls + 1> first;
+  first[0] = 0;
   int64_t work_total = 0;
   for (size_t i = 0; i < calls.size(); ++i) {
     const MatrixRef& w = calls[i].w;
     check_dense(w);
-    int64_t count = 0;
-    if (T == 1) {
-      gemv[i] = work::gemv_blocks(w.rows, pool.threads());
-      count = gemv[i].count;
-    } else {
-      gemm[i] =
-          work::gemm_items(w.rows, T, k.tile_rows, w.cols * int64_t{sizeof(float)}, pool.threads());
-      count = gemm[i].count;
-    }
-    first[i + 1] = first[i] + count;
+    blocks[i] = plan(w);
+    first[i + 1] = first[i] + blocks[i].count;
     work_total += w.rows * w.cols * T;
   }
-  const size_t n = calls.size();
-  parallel_for(pool, first[n], work_total, [&](int64_t b, Arena& arena) {
+  parallel_for(pool, first[calls.size()], work_total, [&](int64_t b, Arena& arena) {
     size_t i = 0;
     while (b >= first[i + 1]) ++i;
-    const MatmulCall& c = calls[i];
-    const int64_t j = b - first[i];
-    if (T == 1) return gemv_block(k, c.w, c.x, gemv[i].r0(j), gemv[i].r1(j), c.y);
-    const GemmItems::Item it = gemm[i].item(j);
-    gemm_item(k, c.w, c.x, c.y, it.r0, it.r1, it.t0, it.t1, arena);
+    step(calls[i], blocks[i], b - first[i], arena);
   });
+}
+
+}  // namespace
+
+void matmul_all(std::span<const MatmulCall> calls, int64_t T, ThreadPool& pool) {
+  WICK_CHECK(calls.size() <= kMaxMatmulCalls, "matmul_all takes at most kMaxMatmulCalls products");
+  WICK_CHECK(T >= 1, "a matrix product has at least one input row");
+  if (calls.empty()) return;
+  const DotKernels& k = dot_kernels();
+  const int threads = pool.threads();
+  if (T == 1) {
+    share_out(
+        calls, pool, T, [&](const MatrixRef& w) { return work::gemv_blocks(w.rows, threads); },
+        [&](const MatmulCall& c, const GemvBlocks& g, int64_t j, Arena&) {
+          gemv_block(k, c.w, c.x, g.r0(j), g.r1(j), c.y);
+        });
+    return;
+  }
+  share_out(
+      calls, pool, T,
+      [&](const MatrixRef& w) {
+        return work::gemm_items(w.rows, T, k.tile_rows, w.cols * int64_t{sizeof(float)}, threads);
+      },
+      [&](const MatmulCall& c, const GemmItems& g, int64_t j, Arena& arena) {
+        const GemmItems::Item it = g.item(j);
+        gemm_item(k, c.w, c.x, c.y, it.r0, it.r1, it.t0, it.t1, arena);
+      });
 }
 
 void matmul_bf16_inputs(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool& pool) {

@@ -32,8 +32,9 @@ constexpr int64_t kGemmItemsPerThread = 4;
 constexpr int64_t kGemmMinInputs = 32;
 
 // How a GEMV of a matrix of `rows` outputs splits into blocks of rows (see kGemvBlockRows).
+// Trivially constructible (no member initialisers): matmul_all keeps an array of them per call.
 struct GemvBlocks {
-  int64_t rows = 0, block_rows = 1, count = 0;
+  int64_t rows, block_rows, count;
   // Block b's rows [r0, r1).
   int64_t r0(int64_t b) const { return b * block_rows; }
   int64_t r1(int64_t b) const { return std::min(rows, r0(b) + block_rows); }
@@ -57,8 +58,9 @@ void for_each_gemv_block(int64_t rows, int64_t cols, int64_t inputs, ThreadPool&
 // How a GEMM of T inputs and a matrix of `rows` outputs splits into work items: blocks of rows (a
 // multiple of the tile's rows, at most kGemmBlockBytes as the kernel holds them unless one tile of
 // rows is more) x spans of inputs.
+// Trivially constructible, as GemvBlocks.
 struct GemmItems {
-  int64_t rows = 0, T = 0, block_rows = 1, row_blocks = 0, span = 1, count = 0;
+  int64_t rows, T, block_rows, row_blocks, span, count;
   // Item i: rows [r0, r1) x inputs [t0, t1).
   struct Item {
     int64_t r0, r1, t0, t1;

@@ -36,8 +36,8 @@ Int8Conversion quantize_weights_int8(
   std::vector<std::unique_ptr<Linear>> converted;
   converted.reserve(targets.size());
   for (const Int8Target& t : targets) {
-    const auto* dense = dynamic_cast<const DenseLinear*>(t.slot->get());
-    if (dense == nullptr) {
+    const Linear& dense = **t.slot;
+    if (dense.dense_matrix() == nullptr) {
       throw CheckpointError(
           source, "cannot quantise '" + t.name + "' to int8: it is stored " +
                       (dynamic_cast<const Int8Linear*>(t.slot->get()) ? "as int8 already"
@@ -45,7 +45,7 @@ Int8Conversion quantize_weights_int8(
                       ", not as dense fp32/fp16/bf16 weights. A .rwkvq model is already "
                       "quantised: load it without --quantize int8 (LoadOptions::quantize = kNone)");
     }
-    const kernels::MatrixRef& m = dense->matrix();
+    const kernels::MatrixRef& m = *dense.dense_matrix();
     if (m.cols > kernels::kInt8MaxCols) {
       throw CheckpointError(source, "cannot quantise '" + t.name + "' to int8: it has " +
                                         std::to_string(m.cols) + " in-features, more than the " +
@@ -63,11 +63,11 @@ Int8Conversion quantize_weights_int8(
     const uint64_t n = static_cast<uint64_t>(m.rows * m.cols);
     c.parameters += n;
     c.int8_bytes += q.bytes();
-    c.step_bytes_before += dense->stored_bytes();
+    c.step_bytes_before += dense.stored_bytes();
     if (!is_embedding_table(w, m.data)) {  // a head tied to the table: the table stays
       c.released_parameters[m.dtype] += n;
-      c.released_bytes += dense->stored_bytes();
-      if (release) release(m.data, dense->stored_bytes());
+      c.released_bytes += dense.stored_bytes();
+      if (release) release(m.data, dense.stored_bytes());
     }
     converted.push_back(std::make_unique<Int8Linear>(std::move(q)));
   }

@@ -72,7 +72,6 @@ class DenseLinear final : public Linear {
   uint64_t stored_bytes() const override {
     return static_cast<uint64_t>(ref_.rows * ref_.cols) * dtype_size(ref_.dtype);
   }
-  const kernels::MatrixRef& matrix() const { return ref_; }
 
  private:
   kernels::MatrixRef ref_;

@@ -48,7 +48,7 @@ void store(float f, DType dtype, char* out, int64_t j) {
 }
 
 const float* dense_f32(const model::DenseLinear& L) {
-  return static_cast<const float*>(L.matrix().data);
+  return static_cast<const float*>(L.dense_matrix()->data);
 }
 
 }  // namespace

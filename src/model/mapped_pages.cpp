@@ -33,8 +33,8 @@ bool is_embedding_table(const ModelWeights& w, const void* data) {
 size_t advise_sparse_embedding(const Model::Impl& impl) {
   const ModelWeights& w = impl.weights;
   if (w.emb == nullptr) return 0;
-  const auto* head = dynamic_cast<const DenseLinear*>(w.head.get());
-  if (head != nullptr && is_embedding_table(w, head->matrix().data))
+  const kernels::MatrixRef* head = w.head ? w.head->dense_matrix() : nullptr;
+  if (head != nullptr && is_embedding_table(w, head->data))
     return 0;  // tied: the head reads the whole table every step
   // A packed table's buffers lie one after another with a little padding between: advised one by
   // one, the pages at the seams and the mapping's splits there would stay as they were.

@@ -150,7 +150,7 @@ std::unique_ptr<Embedding> TensorReader::embedding(const model::MappedTensor& t,
                                             std::shared_ptr<const void>(values, values->data()));
   }
   std::shared_ptr<Linear> lin = borrow(t.view, rows, cols);
-  const void* data = static_cast<DenseLinear*>(lin.get())->matrix().data;
+  const void* data = lin->dense_matrix()->data;  // borrow() gives a DenseLinear
   return std::make_unique<DenseEmbedding>(data, t.view.dtype, cols, rows,
                                           std::shared_ptr<const void>(lin, data));
 }

@@ -84,18 +84,17 @@ TEST(MappedPages, TheTableIsAdvisedNotTheHeadAndATiedHeadKeepsItWhole) {
   EXPECT_GE(advised, kTableBytes - 2 * page);
   EXPECT_LE(advised, kTableBytes);
   const auto* table_bytes = static_cast<const char*>(table.data);
-  const auto* head = dynamic_cast<const model::DenseLinear*>(untied->weights.head.get());
+  const kernels::MatrixRef* head = untied->weights.head->dense_matrix();
   ASSERT_NE(head, nullptr);
   EXPECT_TRUE(sparse_at(table_bytes + kTableBytes / 2));
-  EXPECT_FALSE(sparse_at(static_cast<const char*>(head->matrix().data) + kTableBytes / 2));
+  EXPECT_FALSE(sparse_at(static_cast<const char*>(head->data) + kTableBytes / 2));
 
   auto tied = model::build_model(io::read_safetensors(io::MappedFile::open(path)), "", "");
   const model::ByteRange tied_table = model::dense_embedding_bytes(tied->weights);
   tied->weights.head =
       model::borrow_dense(tied_table.data, DType::F32, tied_table.bytes, 65536, 64);
-  EXPECT_TRUE(model::is_embedding_table(tied->weights,
-                                        dynamic_cast<const model::DenseLinear*>(
-                                            tied->weights.head.get())->matrix().data));
+  EXPECT_TRUE(
+      model::is_embedding_table(tied->weights, tied->weights.head->dense_matrix()->data));
   EXPECT_EQ(model::advise_sparse_embedding(*tied), 0u);
   EXPECT_FALSE(sparse_at(static_cast<const char*>(tied_table.data) + kTableBytes / 2));
   // Once --quantize int8 has made the tied head int8 codes, the table is read a row at a time.
