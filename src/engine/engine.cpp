@@ -466,12 +466,15 @@ void Engine::loop() {
 
 void Engine::admit(Row& row) {
   detail::RequestControl& ctl = *row.ctl;
-  const Request& req = ctl.request;
+  Request& req = ctl.request;
   row.admitted = EngineClock::now();
   row.decoder = std::make_unique<gen::RowDecoder>(req.config, tokenizer_, model_.geometry().vocab,
                                                   ctl.prompt, req.continuation.sampler);
   if (req.initial_state) {
-    row.state = *req.initial_state;
+    // Moved, not copied: nothing reads it after admission (a row is admitted once), and a copy
+    // of a large state into fresh pages is a page fault per 4 KiB.
+    row.state = std::move(*req.initial_state);
+    req.initial_state.reset();
   } else if (ctl.init) {
     row.state = *ctl.init;
   } else {

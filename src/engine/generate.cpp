@@ -24,7 +24,8 @@ void check_prompt(std::span<const int32_t> prompt, const std::string& where) {
 // and final states back. All-or-nothing on refusal: the engine works on copies of the states, so
 // an InputError from submit() leaves every caller state unchanged. A row that failed after its
 // prefill (sampler error, callback exception) still hands its state back - the prompt and the
-// tokens stepped so far - and its exception is rethrown once every row has ended.
+// tokens stepped so far - and its exception is rethrown once every row has ended. Empty `states`:
+// every row starts from the zero state and its final state is dropped (no copies either way).
 std::vector<GenerationResult> run_rows(const Model& model, const Tokenizer& tokenizer,
                                        std::span<const std::vector<int32_t>> prompts,
                                        std::span<const GenerationConfig> configs,
@@ -52,7 +53,7 @@ std::vector<GenerationResult> run_rows(const Model& model, const Tokenizer& toke
     Request& q = requests[r];
     q.prompt_tokens = prompts[r];
     q.config = configs[r];
-    q.initial_state = states[r];
+    if (!states.empty()) q.initial_state = states[r];
     q.use_cache = false;
     q.on_chunk = callbacks[r];
     if (from) q.continuation = *from;
@@ -64,7 +65,7 @@ std::vector<GenerationResult> run_rows(const Model& model, const Tokenizer& toke
   std::exception_ptr failure;
   for (size_t r = 0; r < R; ++r) {
     const EngineResult& e = handles[r].wait();
-    if (!e.state.empty()) states[r] = e.state;
+    if (!states.empty() && !e.state.empty()) states[r] = e.state;
     if (e.stop_reason == StopReason::kError && !failure)
       failure = e.exception ? e.exception : std::make_exception_ptr(InputError(e.error));
     results[r] = static_cast<const GenerationResult&>(e);
@@ -112,8 +113,13 @@ GenerationResult generate(const Model& model, const Tokenizer& tokenizer, std::s
 
 GenerationResult generate(const Model& model, const Tokenizer& tokenizer, std::string_view prompt,
                           const GenerationConfig& config) {
-  State state = model.new_state();
-  return generate(model, tokenizer, prompt, config, state);
+  config.validate(model.geometry().vocab);
+  const std::vector<int32_t> ids = tokenizer.encode(prompt);
+  check_prompt(ids, "");
+  const ChunkCallback none;
+  // From the zero state, the final state dropped: no state is copied in or out.
+  return run_rows(model, tokenizer, std::span(&ids, 1), std::span(&config, 1), {},
+                  std::span(&none, 1))[0];
 }
 
 std::vector<GenerationResult> generate_batch(const Model& model, const Tokenizer& tokenizer,
@@ -138,11 +144,6 @@ std::vector<GenerationResult> generate_batch(const Model& model, const Tokenizer
     if (configs.size() == 1) row_configs[r].sampling.seed = configs[0].sampling.seed + r;
     row_configs[r].validate(vocab);
     check_prompt(prompts[r], " (row " + std::to_string(r) + ")");
-  }
-  std::vector<State> own_states;
-  if (states.empty()) {
-    own_states.assign(R, model.new_state());
-    states = own_states;
   }
   std::vector<ChunkCallback> callbacks(R);
   if (on_chunk)

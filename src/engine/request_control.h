@@ -15,7 +15,7 @@ namespace wick::detail {
 
 struct RequestControl {
   uint64_t id = 0;
-  Request request;                    // prompt ids moved out into `prompt`
+  Request request;  // prompt ids moved out into `prompt`, initial_state into the row at admission
   std::vector<int32_t> prompt;        // the prompt ids (encoded by submit())
   std::shared_ptr<const State> init;  // a registered initial state, or null
   std::string init_digest;            // cache scope of the initial state; empty: not cacheable

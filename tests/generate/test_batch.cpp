@@ -78,7 +78,13 @@ TEST_F(Batch, GreedyAndSampledRowsEqualSingleGeneration) {
     const std::vector<GenerationResult> rows =
         generate_batch(model_, tok_, prompts_, std::span(&c, 1), states);
     ASSERT_EQ(rows.size(), prompts_.size());
+    // Without states every row starts from the zero state and none is copied in or out
+    // (generate.cpp): the same rows.
+    const std::vector<GenerationResult> stateless =
+        generate_batch(model_, tok_, prompts_, std::span(&c, 1));
+    ASSERT_EQ(stateless.size(), prompts_.size());
     for (size_t r = 0; r < prompts_.size(); ++r) {
+      EXPECT_EQ(stateless[r].tokens, rows[r].tokens) << r;
       GenerationConfig single = c;
       single.sampling.seed = c.sampling.seed + r;  // row r samples with seed + r
       State st = model_.new_state();

@@ -142,6 +142,10 @@ TEST_F(Generate, InvalidInputsAreRefusedBeforeTheStateChanges) {
   const std::vector<int32_t> bad = {1, 2, 300};
   EXPECT_THROW(generate_tokens(model_, tok_, bad, c, st), InputError);
   EXPECT_TRUE(st == zero);
+  EXPECT_THROW(generate(model_, tok_, "", c), InputError);  // the one-shot form, no state
+  c.max_tokens = -1;
+  EXPECT_THROW(generate(model_, tok_, "a", c), InputError);
+  c = {};
   try {
     generate_tokens(model_, tok_, {}, c, st);
   } catch (const InputError& e) {
@@ -188,6 +192,9 @@ TEST_F(Generate, GreedyEqualsAHandWrittenPrefillAndStepLoop) {
   }
   EXPECT_EQ(r.tokens, hand);
   EXPECT_TRUE(st == ref);
+  // The one-shot form starts from the zero state and copies no state in or out (generate.cpp):
+  // the same tokens.
+  EXPECT_EQ(generate(model_, tok_, prompt_, c).tokens, hand);
 }
 
 TEST_F(Generate, StateAfterGenerateIsPromptPlusEveryReturnedTokenExactly) {
