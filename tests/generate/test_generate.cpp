@@ -193,8 +193,14 @@ TEST_F(Generate, GreedyEqualsAHandWrittenPrefillAndStepLoop) {
   EXPECT_EQ(r.tokens, hand);
   EXPECT_TRUE(st == ref);
   // The one-shot form starts from the zero state and copies no state in or out (generate.cpp):
-  // the same tokens.
-  EXPECT_EQ(generate(model_, tok_, prompt_, c).tokens, hand);
+  // the same tokens, and the same logits after the last one (which a start from another state
+  // would change even where the greedy tokens agree); another prompt changes them.
+  const GenerationResult one_shot = generate(model_, tok_, prompt_, c);
+  EXPECT_EQ(one_shot.tokens, hand);
+  ASSERT_TRUE(one_shot.continuation.has_logits());
+  EXPECT_EQ(one_shot.continuation.logits, r.continuation.logits);
+  EXPECT_EQ(one_shot.continuation.logits, logits);
+  EXPECT_NE(generate(model_, tok_, "Another prompt entirely", c).continuation.logits, logits);
 }
 
 TEST_F(Generate, StateAfterGenerateIsPromptPlusEveryReturnedTokenExactly) {
