@@ -40,8 +40,10 @@ class Linear {
     kernels::int8_inputs_as_floats(x, scratch, pool);
     apply(scratch, x.T, y, pool);
   }
-  // The matrix when apply() is kernels::matmul() over it (a dense Linear), else null: such
-  // products can share one pool job with others (apply_all below). Valid as long as the Linear.
+  // The matrix when apply() is kernels::matmul() over it (a dense Linear), else null: the
+  // Linear's stored weights, which callers may read as such (quantise them, compare their address
+  // with the embedding table's, merge an adapter into them), and whose products can share one pool
+  // job with others (apply_all below). Valid as long as the Linear.
   virtual const kernels::MatrixRef* dense_matrix() const { return nullptr; }
   virtual DType stored_dtype() const = 0;
   // The bytes of weights a product reads (the roofline's bytes per token): the stored bytes,
