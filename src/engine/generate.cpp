@@ -74,27 +74,33 @@ std::vector<GenerationResult> run_rows(const Model& model, const Tokenizer& toke
   return results;
 }
 
+// One row: the config and prompt checked before anything runs (an empty prompt is allowed only
+// when `from` carries logits to continue from). `state`: one State to start from and receive the
+// final state, or empty for the zero state with the final state dropped.
+GenerationResult run_one(const Model& model, const Tokenizer& tokenizer,
+                         std::span<const int32_t> prompt, const GenerationConfig& config,
+                         std::span<State> state, const ChunkCallback& on_chunk,
+                         const Continuation* from = nullptr) {
+  config.validate(model.geometry().vocab);
+  if (!from || !from->has_logits()) check_prompt(prompt, "");
+  const std::vector<int32_t> ids(prompt.begin(), prompt.end());
+  return run_rows(model, tokenizer, std::span(&ids, 1), std::span(&config, 1), state,
+                  std::span(&on_chunk, 1), from)[0];
+}
+
 }  // namespace
 
 GenerationResult generate_tokens(const Model& model, const Tokenizer& tokenizer,
                                  std::span<const int32_t> prompt, const GenerationConfig& config,
                                  State& state, const ChunkCallback& on_chunk) {
-  config.validate(model.geometry().vocab);
-  check_prompt(prompt, "");
-  const std::vector<int32_t> ids(prompt.begin(), prompt.end());
-  return run_rows(model, tokenizer, std::span(&ids, 1), std::span(&config, 1), std::span(&state, 1),
-                  std::span(&on_chunk, 1))[0];
+  return run_one(model, tokenizer, prompt, config, std::span(&state, 1), on_chunk);
 }
 
 GenerationResult generate_tokens(const Model& model, const Tokenizer& tokenizer,
                                  std::span<const int32_t> prompt, const GenerationConfig& config,
                                  State& state, const Continuation& from,
                                  const ChunkCallback& on_chunk) {
-  config.validate(model.geometry().vocab);
-  if (!from.has_logits()) check_prompt(prompt, "");
-  const std::vector<int32_t> ids(prompt.begin(), prompt.end());
-  return run_rows(model, tokenizer, std::span(&ids, 1), std::span(&config, 1), std::span(&state, 1),
-                  std::span(&on_chunk, 1), &from)[0];
+  return run_one(model, tokenizer, prompt, config, std::span(&state, 1), on_chunk, &from);
 }
 
 GenerationResult generate(const Model& model, const Tokenizer& tokenizer, std::string_view prompt,
@@ -113,13 +119,9 @@ GenerationResult generate(const Model& model, const Tokenizer& tokenizer, std::s
 
 GenerationResult generate(const Model& model, const Tokenizer& tokenizer, std::string_view prompt,
                           const GenerationConfig& config) {
-  config.validate(model.geometry().vocab);
   const std::vector<int32_t> ids = tokenizer.encode(prompt);
-  check_prompt(ids, "");
-  const ChunkCallback none;
   // From the zero state, the final state dropped: no state is copied in or out.
-  return run_rows(model, tokenizer, std::span(&ids, 1), std::span(&config, 1), {},
-                  std::span(&none, 1))[0];
+  return run_one(model, tokenizer, ids, config, {}, ChunkCallback{});
 }
 
 std::vector<GenerationResult> generate_batch(const Model& model, const Tokenizer& tokenizer,
