@@ -26,6 +26,25 @@ constexpr int64_t kGemvMinRows = 8;
 // L2 while every tile of inputs (in L1) passes over them; spans of inputs are long (whole prompts
 // when there are enough row blocks), so each weight is read from memory about once per call.
 constexpr int64_t kGemmBlockBytes = 192 * 1024;
+// Whether a GEMM work item of `inputs` inputs over fp16 / bf16 rows of `cols` elements widens its
+// rows into an fp32 block once (kernels/matmul.cpp gemm_item) rather than at every load of the
+// 16-bit tile: with many inputs (each row then meets them all, so one widening serves all of them)
+// and a tile of inputs small enough to stay in L1 (then the rows, streaming from L2, are all the
+// L2 traffic, and doubling their bytes costs less than the tile's widening instructions, which on
+// Intel share the FMA ports). Intel Xeon Emerald Rapids, 2 threads, 6 alternating rounds of
+// `wick bench --prompt 512 --gen 0 --reps 2` of the 0.1B synth models, medians: bf16 709 -> 811
+// tok/s, fp16 746 -> 829 (5 of 6 rounds faster each); widening every item of 64 inputs or more
+// instead gave 784 / 816 there, and cost the 1.5B geometry (rows of 2048 and 8192, whose tiles of
+// inputs do not fit L1 and share L2 with the rows) 5-10 % at a prompt of 128 (7 of 8 rounds
+// slower). On a Zen 5 widening at 64 inputs or more measured level (README, "Batched decode and
+// prefill"); at fewer (batched decode's 16 rows) the in-place tile measured 10-25 % faster there.
+constexpr int64_t kWidenMinInputs = 64;
+constexpr int64_t kWidenMaxTileInputBytes = 24 * 1024;
+inline bool widen_rows_first(int64_t inputs, int64_t cols, int64_t tile_inputs) {
+  return inputs >= kWidenMinInputs &&
+         tile_inputs * cols * int64_t{sizeof(float)} <= kWidenMaxTileInputBytes;
+}
+
 // Items per thread to aim for, so a thread the OS descheduled costs little (thread_pool.h).
 constexpr int64_t kGemmItemsPerThread = 4;
 // Shortest span of inputs an item is split down to.
