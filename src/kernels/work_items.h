@@ -13,10 +13,10 @@ namespace wick::kernels::work {
 
 // GEMV (one input): blocks of at most this many output rows; each block streams its rows once.
 // A matrix of fewer than 2 x kGemvBlockRows rows per thread is cut into 2 blocks per thread of a
-// multiple of kGemvMinRows rows (the dense GEMV's row group), so a small one - the 64-row LoRA
-// factors of a 768-wide model - does not run on one thread while the others wait:
-// BM_GemvFromMemory f32 64 x 768, 2 threads, 10.5-10.8 -> 7.3-7.9 us (two alternating runs on a
-// Zen 3). With many threads this also shrinks the blocks of larger matrices (768 rows, 16
+// multiple of kGemvMinRows rows (a multiple of every dense GEMV's row group: 4 or 8), so a small
+// one - the 64-row LoRA factors of a 768-wide model - does not run on one thread while the others
+// wait: BM_GemvFromMemory f32 64 x 768, 2 threads, 10.5-10.8 -> 7.3-7.9 us (two alternating runs on
+// a Zen 3). With many threads this also shrinks the blocks of larger matrices (768 rows, 16
 // threads: 24-row blocks), where the packed GEMVs' rows from separate parts of a block lie closer
 // together; only 2 threads were measured. Work below kParallelMinWork still runs on the caller
 // alone (a 32 x 768 fp32 GEMV). The split never changes a result (each row's sum is its own).

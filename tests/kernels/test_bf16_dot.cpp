@@ -91,7 +91,7 @@ TEST(Bf16Dot, TileAndGroupedRowsAreBitIdenticalToSingleRows) {
     std::vector<float> one(nt * nr);
     for (int t = 0; t < nt; ++t)
       for (int r = 0; r < nr; ++r) k->gemv(w.data() + r * n, n, x.data() + t * n, n, 1, &one[t * nr + r]);
-    // Grouped GEMV (8 rows interleaved, then the rest).
+    // Grouped GEMV (the trait's rows interleaved, then the rest).
     for (int t = 0; t < nt; ++t) {
       std::vector<float> y(nr);
       k->gemv(w.data(), n, x.data() + t * n, n, nr, y.data());

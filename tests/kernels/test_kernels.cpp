@@ -16,6 +16,7 @@
 #include "kernels/matmul.h"
 #include "kernels/thread_pool.h"
 #include "kernels/wkv7.h"
+#include "kernels/work_items.h"
 #include "wick/errors.h"
 
 namespace wick::kernels {
@@ -167,6 +168,15 @@ TEST(Kernels, MatmulIsBitIdenticalAcrossPassesDtypesAndThreadCounts) {
     wb[i] = static_cast<uint16_t>(u >> 16);
     wh[i] = static_cast<uint16_t>(0x3000 + (u & 0x7ff));
   }
+  // fp16 / bf16 rows take both GEMM paths here (kernels/work_items.h widen_rows_first): widened
+  // into an fp32 block at 1 thread (one span of all 101 inputs per item), read in place by the
+  // 16-bit tile at 5 (spans of 51).
+  const int64_t tile_inputs = dot_kernels().tile_inputs;
+  const auto span = [&](int threads) {
+    return work::gemm_items(rows, T, dot_kernels().tile_rows, cols * 4, threads).span;
+  };
+  ASSERT_TRUE(work::widen_rows_first(span(1), cols, tile_inputs));
+  ASSERT_FALSE(work::widen_rows_first(span(5), cols, tile_inputs));
   std::vector<float> first;
   for (int threads : {1, 2, 3, 5}) {
     set_test_threads(threads);
