@@ -85,18 +85,16 @@ void gemm_item(const DotKernels& k, const MatrixRef& w, const float* x, float* y
   const size_t n = static_cast<size_t>(w.cols);
   const size_t count = static_cast<size_t>(r1 - r0) * n;
   // fp32 rows are copied into a 64-byte aligned block contiguous in L2, which measured faster than
-  // reading them in place from the mapped file.
-  if (w.dtype == DType::F32) {
+  // reading them in place from the mapped file; fp16 / bf16 rows are widened into such a block
+  // where work::widen_rows_first() says so (exact: the same bits as the 16-bit tile), else read in
+  // place by the 16-bit tile.
+  if (w.dtype == DType::F32 || work::widen_rows_first(t1 - t0, w.cols, k.tile_inputs)) {
     float* block = arena.get<float>(count, Arena::kBlock0);
-    std::memcpy(block, row_ptr(w, r0), count * sizeof(float));
-    return gemm_tiles_f32(k, block, w.cols, w.rows, x, y, r0, r1, t0, t1);
-  }
-  // fp16 / bf16 rows: widened into such a block first where work::widen_rows_first() says so
-  // (exact: the same bits as the 16-bit tile), else read in place by the 16-bit tile.
-  if (work::widen_rows_first(t1 - t0, w.cols, k.tile_inputs)) {
-    float* block = arena.get<float>(count, Arena::kBlock0);
-    (w.dtype == DType::F16 ? k.widen_f16 : k.widen_bf16)(
-        static_cast<const uint16_t*>(row_ptr(w, r0)), block, count);
+    if (w.dtype == DType::F32)
+      std::memcpy(block, row_ptr(w, r0), count * sizeof(float));
+    else
+      (w.dtype == DType::F16 ? k.widen_f16 : k.widen_bf16)(
+          static_cast<const uint16_t*>(row_ptr(w, r0)), block, count);
     return gemm_tiles_f32(k, block, w.cols, w.rows, x, y, r0, r1, t0, t1);
   }
   const GemmTileU16 tile16 = w.dtype == DType::F16 ? k.gemm_tile_f16 : k.gemm_tile_bf16;
