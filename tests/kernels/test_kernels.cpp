@@ -105,7 +105,7 @@ TEST(Kernels, RowKernelsOfEveryIsaAreBitIdenticalToTheirDot) {
   std::normal_distribution<float> nd;
   for (Isa isa : isas_of_this_cpu()) {
     const DotKernels& k = dot_kernels_for(isa);
-    for (size_t n : {1u, 7u, 8u, 17u, 64u, 100u}) {
+    for (size_t n : {0u, 1u, 7u, 8u, 17u, 64u, 100u}) {
       const int nr = 11, nt = 9;
       std::vector<float> w(nr * n), x(nt * n);
       for (auto& v : w) v = nd(rng);
