@@ -99,10 +99,12 @@ TEST(Kernels, GemmRowsAreBitIdenticalToGemv) {
 }
 
 // Every ISA's row-group kernels follow its dot product's summation order exactly: the multi-row
-// GEMV, the GEMM tile over widened rows and the widening itself.
+// GEMV, the GEMM tile over widened rows and the widening itself. Every output starts as NaN, so a
+// kernel that leaves one unwritten fails too (n = 0 included, where each output is +0).
 TEST(Kernels, RowKernelsOfEveryIsaAreBitIdenticalToTheirDot) {
   std::mt19937 rng(5);
   std::normal_distribution<float> nd;
+  const auto unset = [](std::vector<float>& v) { std::fill(v.begin(), v.end(), std::nanf("")); };
   for (Isa isa : isas_of_this_cpu()) {
     const DotKernels& k = dot_kernels_for(isa);
     for (size_t n : {0u, 1u, 7u, 8u, 17u, 64u, 100u}) {
@@ -118,10 +120,13 @@ TEST(Kernels, RowKernelsOfEveryIsaAreBitIdenticalToTheirDot) {
         wh[i] = static_cast<uint16_t>(0x3000 + (u & 0x7ff));
       }
       std::vector<float> y(nr), yt(nt * nr), widened(w.size());
+      unset(y);
       k.gemv_bf16(wb.data(), n, x.data(), n, nr, y.data());
       for (int r = 0; r < nr; ++r) EXPECT_EQ(y[r], k.bf16(wb.data() + r * n, x.data(), n)) << r;
+      unset(y);
       k.gemv_f16(wh.data(), n, x.data(), n, nr, y.data());
       for (int r = 0; r < nr; ++r) EXPECT_EQ(y[r], k.f16(wh.data() + r * n, x.data(), n)) << r;
+      unset(y);
       k.gemv_f32(w.data(), n, x.data(), n, nr, y.data());
       for (int r = 0; r < nr; ++r) EXPECT_EQ(y[r], k.f32(w.data() + r * n, x.data(), n)) << r;
       k.widen_bf16(wb.data(), widened.data(), w.size());
@@ -130,6 +135,7 @@ TEST(Kernels, RowKernelsOfEveryIsaAreBitIdenticalToTheirDot) {
       for (size_t i = 0; i < w.size(); ++i) ASSERT_EQ(widened[i], f16_to_f32(wh[i]));
       for (int tr = 1; tr <= k.tile_rows; ++tr)
         for (int ti = 1; ti <= k.tile_inputs; ++ti) {
+          unset(yt);
           k.gemm_tile(w.data(), n, x.data(), n, n, tr, ti, yt.data(), nr, nullptr);
           for (int t = 0; t < ti; ++t)
             for (int r = 0; r < tr; ++r)
@@ -137,11 +143,13 @@ TEST(Kernels, RowKernelsOfEveryIsaAreBitIdenticalToTheirDot) {
                   << isa_name(isa) << " n=" << n << " tile " << tr << "x" << ti;
           // The 16-bit tiles read the rows in place: the dot of each dtype, bit for bit (with a
           // prefetch target, the rows themselves, which changes nothing).
+          unset(yt);
           k.gemm_tile_bf16(wb.data(), n, x.data(), n, n, tr, ti, yt.data(), nr, wb.data());
           for (int t = 0; t < ti; ++t)
             for (int r = 0; r < tr; ++r)
               ASSERT_EQ(yt[t * nr + r], k.bf16(wb.data() + r * n, x.data() + t * n, n))
                   << isa_name(isa) << " bf16 n=" << n << " tile " << tr << "x" << ti;
+          unset(yt);
           k.gemm_tile_f16(wh.data(), n, x.data(), n, n, tr, ti, yt.data(), nr, wh.data());
           for (int t = 0; t < ti; ++t)
             for (int r = 0; r < tr; ++r)
