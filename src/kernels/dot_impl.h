@@ -160,12 +160,7 @@ inline void gemm_tile_n(const typename E::W* w, size_t ws, const typename X::W* 
   // samples outside its loop in a prefill profile on an Intel Ice Lake). So a single partial chunk
   // is run zero-padded to a whole one (the same bits as the masked loads: the lanes past the end
   // add +0), the loop below always runs at least once, and each exit has its own reduction.
-  if (n < L) {
-    if (n == 0) {
-      for (int t = 0; t < NT; ++t)
-        for (int r = 0; r < NR; ++r) y[t * ys + r] = 0.0f;
-      return;
-    }
+  if (n < L) {  // n = 0 included: every lane adds +0, so each output is +0
     alignas(64) typename E::W pw[NR][L] = {};
     alignas(64) typename X::W px[NT][L] = {};
     for (int r = 0; r < NR; ++r)
