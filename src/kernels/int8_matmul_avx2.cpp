@@ -28,6 +28,14 @@ inline int32_t hsum(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
+// hsum of a, b, c and d in lanes 0 .. 3 (the same interleave-and-add tree as the VNNI file's).
+inline __m128i hsum4(__m256i a, __m256i b, __m256i c, __m256i d) {
+  const __m256i ab = _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+  const __m256i cd = _mm256_add_epi32(_mm256_unpacklo_epi32(c, d), _mm256_unpackhi_epi32(c, d));
+  const __m256i v = _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
+  return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+}
+
 // The trait of the skeleton (kernels/int8_sums_impl.h): 32 codes per step; 4 rows per tile for
 // one input (the input's |x| and sign are used by four rows), 2 rows for a batch of up to 4 inputs
 // (a row's 32 codes are loaded once for four inputs).
@@ -55,6 +63,7 @@ struct Avx2 {
   }
   static Acc offset(Acc off, const In&) { return off; }
   static uint32_t lane_sum(Acc v) { return static_cast<uint32_t>(hsum(v)); }
+  static __m128i lane_sums4(Acc a, Acc b, Acc c, Acc d) { return hsum4(a, b, c, d); }
 };
 
 }  // namespace

@@ -39,9 +39,19 @@ inline uint32_t lane_sum_mod32(__m512i v) {
   return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
 }
 
+// lane_sum_mod32 of a, b, c and d in lanes 0 .. 3: pairs of accumulators interleaved and added
+// until each 128-bit lane holds one partial sum of each, then the four 128-bit lanes added.
+inline __m128i lane_sums4_mod32(__m512i a, __m512i b, __m512i c, __m512i d) {
+  const __m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+  const __m512i cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));
+  const __m512i v = _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
+  const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
 // The trait of the skeleton (kernels/int8_sums_impl.h): 64 codes per step, 4 rows per tile for
-// one input and for a batch (16 accumulators, 4 offset sums, 4 weight vectors and the input in
-// the 32 zmm registers).
+// one input and for a batch (16 accumulators, 4 weight vectors, the input and the bias in the 32
+// zmm registers; the offset sums run once per input, outside the tiles).
 struct Vnni {
   using Acc = __m512i;
   using W = __m512i;
@@ -54,9 +64,23 @@ struct Vnni {
   static __m512i bias() { return _mm512_set1_epi8(static_cast<char>(0x80)); }  // as u8: 128
   static W load_w(const int8_t* p) { return _mm512_xor_si512(_mm512_loadu_si512(p), bias()); }
   static In load_x(const int8_t* p) { return _mm512_loadu_si512(p); }
-  static Acc dot(Acc acc, W u, In x) { return _mm512_dpbusd_epi32(acc, u, x); }
-  static Acc offset(Acc off, In x) { return _mm512_dpbusd_epi32(off, bias(), x); }
-  static uint32_t lane_sum(Acc v) { return lane_sum_mod32(v); }
+  static Acc dot(Acc acc, W u, In x) {
+#ifdef __AVX512VNNI__
+    asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(x));
+    return acc;
+#else  // tests/kernels/avx512_emulated: SIMDe's portable intrinsic
+    return _mm512_dpbusd_epi32(acc, u, x);
+#endif
+  }
+  static Acc offset(Acc off, In x) {
+    return _mm512_dpbusd_epi32(off, bias(), x);
+  }
+  static uint32_t lane_sum(Acc v) {
+    return lane_sum_mod32(v);
+  }
+  static __m128i lane_sums4(Acc a, Acc b, Acc c, Acc d) {
+    return lane_sums4_mod32(a, b, c, d);
+  }
 };
 
 }  // namespace
