@@ -37,8 +37,10 @@ inline void rows(int N, float* __restrict S, int i, const float* __restrict r,
     const Vec nk = V::sub(V::zero(), V::load(f, kk + j));
     for (int q = 0; q < R; ++q) sa[q] = V::fma(V::load(f, Si[q] + j), nk, sa[q]);
   }
+  float sums[R];
+  dot_impl::reduce_n<V, R>(sa, sums);  // V::reduce of each, four trees at a time
   for (int q = 0; q < R; ++q) {
-    sa[q] = V::broadcast(V::reduce(sa[q]));
+    sa[q] = V::broadcast(sums[q]);
     vi[q] = V::broadcast(v[i + q]);
     yacc[q] = V::zero();
   }
@@ -53,7 +55,7 @@ inline void rows(int N, float* __restrict S, int i, const float* __restrict r,
       yacc[q] = V::fma(s, rv, yacc[q]);
     }
   }
-  for (int q = 0; q < R; ++q) y[i + q] = V::reduce(yacc[q]);
+  dot_impl::reduce_n<V, R>(yacc, y + i);
 }
 
 // One head, one token (kernels/wkv7.h Wkv7HeadFn): S [N, N] updated in place, y [N] written.
