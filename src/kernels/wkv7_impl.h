@@ -19,11 +19,13 @@
 
 namespace wick::kernels::wkv7_impl {
 
-// Rows i .. i + R - 1 of one head's state S [N, N] (N % V::kLanes == 0).
-template <class V, int R>
-inline void rows(int N, float* __restrict S, int i, const float* __restrict r,
+// Rows i .. i + R - 1 of one head's state S [N, N] (N % V::kLanes == 0); NC, when not 0, is N
+// known at compile time (the loops over a row then unroll).
+template <class V, int R, int NC = 0>
+inline void rows(int n, float* __restrict S, int i, const float* __restrict r,
                  const float* __restrict w, const float* __restrict k, const float* __restrict v,
                  const float* __restrict kk, const float* __restrict a, float* __restrict y) {
+  const int N = NC != 0 ? NC : n;
   using Vec = typename V::Vec;
   constexpr int L = static_cast<int>(V::kLanes);
   constexpr dot_impl::F32 f{};
@@ -64,6 +66,11 @@ template <class V>
 void head(int N, float* S, const float* r, const float* w, const float* k, const float* v,
           const float* kk, const float* a, float* y) {
   static_assert(V::kLanes % V::kWkvRows == 0, "row groups must tile every head size");
+  if (N == 64) {  // RWKV-7's head size
+    for (int i = 0; i < N; i += V::kWkvRows)
+      rows<V, V::kWkvRows, 64>(N, S, i, r, w, k, v, kk, a, y);
+    return;
+  }
   for (int i = 0; i < N; i += V::kWkvRows) rows<V, V::kWkvRows>(N, S, i, r, w, k, v, kk, a, y);
 }
 
