@@ -19,12 +19,14 @@
 
 namespace wick::kernels::wkv7_impl {
 
-// Rows i .. i + R - 1 of one head's state S [N, N] (N % V::kLanes == 0); NC, when not 0, is N
-// known at compile time (the loops over a row then unroll).
+// Rows i .. i + R - 1 of one head's state S [N, N] (N % V::kLanes == 0). NC, when not 0, is N
+// known at compile time (the loops over a row then unroll) and pre the head's -kk and kk * a
+// computed once for all its rows (pre[0, NC) and pre[NC, 2 NC); the same operations as below).
 template <class V, int R, int NC = 0>
 inline void rows(int n, float* __restrict S, int i, const float* __restrict r,
                  const float* __restrict w, const float* __restrict k, const float* __restrict v,
-                 const float* __restrict kk, const float* __restrict a, float* __restrict y) {
+                 const float* __restrict kk, const float* __restrict a, const float* __restrict pre,
+                 float* __restrict y) {
   const int N = NC != 0 ? NC : n;
   using Vec = typename V::Vec;
   constexpr int L = static_cast<int>(V::kLanes);
@@ -36,7 +38,7 @@ inline void rows(int n, float* __restrict S, int i, const float* __restrict r,
     sa[q] = V::zero();
   }
   for (int j = 0; j < N; j += L) {
-    const Vec nk = V::sub(V::zero(), V::load(f, kk + j));
+    const Vec nk = NC != 0 ? V::load(f, pre + j) : V::sub(V::zero(), V::load(f, kk + j));
     for (int q = 0; q < R; ++q) sa[q] = V::fma(V::load(f, Si[q] + j), nk, sa[q]);
   }
   float sums[R];
@@ -47,7 +49,8 @@ inline void rows(int n, float* __restrict S, int i, const float* __restrict r,
     yacc[q] = V::zero();
   }
   for (int j = 0; j < N; j += L) {
-    const Vec b = V::mul(V::load(f, kk + j), V::load(f, a + j));
+    const Vec b =
+        NC != 0 ? V::load(f, pre + NC + j) : V::mul(V::load(f, kk + j), V::load(f, a + j));
     const Vec wv = V::load(f, w + j), kv = V::load(f, k + j), rv = V::load(f, r + j);
     for (int q = 0; q < R; ++q) {
       Vec s = V::mul(V::load(f, Si[q] + j), wv);
@@ -67,11 +70,18 @@ void head(int N, float* S, const float* r, const float* w, const float* k, const
           const float* kk, const float* a, float* y) {
   static_assert(V::kLanes % V::kWkvRows == 0, "row groups must tile every head size");
   if (N == 64) {  // RWKV-7's head size
+    constexpr dot_impl::F32 f{};
+    alignas(64) float pre[2 * 64];
+    for (int j = 0; j < 64; j += static_cast<int>(V::kLanes)) {
+      V::store(pre + j, V::sub(V::zero(), V::load(f, kk + j)));
+      V::store(pre + 64 + j, V::mul(V::load(f, kk + j), V::load(f, a + j)));
+    }
     for (int i = 0; i < N; i += V::kWkvRows)
-      rows<V, V::kWkvRows, 64>(N, S, i, r, w, k, v, kk, a, y);
+      rows<V, V::kWkvRows, 64>(N, S, i, r, w, k, v, kk, a, pre, y);
     return;
   }
-  for (int i = 0; i < N; i += V::kWkvRows) rows<V, V::kWkvRows>(N, S, i, r, w, k, v, kk, a, y);
+  for (int i = 0; i < N; i += V::kWkvRows)
+    rows<V, V::kWkvRows>(N, S, i, r, w, k, v, kk, a, nullptr, y);
 }
 
 }  // namespace wick::kernels::wkv7_impl
