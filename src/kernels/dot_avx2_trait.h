@@ -52,10 +52,11 @@ struct Avx2 {
   }
   static Vec fma(Vec w, Vec x, Vec acc) { return _mm256_fmadd_ps(w, x, acc); }
   // For the WKV head (kernels/wkv7_impl.h): rows interleaved, and the lane-wise a * b, a - b and
-  // f in every lane. Four rows, their reductions sharing reduce4's shuffles: on an Intel Ice Lake
-  // with WICK_ISA=avx2, BM_Wkv7Segments/12/1/1 10.1-14.6 us against 13.6-16.7 for two rows and
-  // 12/64/1 400-571 against 459-635 (three alternating rounds). (Before the rows shared their
-  // reductions, two rows measured best on a Zen 5: 12/1/1 8.6-9.3 us against 11-13 for one.)
+  // f in every lane. Four rows (this trait's reduce4 is four reduce calls, so the gain is the
+  // interleaving): on an Intel Ice Lake with WICK_ISA=avx2, BM_Wkv7Segments/12/1/1 10.1-14.6 us
+  // against 13.6-16.7 for two rows and 12/64/1 400-571 against 459-635 (three alternating
+  // rounds). Two rows had measured best on a Zen 5 (12/1/1 8.6-9.3 us against 11-13 for one);
+  // four were not measured there, nor on a Zen 3, since.
   static constexpr int kWkvRows = 4;
   static Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
   static Vec sub(Vec a, Vec b) { return _mm256_sub_ps(a, b); }

@@ -61,8 +61,9 @@ struct Avx512 {
   // For the WKV head (kernels/wkv7_impl.h): rows interleaved, and the lane-wise a * b, a - b and
   // f in every lane. Four rows: with their reductions sharing reduce4's shuffles, on an Intel Ice
   // Lake BM_Wkv7Segments/12/64/1 took 575-602 us against 792-910 for one row and 695-720 for two
-  // (8 rows: 640-679), three alternating rounds. (On a Zen 5, before the rows shared their
-  // reductions, one row measured best: ~420 us against ~600 for two and ~540 for four.)
+  // (8 rows: 640-679), three alternating rounds. On a Zen 5, before the rows shared their
+  // reductions, one row had measured best (~420 us against ~600 for two and ~540 for four); the
+  // shared reductions were not measured there.
   static constexpr int kWkvRows = 4;
   static Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
   static Vec sub(Vec a, Vec b) { return _mm512_sub_ps(a, b); }

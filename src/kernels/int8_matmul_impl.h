@@ -84,7 +84,8 @@ struct InputRow {
 struct Kernels {
   // sums[t * s_stride + (r - r0)] = sum over the w.stride (padded) columns of
   //   w.codes[r, i] * xq[t * x_stride + i]       for r in [r0, r1), t < nt.
-  // xq holds codes in [-127, 127] (zero-padded to w.stride); x_stride >= w.stride.
+  // xq holds codes in [-127, 127] (zero-padded to w.stride); x_stride >= w.stride; w.stride a
+  // positive multiple of kInt8ColumnAlign (int8_padded_cols of cols >= 1: no empty rows).
   void (*sums)(const Int8Matrix& w, int64_t r0, int64_t r1, const int8_t* xq, int64_t x_stride,
                int64_t nt, int32_t* sums, int64_t s_stride);
   // epilogue_rows(), compiled for the instruction set.

@@ -32,7 +32,7 @@ namespace wick::kernels::int8 {
 namespace {
 
 // Rows r .. r + NR - 1 times inputs 0 .. NT - 1; sums[t * ss + k] for row r + k, less the
-// input's offset sum off[t] (kOffset; added modulo 2^32, as every step).
+// input's offset sum off[t] (kOffset; subtracted modulo 2^32, as every step adds).
 template <class V, int NR, int NT>
 inline void tile(const Int8Matrix& w, int64_t r, const int8_t* xq, int64_t xs, const uint32_t* off,
                  int32_t* sums, int64_t ss) {

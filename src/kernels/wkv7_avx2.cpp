@@ -1,5 +1,5 @@
 // The AVX2 WKV-7 head update (head sizes a multiple of 8, at most 256; 64 in released models): the
-// skeleton of kernels/wkv7_impl.h over the AVX2 vector trait, two rows interleaved.
+// skeleton of kernels/wkv7_impl.h over the AVX2 vector trait, V::kWkvRows rows interleaved.
 #include "kernels/dot_avx2_trait.h"
 #include "kernels/wkv7_impl.h"
 

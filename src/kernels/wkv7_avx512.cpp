@@ -1,5 +1,5 @@
 // The AVX-512 WKV-7 head update (head sizes a multiple of 16; 64 in released models): the skeleton
-// of kernels/wkv7_impl.h over the AVX-512 vector trait, one row at a time.
+// of kernels/wkv7_impl.h over the AVX-512 vector trait, V::kWkvRows rows at a time.
 #include "kernels/dot_avx512_trait.h"
 #include "kernels/wkv7_impl.h"
 

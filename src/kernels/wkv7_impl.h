@@ -19,6 +19,19 @@
 
 namespace wick::kernels::wkv7_impl {
 
+// RWKV-7's head size: the head update's loops unroll for it (head below).
+constexpr int kHeadSize = 64;
+
+// -kk and kk * a at elements j .. j + V::kLanes - 1 (per row group, or once per head at kHeadSize).
+template <class V>
+inline typename V::Vec neg_kk(const float* kk, int j) {
+  return V::sub(V::zero(), V::load(dot_impl::F32{}, kk + j));
+}
+template <class V>
+inline typename V::Vec kk_a(const float* kk, const float* a, int j) {
+  return V::mul(V::load(dot_impl::F32{}, kk + j), V::load(dot_impl::F32{}, a + j));
+}
+
 // Rows i .. i + R - 1 of one head's state S [N, N] (N % V::kLanes == 0). NC, when not 0, is N
 // known at compile time (the loops over a row then unroll) and pre the head's -kk and kk * a
 // computed once for all its rows (pre[0, NC) and pre[NC, 2 NC); the same operations as below).
@@ -38,7 +51,7 @@ inline void rows(int n, float* __restrict S, int i, const float* __restrict r,
     sa[q] = V::zero();
   }
   for (int j = 0; j < N; j += L) {
-    const Vec nk = NC != 0 ? V::load(f, pre + j) : V::sub(V::zero(), V::load(f, kk + j));
+    const Vec nk = NC != 0 ? V::load(f, pre + j) : neg_kk<V>(kk, j);
     for (int q = 0; q < R; ++q) sa[q] = V::fma(V::load(f, Si[q] + j), nk, sa[q]);
   }
   float sums[R];
@@ -49,8 +62,7 @@ inline void rows(int n, float* __restrict S, int i, const float* __restrict r,
     yacc[q] = V::zero();
   }
   for (int j = 0; j < N; j += L) {
-    const Vec b =
-        NC != 0 ? V::load(f, pre + NC + j) : V::mul(V::load(f, kk + j), V::load(f, a + j));
+    const Vec b = NC != 0 ? V::load(f, pre + NC + j) : kk_a<V>(kk, a, j);
     const Vec wv = V::load(f, w + j), kv = V::load(f, k + j), rv = V::load(f, r + j);
     for (int q = 0; q < R; ++q) {
       Vec s = V::mul(V::load(f, Si[q] + j), wv);
@@ -69,15 +81,14 @@ template <class V>
 void head(int N, float* S, const float* r, const float* w, const float* k, const float* v,
           const float* kk, const float* a, float* y) {
   static_assert(V::kLanes % V::kWkvRows == 0, "row groups must tile every head size");
-  if (N == 64) {  // RWKV-7's head size
-    constexpr dot_impl::F32 f{};
-    alignas(64) float pre[2 * 64];
-    for (int j = 0; j < 64; j += static_cast<int>(V::kLanes)) {
-      V::store(pre + j, V::sub(V::zero(), V::load(f, kk + j)));
-      V::store(pre + 64 + j, V::mul(V::load(f, kk + j), V::load(f, a + j)));
+  if (N == kHeadSize) {
+    alignas(64) float pre[2 * kHeadSize];  // -kk, then kk * a, for every group of rows
+    for (int j = 0; j < kHeadSize; j += static_cast<int>(V::kLanes)) {
+      V::store(pre + j, neg_kk<V>(kk, j));
+      V::store(pre + kHeadSize + j, kk_a<V>(kk, a, j));
     }
     for (int i = 0; i < N; i += V::kWkvRows)
-      rows<V, V::kWkvRows, 64>(N, S, i, r, w, k, v, kk, a, pre, y);
+      rows<V, V::kWkvRows, kHeadSize>(N, S, i, r, w, k, v, kk, a, pre, y);
     return;
   }
   for (int i = 0; i < N; i += V::kWkvRows)
