@@ -303,8 +303,9 @@ inline void tile_outputs(const uint8_t* tile, int64_t cols, const int8_t* const*
       const int64_t b0 = 8 * (Blocks::kHalves * j + h);
       // Unrolled too: with i0 a run-time index, a[u][i0 + i] kept a[] in memory (GCC 12: a load,
       // add and store of the fp32 accumulator per block term; the VNNI sb6:4 int8 prefill was 8 %
-      // slower with it: 620 against 675 tok/s). GCC only: clang-14 honours the pragma too, and its
-      // sanitizer build of this file (CI) already takes over 11 minutes without it.
+      // slower with it: 620 against 675 tok/s). GCC only: clang-14 honours the pragma too, and with
+      // it the CI's clang sanitizer build spent over 12 minutes on each qmatmul_int8 file (without
+      // it the whole CI run took 50 minutes).
 #ifndef __clang__
 #pragma GCC unroll 8
 #endif
