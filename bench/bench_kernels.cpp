@@ -22,6 +22,7 @@
 #include "kernels/int8_matmul_impl.h"
 #include "kernels/dot.h"
 #include "kernels/matmul.h"
+#include "kernels/panels.h"
 #include "kernels/wkv7.h"
 
 namespace {
@@ -32,7 +33,23 @@ using wick::kernels::MatrixRef;
 struct Matrix {
   std::vector<uint8_t> bytes;
   MatrixRef ref;
+  std::vector<uint8_t> packed;  // the panels (kernels/panels.h), when packed
+  wick::kernels::PanelMatrix panels;
 };
+
+// m's panels, packed (their own copy of the weights).
+void pack(Matrix& m) {
+  m.packed.resize(wick::kernels::panel_bytes(m.ref.rows, m.ref.cols, m.ref.dtype));
+  m.panels = wick::kernels::pack_panels(m.ref, m.packed.data(), bench_pool());
+}
+
+// The product of T inputs with m: kernels/matmul.h, or over m's panels (kernels/panels.h).
+void product(const Matrix& m, const float* x, int64_t T, float* y, bool panels) {
+  if (panels)
+    wick::kernels::matmul_panels(m.panels, x, T, y, bench_pool());
+  else
+    wick::kernels::matmul(m.ref, x, T, y, bench_pool());
+}
 
 Matrix make_matrix(DType dt, int64_t rows, int64_t cols) {
   Matrix m;
@@ -69,12 +86,14 @@ void BM_Gemv(benchmark::State& state, DType dt) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(m.bytes.size()));
 }
 
-void BM_Gemm(benchmark::State& state, DType dt) {
+// `panels`: the same product over the matrix packed into panels (BM_PanelGemm).
+void BM_Gemm(benchmark::State& state, DType dt, bool panels = false) {
   const int64_t rows = state.range(0), cols = state.range(1), T = state.range(2);
   Matrix m = make_matrix(dt, rows, cols);
+  if (panels) pack(m);
   std::vector<float> x(T * cols, 0.5f), y(T * rows);
   for (auto _ : state) {
-    wick::kernels::matmul(m.ref, x.data(), T, y.data(), bench_pool());
+    product(m, x.data(), T, y.data(), panels);
     benchmark::DoNotOptimize(y.data());
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * T * state.iterations(),
@@ -105,7 +124,8 @@ void BM_GemmBf16Inputs(benchmark::State& state) {
 // shape (>= 256 MiB in all, and at least twice the L3 the C library reports: 480 MiB on the Xeon
 // this was last measured on) that every call streams its matrix from memory. Weight bytes/s is
 // to be judged against BM_ReadBandwidth, GFLOP/s against BM_FmaPeak.
-void from_memory(benchmark::State& state, DType dt, int64_t rows, int64_t cols, int64_t T) {
+void from_memory(benchmark::State& state, DType dt, int64_t rows, int64_t cols, int64_t T,
+                 bool panels = false) {
   const int64_t bytes = rows * cols * static_cast<int64_t>(wick::dtype_size(dt));
   const int64_t l3 = std::max<int64_t>(0, sysconf(_SC_LEVEL3_CACHE_SIZE));
   const int64_t total = std::max<int64_t>(int64_t{256} << 20, 2 * l3);
@@ -116,10 +136,15 @@ void from_memory(benchmark::State& state, DType dt, int64_t rows, int64_t cols, 
     ms[i].bytes = ms[0].bytes;
     ms[i].ref = MatrixRef{ms[i].bytes.data(), dt, rows, cols};
   }
+  if (panels)  // the packed copies are what the product reads; the row-major ones are let go
+    for (Matrix& m : ms) {
+      pack(m);
+      std::vector<uint8_t>().swap(m.bytes);
+    }
   std::vector<float> x(T * cols, 0.5f), y(T * rows);
   size_t next = 0;
   for (auto _ : state) {
-    wick::kernels::matmul(ms[next].ref, x.data(), T, y.data(), bench_pool());
+    product(ms[next], x.data(), T, y.data(), panels);
     benchmark::DoNotOptimize(y.data());
     next = (next + 1) % ms.size();
   }
@@ -135,6 +160,18 @@ void BM_GemvFromMemory(benchmark::State& state, DType dt) {
 
 void BM_GemmFromMemory(benchmark::State& state, DType dt) {
   from_memory(state, dt, state.range(0), state.range(1), state.range(2));
+}
+
+// The same three over weights packed into panels (kernels/panels.h: one FMA chain per output,
+// no horizontal sums), side by side with the row-major kernels above.
+void BM_PanelGemm(benchmark::State& state, DType dt) {
+  BM_Gemm(state, dt, true);
+}
+void BM_PanelGemvFromMemory(benchmark::State& state, DType dt) {
+  from_memory(state, dt, state.range(0), state.range(1), 1, true);
+}
+void BM_PanelGemmFromMemory(benchmark::State& state, DType dt) {
+  from_memory(state, dt, state.range(0), state.range(1), state.range(2), true);
 }
 
 // The machine's read bandwidth, against which the GEMVs' bytes/s are judged: the bench library's
@@ -310,6 +347,11 @@ BENCHMARK_CAPTURE(BM_GemvInt8Outliers, int8_avx2, wick::kernels::Isa::kAvx2)->Ar
 BENCHMARK_CAPTURE(BM_GemvInt8Outliers, int8_avx512_vnni, wick::kernels::Isa::kAvx512)->Args({768, 768})->Args({768, 3072});
 BENCHMARK_CAPTURE(BM_GemmInt8Outliers, int8_avx2, wick::kernels::Isa::kAvx2)->Args({768, 768, 64})->Args({768, 3072, 64});
 BENCHMARK_CAPTURE(BM_GemmInt8Outliers, int8_avx512_vnni, wick::kernels::Isa::kAvx512)->Args({768, 768, 64})->Args({768, 3072, 64});
+BENCHMARK_CAPTURE(BM_PanelGemm, f32, DType::F32)->Args({768, 768, 64})->Args({3072, 768, 64})->Args({768, 768, 512})->Args({3072, 768, 512})->Args({768, 3072, 512});
+BENCHMARK_CAPTURE(BM_PanelGemm, bf16, DType::BF16)->Args({768, 768, 16})->Args({3072, 768, 16})->Args({65536, 768, 16})->Args({768, 768, 64})->Args({3072, 768, 64})->Args({768, 768, 512})->Args({3072, 768, 512})->Args({768, 3072, 512});
+BENCHMARK_CAPTURE(BM_PanelGemvFromMemory, f32, DType::F32)->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({65536, 768})->UseRealTime();
+BENCHMARK_CAPTURE(BM_PanelGemvFromMemory, bf16, DType::BF16)->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({65536, 768})->UseRealTime();
+BENCHMARK_CAPTURE(BM_PanelGemmFromMemory, bf16, DType::BF16)->Args({768, 768, 16})->Args({3072, 768, 16})->Args({768, 3072, 16})->Args({65536, 768, 16})->UseRealTime();
 BENCHMARK(BM_FmaPeak)->ArgName("threads")->Arg(1)->Arg(2)->UseManualTime();
 BENCHMARK(BM_GemmBf16Inputs)->Args({768, 768, 64})->Args({3072, 768, 64})->Args({768, 768, 512})->Args({3072, 768, 512})->Args({768, 3072, 512});
 BENCHMARK(BM_Bf16DotPeak)->ArgName("threads")->Arg(1)->Arg(2)->UseManualTime();

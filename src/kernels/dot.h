@@ -45,6 +45,21 @@ using GemmTileU16 = void (*)(const uint16_t* w, size_t w_stride, const float* x,
 // dst[i] = exact fp32 value of src[i] (fp16 or bf16), i < n.
 using Widen = void (*)(const uint16_t* src, float* dst, size_t n);
 
+// The kernels over weights packed into panels (kernels/panels.h: 16 rows per panel, k-major;
+// every output one fused-multiply-add chain over k in order, the same bits on every ISA).
+// PanelGemv: y[r] = w_r . x for r < rows, the panels from w (each kPanelRows * cols elements).
+using PanelGemvF32 = void (*)(const float* w, size_t cols, const float* x, int64_t rows, float* y);
+using PanelGemvU16 = void (*)(const uint16_t* w, size_t cols, const float* x, int64_t rows,
+                              float* y);
+// PanelTile: y[t * ys + r] (+)= sum over k < nk of w(r, k) * x[t * xs + k] for r < nr, t < nt, the
+// chain continuing from y's value when `accumulate` (a later block of k), else from +0; w(r, k) is
+// at w[r / 16 * ps + k * 16 + r % 16] (the panels of one block of k, panel stride ps). Any nr x nt;
+// most efficient for multiples of panel_tile_rows x panel_tile_inputs.
+using PanelTileF32 = void (*)(const float* w, size_t ps, const float* x, size_t xs, size_t nk,
+                              int64_t nr, int nt, float* y, size_t ys, bool accumulate);
+using PanelTileU16 = void (*)(const uint16_t* w, size_t ps, const float* x, size_t xs, size_t nk,
+                              int64_t nr, int nt, float* y, size_t ys, bool accumulate);
+
 struct DotKernels {
   DotF32 f32;
   DotU16 f16;
@@ -59,6 +74,14 @@ struct DotKernels {
   Widen widen_bf16;
   int tile_rows;  // the GEMM tile's register blocking
   int tile_inputs;
+  PanelGemvF32 panel_gemv_f32;
+  PanelGemvU16 panel_gemv_f16;
+  PanelGemvU16 panel_gemv_bf16;
+  PanelTileF32 panel_tile_f32;
+  PanelTileU16 panel_tile_f16;
+  PanelTileU16 panel_tile_bf16;
+  int panel_tile_rows;  // the panel GEMM tile's register blocking
+  int panel_tile_inputs;
   const char* name;  // "scalar", "avx2", "avx512"
 };
 

@@ -51,6 +51,13 @@ struct Avx2 {
     return _mm256_load_ps(buf);
   }
   static Vec fma(Vec w, Vec x, Vec acc) { return _mm256_fmadd_ps(w, x, acc); }
+  // The panel kernels (kernels/panel_impl.h): fused, 4 panels side by side in the GEMV (8 chains
+  // of 8 rows), a GEMM tile of 2 vectors (16 rows, one panel) x 6 inputs: 12 of the 16 ymm
+  // registers accumulate, 2 hold the step's weights, 1 the broadcast input.
+  static Vec fused_fma(Vec w, Vec x, Vec acc) { return _mm256_fmadd_ps(w, x, acc); }
+  static constexpr int kPanelGemvPanels = 4;
+  static constexpr int kPanelTileVecs = 2;
+  static constexpr int kPanelTileInputs = 6;
   // For the WKV head (kernels/wkv7_impl.h): rows interleaved, and the lane-wise a * b, a - b and
   // f in every lane. Four rows (this trait's reduce4 is four reduce calls, so the gain is the
   // interleaving): on an Intel Ice Lake with WICK_ISA=avx2, BM_Wkv7Segments/12/1/1 10.1-14.6 us

@@ -58,6 +58,16 @@ struct Avx512 {
     return bf16_bits(_mm256_maskz_loadu_epi16(m, p));
   }
   static Vec fma(Vec w, Vec x, Vec acc) { return _mm512_fmadd_ps(w, x, acc); }
+  // The panel kernels (kernels/panel_impl.h): fused, 4 panels side by side in the GEMV (4 chains
+  // of 16 rows), a GEMM tile of 3 vectors (48 rows, three panels) x 8 inputs: 24 of the 32 zmm
+  // registers accumulate, each step loads 3 vectors of weights and broadcasts 8 inputs. The
+  // 2 x 12 tile (the same 24 accumulators) ran out of general registers for its 12 input
+  // pointers (a stack reload in its loop) and measured slower on an Intel Ice Lake: one thread,
+  // BM_PanelGemm/bf16/3072/768/512 105-110 against 122-132 GFLOP/s (3 alternating rounds).
+  static Vec fused_fma(Vec w, Vec x, Vec acc) { return _mm512_fmadd_ps(w, x, acc); }
+  static constexpr int kPanelGemvPanels = 4;
+  static constexpr int kPanelTileVecs = 3;
+  static constexpr int kPanelTileInputs = 8;
   // For the WKV head (kernels/wkv7_impl.h): rows interleaved, and the lane-wise a * b, a - b and
   // f in every lane. Four rows: with their reductions sharing reduce4's shuffles, on an Intel Ice
   // Lake BM_Wkv7Segments/12/64/1 took 575-602 us against 792-910 for one row and 695-720 for two

@@ -279,14 +279,38 @@ const Bf16DotKernels& bf16_kernels() {
   return k;
 }
 
+}  // namespace wick::kernels::dot_impl
+
+// The panel kernels (their own order, the same traits) join the table below.
+#include "kernels/panel_impl.h"  // NOLINT(build/include_order): needs the tags above
+
+namespace wick::kernels::dot_impl {
+
 // The kernel table of V's instruction set.
 template <class V>
 const DotKernels& kernels() {
-  static const DotKernels k{dot<V, F32>,       dot<V, F16>,       dot<V, BF16>,
-                            gemv_rows<V, F32>, gemv_rows<V, F16>, gemv_rows<V, BF16>,
-                            gemm_tile<V>,      gemm_tile<V, F16>, gemm_tile<V, BF16>,
-                            widen<V, F16>,     widen<V, BF16>,    V::kTileRows,
-                            V::kTileInputs,    V::kName};
+  static const DotKernels k{dot<V, F32>,
+                            dot<V, F16>,
+                            dot<V, BF16>,
+                            gemv_rows<V, F32>,
+                            gemv_rows<V, F16>,
+                            gemv_rows<V, BF16>,
+                            gemm_tile<V>,
+                            gemm_tile<V, F16>,
+                            gemm_tile<V, BF16>,
+                            widen<V, F16>,
+                            widen<V, BF16>,
+                            V::kTileRows,
+                            V::kTileInputs,
+                            panel_impl::gemv<V, F32>,
+                            panel_impl::gemv<V, F16>,
+                            panel_impl::gemv<V, BF16>,
+                            panel_impl::tile<V, F32>,
+                            panel_impl::tile<V, F16>,
+                            panel_impl::tile<V, BF16>,
+                            V::kPanelTileVecs * static_cast<int>(V::kLanes),
+                            V::kPanelTileInputs,
+                            V::kName};
   return k;
 }
 

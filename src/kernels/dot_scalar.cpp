@@ -4,6 +4,8 @@
 // pairwise at the end, which keeps the rounding error of long rows low and lets the compiler
 // vectorise the loop. GEMV: 2 rows interleaved (16 partial sums fill the 16 SSE registers); GEMM
 // tile: 1 x 1.
+#include <cmath>
+
 #include "kernels/dot.h"
 #include "kernels/dot_impl.h"
 #include "kernels/kernel_table.h"
@@ -47,6 +49,20 @@ struct Scalar {
     for (size_t j = 0; j < kLanes; ++j) acc.v[j] += w.v[j] * x.v[j];
     return acc;
   }
+  // The panel kernels (kernels/panel_impl.h): std::fma, one rounding per step as on the SIMD
+  // ISAs (a library call on CPUs without FMA: slow, but the same bits).
+  static Vec fused_fma(const Vec& w, const Vec& x, Vec acc) {
+    for (size_t j = 0; j < kLanes; ++j) acc.v[j] = std::fma(w.v[j], x.v[j], acc.v[j]);
+    return acc;
+  }
+  static Vec broadcast(float f) {
+    Vec r;
+    for (size_t j = 0; j < kLanes; ++j) r.v[j] = f;
+    return r;
+  }
+  static constexpr int kPanelGemvPanels = 1;
+  static constexpr int kPanelTileVecs = 2;
+  static constexpr int kPanelTileInputs = 2;
   static float reduce(const Vec& a) {
     const float* s = a.v;
     return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));

@@ -1,0 +1,162 @@
+// The kernels over weights packed into panels (kernels/panels.h), written once against the dense
+// kernels' vector traits (kernels/dot_impl.h) and instantiated per instruction set by
+// dot_impl::kernels<V>(). Include only from the files compiled for one ISA (dot_*.cpp).
+//
+// The summation order is the panels' (panels.h), and the same on every ISA: output (row r,
+// input t) is one fp32 chain s = fma(w[r][k], x_t[k], s) for k = 0, 1, ..., cols - 1 from s = +0,
+// each step a fused multiply-add (one rounding). A vector holds V::kLanes rows of one k (a panel
+// stores its 16 rows' weights of one k next to each other), so no horizontal sum is ever taken:
+// the GEMV and the GEMM tile differ only in how many chains run side by side, and an output is
+// bit-identical whichever of them computed it, on whichever ISA, in whichever tile position.
+//
+// Beyond the dot traits' members (dot_impl.h), V provides
+//   fused_fma(w, x, acc)    acc + w * x, lane-wise, with one rounding (a fused multiply-add)
+//   broadcast(f)            f in every lane
+//   kPanelGemvPanels        panels the GEMV runs side by side (independent chains x kLanes rows)
+//   kPanelTileVecs          vectors of kLanes rows a GEMM tile holds (a multiple of 16 / kLanes
+//                           or a divisor of it: the tile's rows are whole panels or lie in one)
+//   kPanelTileInputs        inputs a GEMM tile holds: kPanelTileVecs x kPanelTileInputs
+//                           accumulators stay in registers.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/dot_impl.h"
+#include "kernels/panels.h"
+
+namespace wick::kernels::panel_impl {
+
+constexpr size_t kP = static_cast<size_t>(kPanelRows);
+
+// G whole panels at w (E elements, panel stride ps) times x: out[16 g + i] for g < G, i < 16.
+template <class V, class E, int G>
+inline void gemv_panels_n(const typename E::W* w, size_t ps, const float* x, size_t cols,
+                          float* out) {
+  using Vec = typename V::Vec;
+  constexpr size_t L = V::kLanes;
+  constexpr int PV = static_cast<int>(kP / L);  // vectors per panel row step
+  static_assert(kP % L == 0, "a panel's 16 rows are whole vectors");
+  Vec acc[G][PV];
+  for (int g = 0; g < G; ++g)
+    for (int v = 0; v < PV; ++v) acc[g][v] = V::zero();
+  for (size_t k = 0; k < cols; ++k) {
+    const Vec xb = V::broadcast(x[k]);
+    for (int g = 0; g < G; ++g)
+      for (int v = 0; v < PV; ++v)
+        acc[g][v] = V::fused_fma(V::load(E{}, w + g * ps + k * kP + v * L), xb, acc[g][v]);
+  }
+  for (int g = 0; g < G; ++g)
+    for (int v = 0; v < PV; ++v) V::store(out + g * kP + v * L, acc[g][v]);
+}
+
+// y[r] = w_r . x for r < rows (PanelGemv, panels.h): the panels from w, V::kPanelGemvPanels at a
+// time, then the rest one by one; the rows past `rows` in the last panel are computed, not stored.
+template <class V, class E>
+void gemv(const typename E::W* w, size_t cols, const float* x, int64_t rows, float* y) {
+  constexpr int G = V::kPanelGemvPanels;
+  constexpr int64_t kGroupRows = G * kPanelRows;
+  const size_t ps = kP * cols;
+  int64_t r = 0;
+  for (; r + kGroupRows <= rows; r += kGroupRows, w += G * ps)
+    gemv_panels_n<V, E, G>(w, ps, x, cols, y + r);
+  for (; r < rows; r += kPanelRows, w += ps) {
+    alignas(64) float out[kP];
+    gemv_panels_n<V, E, 1>(w, ps, x, cols, out);
+    std::copy_n(out, std::min<int64_t>(kPanelRows, rows - r), y + r);
+  }
+}
+
+// One tile: RV vectors of rows (RV * kLanes rows from the panels at w, panel stride ps) x NT
+// inputs (x + t * xs), over nk steps of k: y[t * ys + i] for i < RV * kLanes, starting from the
+// values in y when `accumulate` (a later block of k), else from +0.
+template <class V, class E, int RV, int NT>
+inline void tile_n(const typename E::W* w, size_t ps, const float* x, size_t xs, size_t nk,
+                   float* y, size_t ys, bool accumulate) {
+  using Vec = typename V::Vec;
+  constexpr size_t L = V::kLanes;
+  Vec acc[RV][NT];
+  for (int j = 0; j < RV; ++j)
+    for (int t = 0; t < NT; ++t)
+      acc[j][t] = accumulate ? V::load(dot_impl::F32{}, y + t * ys + j * L) : V::zero();
+  // Vector j of the tile: rows j * L .. of panel j * L / 16, at lane offset j * L % 16.
+  const typename E::W* wj[RV];
+  for (int j = 0; j < RV; ++j) wj[j] = w + (j * L) / kP * ps + (j * L) % kP;
+  for (size_t k = 0; k < nk; ++k) {
+    Vec wv[RV];
+    for (int j = 0; j < RV; ++j) wv[j] = V::load(E{}, wj[j] + k * kP);
+    for (int t = 0; t < NT; ++t) {
+      const Vec xb = V::broadcast(x[t * xs + k]);
+      for (int j = 0; j < RV; ++j) acc[j][t] = V::fused_fma(wv[j], xb, acc[j][t]);
+    }
+  }
+  for (int j = 0; j < RV; ++j)
+    for (int t = 0; t < NT; ++t) V::store(y + t * ys + j * L, acc[j][t]);
+}
+
+// RV vectors of rows x the last nt (< K + 1) inputs.
+template <class V, class E, int RV, int K>
+inline void tile_inputs_rest(const typename E::W* w, size_t ps, const float* x, size_t xs,
+                             size_t nk, int nt, float* y, size_t ys, bool accumulate) {
+  if constexpr (K > 0) {
+    if (nt == K) return tile_n<V, E, RV, K>(w, ps, x, xs, nk, y, ys, accumulate);
+    tile_inputs_rest<V, E, RV, K - 1>(w, ps, x, xs, nk, nt, y, ys, accumulate);
+  }
+}
+
+// RV vectors of rows x any number of inputs, V::kPanelTileInputs at a time.
+template <class V, class E, int RV>
+inline void tile_rows(const typename E::W* w, size_t ps, const float* x, size_t xs, size_t nk,
+                      int nt, float* y, size_t ys, bool accumulate) {
+  constexpr int T = V::kPanelTileInputs;
+  for (; nt >= T; x += T * xs, y += T * ys, nt -= T)
+    tile_n<V, E, RV, T>(w, ps, x, xs, nk, y, ys, accumulate);
+  tile_inputs_rest<V, E, RV, T - 1>(w, ps, x, xs, nk, nt, y, ys, accumulate);
+}
+
+// The last rv (< K + 1) vectors of rows.
+template <class V, class E, int K>
+inline void tile_rows_rest(const typename E::W* w, size_t ps, const float* x, size_t xs, size_t nk,
+                           int rv, int nt, float* y, size_t ys, bool accumulate) {
+  if constexpr (K > 0) {
+    if (rv == K) return tile_rows<V, E, K>(w, ps, x, xs, nk, nt, y, ys, accumulate);
+    tile_rows_rest<V, E, K - 1>(w, ps, x, xs, nk, rv, nt, y, ys, accumulate);
+  }
+}
+
+// PanelTile (panels.h): rows [0, nr) of the panels at w x inputs [0, nt), one block of nk steps of
+// k, V::kPanelTileVecs vectors of rows x V::kPanelTileInputs inputs at a time. Rows past nr in
+// the last panel are computed in a local copy of their outputs and not stored.
+template <class V, class E>
+void tile(const typename E::W* w, size_t ps, const float* x, size_t xs, size_t nk, int64_t nr,
+          int nt, float* y, size_t ys, bool accumulate) {
+  constexpr int RV = V::kPanelTileVecs;
+  constexpr int64_t L = static_cast<int64_t>(V::kLanes);
+  constexpr int64_t kTileRows = RV * L;
+  static_assert(kTileRows % kPanelRows == 0 || kPanelRows % kTileRows == 0,
+                "a tile's rows are whole panels or lie in one panel");
+  // Vectors of rows: whole tiles, then the whole vectors left.
+  const auto at = [&](int64_t r) { return w + r / kPanelRows * ps + r % kPanelRows; };
+  int64_t r = 0;
+  for (; r + kTileRows <= nr; r += kTileRows)
+    tile_rows<V, E, RV>(at(r), ps, x, xs, nk, nt, y + r, ys, accumulate);
+  const int rv = static_cast<int>((nr - r) / L);
+  if (rv > 0) {
+    tile_rows_rest<V, E, RV - 1>(at(r), ps, x, xs, nk, rv, nt, y + r, ys, accumulate);
+    r += rv * L;
+  }
+  if (r == nr) return;
+  // The last partial vector of rows: its lanes past nr exist in the panel (zero rows) but not in
+  // y, so it runs on a copy of its outputs, one input at a time.
+  const int64_t left = nr - r;
+  for (int t = 0; t < nt; ++t) {
+    alignas(64) float out[L];
+    std::fill_n(out, L, 0.0f);
+    if (accumulate) std::copy_n(y + t * ys + r, left, out);
+    tile_rows_rest<V, E, 1>(at(r), ps, x + t * xs, xs, nk, 1, 1, out, 0, accumulate);
+    std::copy_n(out, left, y + t * ys + r);
+  }
+}
+
+}  // namespace wick::kernels::panel_impl
