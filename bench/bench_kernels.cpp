@@ -34,7 +34,7 @@ struct Matrix {
   std::vector<uint8_t> bytes;
   MatrixRef ref;
   std::vector<uint8_t> packed;  // the panels (kernels/panels.h), when packed
-  wick::kernels::PanelMatrix panels;
+  MatrixRef panels;
 };
 
 // m's panels, packed (their own copy of the weights).
@@ -46,7 +46,7 @@ void pack(Matrix& m) {
 // The product of T inputs with m: kernels/matmul.h, or over m's panels (kernels/panels.h).
 void product(const Matrix& m, const float* x, int64_t T, float* y, bool panels) {
   if (panels)
-    wick::kernels::matmul_panels(m.panels, x, T, y, bench_pool());
+    wick::kernels::matmul(m.panels, x, T, y, bench_pool());
   else
     wick::kernels::matmul(m.ref, x, T, y, bench_pool());
 }

@@ -300,12 +300,13 @@ std::vector<int32_t> outlier_columns(const MatrixRef& w, int64_t max_outliers, T
 }  // namespace int8
 
 Int8Weights quantize_matrix_int8(const MatrixRef& w, ThreadPool& pool, int64_t max_outliers) {
-  if (w.cols < 1 || w.cols > kInt8MaxCols || w.rows < 0 || max_outliers > kInt8MaxOutliers) {
-    throw std::invalid_argument(
-        "quantize_matrix_int8: expected 1 <= cols <= " + std::to_string(kInt8MaxCols) +
-        ", rows >= 0 and at most " + std::to_string(kInt8MaxOutliers) +
-        " outlier columns, found [" + std::to_string(w.rows) + ", " + std::to_string(w.cols) +
-        "] and " + std::to_string(max_outliers));
+  if (w.cols < 1 || w.cols > kInt8MaxCols || w.rows < 0 || max_outliers > kInt8MaxOutliers ||
+      w.layout != MatrixLayout::kRows) {
+    throw std::invalid_argument("quantize_matrix_int8: expected a row-major matrix, 1 <= cols <= " +
+                                std::to_string(kInt8MaxCols) + ", rows >= 0 and at most " +
+                                std::to_string(kInt8MaxOutliers) + " outlier columns, found [" +
+                                std::to_string(w.rows) + ", " + std::to_string(w.cols) + "] and " +
+                                std::to_string(max_outliers));
   }
   if (w.dtype != DType::F32 && w.dtype != DType::F16 && w.dtype != DType::BF16)
     throw std::invalid_argument("quantize_matrix_int8: expected an F32, F16 or BF16 matrix");

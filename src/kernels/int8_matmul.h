@@ -130,8 +130,9 @@ class ThreadPool;
 // Quantises a dense F32 / F16 / BF16 matrix (widened exactly to fp32 first): chooses its weight
 // outlier columns (at most max_outliers of them; a negative value means int8_max_outliers(cols),
 // 0 none), then quantises every row, rows spread in blocks over `pool` (one caller at a time).
-// Requires 1 <= w.cols <= kInt8MaxCols, w.rows >= 0 and max_outliers <= kInt8MaxOutliers
-// (programming errors otherwise: std::invalid_argument). The caller checks first_nonfinite_row.
+// Requires a row-major matrix (MatrixLayout::kRows), 1 <= w.cols <= kInt8MaxCols, w.rows >= 0 and
+// max_outliers <= kInt8MaxOutliers (programming errors otherwise: std::invalid_argument). The
+// caller checks first_nonfinite_row.
 Int8Weights quantize_matrix_int8(const MatrixRef& w, ThreadPool& pool, int64_t max_outliers = -1);
 
 // Y [T, rows] = X [T, cols] . W^T as defined above; X fp32 row-major, Y must not alias X. T >= 1.

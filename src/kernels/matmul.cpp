@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "kernels/dot.h"
+#include "kernels/panels.h"
 #include "kernels/thread_pool.h"
 #include "kernels/work_items.h"
 
@@ -110,13 +111,23 @@ void check_dense(const MatrixRef& w) {
   WICK_CHECK(w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16,
              "the loader only builds F32/F16/BF16 matrices");
   WICK_CHECK(w.rows >= 1 && w.cols >= 1, "the loader only builds matrices with rows and columns");
+  WICK_CHECK(w.layout == MatrixLayout::kRows || w.layout == MatrixLayout::kPanels,
+             "a matrix is row-major or in panels");
 }
+
+void matmul_all_with(const DotKernels& k, std::span<const MatmulCall> calls, int64_t T,
+                     ThreadPool& pool);
 
 }  // namespace
 
 void matmul(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
+  matmul_with(dot_kernels(), w, x, T, y, pool);
+}
+
+void matmul_with(const DotKernels& set, const MatrixRef& w, const float* x, int64_t T, float* y,
+                 ThreadPool& pool) {
   const MatmulCall call{w, x, y};
-  matmul_all(std::span<const MatmulCall>(&call, 1), T, pool);
+  matmul_all_with(set, std::span<const MatmulCall>(&call, 1), T, pool);
 }
 
 namespace {
@@ -147,18 +158,23 @@ void share_out(std::span<const MatmulCall> calls, ThreadPool& pool, int64_t T, P
   });
 }
 
-}  // namespace
-
-void matmul_all(std::span<const MatmulCall> calls, int64_t T, ThreadPool& pool) {
+// matmul_all with the kernel set k; each matrix split and run as its layout asks.
+void matmul_all_with(const DotKernels& k, std::span<const MatmulCall> calls, int64_t T,
+                     ThreadPool& pool) {
   WICK_CHECK(calls.size() <= kMaxMatmulCalls, "matmul_all takes at most kMaxMatmulCalls products");
   WICK_CHECK(T >= 1, "a matrix product has at least one input row");
   if (calls.empty()) return;
-  const DotKernels& k = dot_kernels();
   const int threads = pool.threads();
+  const auto panels = [](const MatrixRef& w) { return w.layout == MatrixLayout::kPanels; };
   if (T == 1) {
     share_out(
-        calls, pool, T, [&](const MatrixRef& w) { return work::gemv_blocks(w.rows, threads); },
+        calls, pool, T,
+        [&](const MatrixRef& w) {
+          return panels(w) ? panel_gemv_blocks(w.rows, threads)
+                           : work::gemv_blocks(w.rows, threads);
+        },
         [&](const MatmulCall& c, const GemvBlocks& g, int64_t j, Arena&) {
+          if (panels(c.w)) return panel_gemv_block(k, c.w, c.x, g.r0(j), g.r1(j), c.y);
           gemv_block(k, c.w, c.x, g.r0(j), g.r1(j), c.y);
         });
     return;
@@ -166,17 +182,26 @@ void matmul_all(std::span<const MatmulCall> calls, int64_t T, ThreadPool& pool) 
   share_out(
       calls, pool, T,
       [&](const MatrixRef& w) {
+        if (panels(w)) return panel_gemm_items(k, w, T, threads);
         return work::gemm_items(w.rows, T, k.tile_rows, w.cols * int64_t{sizeof(float)}, threads);
       },
       [&](const MatmulCall& c, const GemmItems& g, int64_t j, Arena& arena) {
         const GemmItems::Item it = g.item(j);
+        if (panels(c.w)) return panel_gemm_item(k, c.w, c.x, c.y, it, arena);
         gemm_item(k, c.w, c.x, c.y, it.r0, it.r1, it.t0, it.t1, arena);
       });
 }
 
+}  // namespace
+
+void matmul_all(std::span<const MatmulCall> calls, int64_t T, ThreadPool& pool) {
+  matmul_all_with(dot_kernels(), calls, T, pool);
+}
+
 void matmul_bf16_inputs(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
   const Bf16DotKernels* k = bf16_dot_kernels();
-  if (k == nullptr || w.dtype != DType::BF16) return matmul(w, x, T, y, pool);
+  if (k == nullptr || w.dtype != DType::BF16 || w.layout != MatrixLayout::kRows)
+    return matmul(w, x, T, y, pool);
   // The rows as bf16 bit patterns: x is already rounded to bf16, so this drops only zero bits.
   const size_t n = static_cast<size_t>(w.cols);
   const int64_t count = T * w.cols;

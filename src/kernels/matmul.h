@@ -1,12 +1,15 @@
 // Dense matrix products with a stored weight matrix W [rows = out, cols = in] (nn.Linear layout,
-// fp32 / fp16 / bf16 elements, row-major, element-aligned) and fp32 activations.
+// fp32 / fp16 / bf16 elements, element-aligned) and fp32 activations.
 //
 //   matmul(W, X, T, Y):  Y[t, o] = sum_i W[o, i] * X[t, i]   for t < T, o < rows
 //
-// T = 1 is the GEMV of the recurrent step; T > 1 the GEMM of the parallel pass. Every output is
-// one call of the same dot kernel (kernels/dot.h), so row t of a GEMM equals the GEMV of X[t]
-// bit for bit, whatever the thread count. Threads: the kernel pool (kernels/thread_pool.h) over
-// blocks of output rows (GEMV) or rows x inputs (GEMM).
+// T = 1 is the GEMV of the recurrent step; T > 1 the GEMM of the parallel pass. W is either
+// row-major (MatrixLayout::kRows: every output is one call of the same dot kernel, kernels/dot.h)
+// or packed into panels (kPanels: every output one fused-multiply-add chain over k in order,
+// kernels/panels.h); either way row t of a GEMM equals the GEMV of X[t] bit for bit, whatever the
+// thread count. The two layouts' orders differ, so their results agree to rounding, not in bits.
+// Threads: the kernel pool (kernels/thread_pool.h) over blocks of output rows (GEMV) or rows x
+// inputs (GEMM).
 #pragma once
 
 #include <cstddef>
@@ -17,11 +20,16 @@
 
 namespace wick::kernels {
 
+// How a MatrixRef's elements lie: row-major [rows, cols], or in the panels of kernels/panels.h
+// (pack_panels() makes them).
+enum class MatrixLayout : uint8_t { kRows, kPanels };
+
 struct MatrixRef {
   const void* data = nullptr;
   DType dtype = DType::F32;  // F32, F16 or BF16
   int64_t rows = 0;          // outputs
   int64_t cols = 0;          // inputs
+  MatrixLayout layout = MatrixLayout::kRows;
 };
 
 // X: [T, cols] fp32, Y: [T, rows] fp32 (must not alias X).
@@ -30,6 +38,12 @@ class ThreadPool;
 // `pool` runs the blocks (and holds their scratch); one caller at a time (kernels/thread_pool.h).
 // T >= 1, w.rows >= 1, w.cols >= 1 (WICK_CHECK).
 void matmul(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool& pool);
+
+struct DotKernels;  // kernels/dot.h
+// matmul() with the kernels of `set` (any instruction set's, dot_kernels_for(): the tests run
+// every ISA's this way) rather than those the CPU was given (dot_kernels()).
+void matmul_with(const DotKernels& set, const MatrixRef& w, const float* x, int64_t T, float* y,
+                 ThreadPool& pool);
 
 // One product of a group (matmul_all): y = x . w^T over the group's T inputs, x [T, w.cols] and
 // y [T, w.rows] as in matmul().
@@ -65,7 +79,6 @@ struct DecodedMatrix {
   int64_t cols = 0;
 };
 
-struct DotKernels;  // kernels/dot.h
 // Y = X . W^T for a decoded matrix, with the fp32 kernels of `dense` over the decoded rows: each
 // output is dense.f32(decoded row o, X[t]) bit for bit - what matmul() of an fp32 matrix holding
 // the decoded rows gives with the same kernels - so row t of a GEMM equals the GEMV of X[t]
@@ -81,7 +94,8 @@ void matmul_decoded(const DecodedMatrix& w, const float* x, int64_t T, float* y,
 // must be a bf16 value held as fp32, as base::round_to_bf16 leaves it). With bf16 weights on a
 // CPU with AVX-512 BF16 it runs the BF16 dot product (kernels/dot.h: Bf16DotKernels), reading the
 // weights in place; otherwise it is matmul(). Either way row t of a GEMM equals the GEMV of X[t]
-// bit for bit. Scratch: the pool's caller arena (slot kCaller0) holds X as bf16.
+// bit for bit. Scratch: the pool's caller arena (slot kCaller0) holds X as bf16. A matrix in
+// panels runs matmul() (the BF16 dot product reads rows).
 void matmul_bf16_inputs(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool& pool);
 
 }  // namespace wick::kernels

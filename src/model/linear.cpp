@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "kernels/panels.h"
 
 namespace wick::model {
 
@@ -12,6 +13,15 @@ std::unique_ptr<DenseLinear> DenseLinear::owned_f32(std::vector<float> values, i
   auto storage = std::make_shared<std::vector<float>>(std::move(values));
   kernels::MatrixRef ref{storage->data(), DType::F32, out, in};
   return std::make_unique<DenseLinear>(ref, std::shared_ptr<const void>(storage, storage->data()));
+}
+
+std::unique_ptr<DenseLinear> DenseLinear::packed(const kernels::MatrixRef& rows,
+                                                 std::shared_ptr<uint8_t> at,
+                                                 kernels::ThreadPool& pool) {
+  // 64-byte aligned: a panel's step of k is a whole vector of fp32 weights.
+  WICK_CHECK(reinterpret_cast<uintptr_t>(at.get()) % 64 == 0, "packed weights are 64-byte aligned");
+  const kernels::MatrixRef ref = kernels::pack_panels(rows, at.get(), pool);
+  return std::make_unique<DenseLinear>(ref, std::shared_ptr<const void>(std::move(at)));
 }
 
 std::unique_ptr<Linear> borrow_dense(const void* data, DType dtype, size_t nbytes, int64_t out,

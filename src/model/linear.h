@@ -1,7 +1,8 @@
 // The weight-access path: every projection of the model (r/k/v/o, FFN key/value, head, the LoRA
 // factors) is a Linear, y = W x with W [out, in] as nn.Linear stores it. The block code only calls
-// apply(); dense weights (fp32/fp16/bf16, in place in the mapped file) are one implementation and
-// packed formats plug in as others, without touching the model arithmetic.
+// apply(); dense weights (fp32/fp16/bf16: in place in the mapped file, or packed into panels at
+// load, model/panel_packing.h) are one implementation and packed formats plug in as others,
+// without touching the model arithmetic.
 #pragma once
 
 #include <cstdint>
@@ -42,8 +43,9 @@ class Linear {
   }
   // The matrix when apply() is kernels::matmul() over it (a dense Linear), else null: the
   // Linear's stored weights, which callers may read as such (quantise them, compare their address
-  // with the embedding table's, merge an adapter into them), and whose products can share one pool
-  // job with others (apply_all below). Valid as long as the Linear.
+  // with the embedding table's, merge an adapter into them - row-major ones: check `layout`), and
+  // whose products can share one pool job with others (apply_all below). Valid as long as the
+  // Linear.
   virtual const kernels::MatrixRef* dense_matrix() const { return nullptr; }
   virtual DType stored_dtype() const = 0;
   // The bytes of weights a product reads (the roofline's bytes per token): the stored bytes,
@@ -52,13 +54,22 @@ class Linear {
 };
 
 // A dense matrix in fp32, fp16 or bf16, either borrowed (pointing into a mapped file that the
-// model keeps alive) or owned (`storage` holds the bytes, e.g. a transposed LoRA factor).
+// model keeps alive) or owned (`storage` holds the bytes, e.g. a transposed LoRA factor), row-major
+// or packed into panels (kernels/panels.h; dense_matrix()->layout says which).
 class DenseLinear final : public Linear {
  public:
   DenseLinear(kernels::MatrixRef ref, std::shared_ptr<const void> storage = nullptr)
       : ref_(ref), storage_(std::move(storage)) {}
   // An owned fp32 matrix [out, in].
   static std::unique_ptr<DenseLinear> owned_f32(std::vector<float> values, int64_t out, int64_t in);
+  // The row-major matrix `rows` packed into panels at `at` (kernels::panel_bytes of it, 64-byte
+  // aligned; the Linear shares its ownership), the same elements: the caller may release rows'
+  // memory afterwards. Its products follow the panels' summation order, which agrees with the
+  // row-major one to rounding, not in bits. Throws wick::InternalError (WICK_CHECK) for a matrix
+  // that is packed already or not F32/F16/BF16, or a misaligned `at`.
+  static std::unique_ptr<DenseLinear> packed(const kernels::MatrixRef& rows,
+                                             std::shared_ptr<uint8_t> at,
+                                             kernels::ThreadPool& pool);
 
   int64_t out_features() const override { return ref_.rows; }
   int64_t in_features() const override { return ref_.cols; }
@@ -71,6 +82,7 @@ class DenseLinear final : public Linear {
   }
   const kernels::MatrixRef* dense_matrix() const override { return &ref_; }
   DType stored_dtype() const override { return ref_.dtype; }
+  // The matrix's elements (a packed matrix's zero rows padding its last panel not counted).
   uint64_t stored_bytes() const override {
     return static_cast<uint64_t>(ref_.rows * ref_.cols) * dtype_size(ref_.dtype);
   }

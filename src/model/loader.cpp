@@ -15,6 +15,7 @@
 #include "model/int8_linear.h"
 #include "model/model_impl.h"
 #include "model/naming.h"
+#include "model/panel_packing.h"
 #include "model/tensor_reader.h"
 #include "runtime/runtime_impl.h"
 #include "wick/errors.h"
@@ -308,9 +309,12 @@ std::shared_ptr<Model::Impl> load_default_impl() {
 // LoadOptions run on the built weights before they are shared, on the Runtime the Model gets.
 Model with_load_options(std::shared_ptr<Model::Impl> impl, const LoadOptions& options) {
   auto runtime = std::make_shared<Runtime>();
-  if (options.quantize == WeightQuantization::kInt8) {
+  {
     RuntimeLease lease(*runtime);
-    model::quantize_model_int8(*impl, lease.pool());
+    if (options.quantize == WeightQuantization::kInt8)
+      model::quantize_model_int8(*impl, lease.pool());
+    // What stays dense and row-major is packed into panels (model/panel_packing.h).
+    model::pack_model_panels(*impl, options.precision, lease.pool());
   }
   Model m =
       Model::from_impl(std::move(impl)).with_runtime(runtime).with_precision(options.precision);
@@ -322,13 +326,13 @@ Model with_load_options(std::shared_ptr<Model::Impl> impl, const LoadOptions& op
 }  // namespace
 
 Model Model::load(const std::string& path) {
-  return from_impl(load_impl(path));
+  return with_load_options(load_impl(path), LoadOptions{});
 }
 Model Model::load(const std::string& path, const LoadOptions& options) {
   return with_load_options(load_impl(path), options);
 }
 Model Model::load_default() {
-  return from_impl(load_default_impl());
+  return with_load_options(load_default_impl(), LoadOptions{});
 }
 Model Model::load_default(const LoadOptions& options) {
   return with_load_options(load_default_impl(), options);

@@ -30,7 +30,7 @@ struct Matrix {
   std::vector<uint8_t> stored;  // row-major, dtype elements
   std::vector<float> values;    // the same, widened exactly
   std::vector<uint8_t> packed;
-  PanelMatrix panels;
+  MatrixRef panels;
 };
 
 Matrix make_matrix(DType dtype, int64_t rows, int64_t cols, uint32_t seed) {
@@ -106,7 +106,7 @@ TEST(Panels, EveryIsaGivesTheDocumentedChainExactlyAndTheDoubleSumToRounding) {
         for (int64_t T : {1, 2, 5, 13, 27, 70}) {
           const std::vector<float> x = random_inputs(T, s.cols, 11);
           std::vector<float> y(static_cast<size_t>(T * s.rows), std::nanf(""));
-          matmul_panels(m.panels, x.data(), T, y.data(), k, test_pool());
+          matmul_with(k, m.panels, x.data(), T, y.data(), test_pool());
           for (int64_t t = 0; t < T; ++t)
             for (int64_t r = 0; r < s.rows; ++r) {
               const float* xt = x.data() + t * s.cols;
@@ -138,17 +138,17 @@ TEST(Panels, GemmRowsAreTheGemvWithAnyThreadsAndAChangedInputMovesOnlyItsOwnRow)
     std::vector<float> x = random_inputs(T, cols, 5);
     std::vector<float> y1(static_cast<size_t>(T * rows)), y2(y1.size()), g(rows);
     set_test_threads(1);
-    matmul_panels(m.panels, x.data(), T, y1.data(), test_pool());
+    matmul(m.panels, x.data(), T, y1.data(), test_pool());
     set_test_threads(2);
-    matmul_panels(m.panels, x.data(), T, y2.data(), test_pool());
+    matmul(m.panels, x.data(), T, y2.data(), test_pool());
     for (size_t i = 0; i < y1.size(); ++i) ASSERT_EQ(bits_of(y1[i]), bits_of(y2[i])) << i;
     for (int64_t t = 0; t < T; t += 6) {
-      matmul_panels(m.panels, x.data() + t * cols, 1, g.data(), test_pool());
+      matmul(m.panels, x.data() + t * cols, 1, g.data(), test_pool());
       for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(bits_of(g[r]), bits_of(y2[t * rows + r]));
     }
     // One element of input 9 changed: its outputs move, the others keep their bits.
     x[9 * cols + 300] += 1.0f;
-    matmul_panels(m.panels, x.data(), T, y1.data(), test_pool());
+    matmul(m.panels, x.data(), T, y1.data(), test_pool());
     int moved = 0;
     for (int64_t t = 0; t < T; ++t)
       for (int64_t r = 0; r < rows; ++r) {
@@ -166,9 +166,9 @@ TEST(Panels, BadMatricesAndInputCountsAreRefusedBeforeAnythingIsWritten) {
   EXPECT_THROW(panel_bytes(2, 2, DType::I8), InternalError);
   EXPECT_THROW(pack_panels(MatrixRef{w.data(), DType::F32, 0, 2}, w.data(), test_pool()),
                InternalError);
-  const PanelMatrix p{w.data(), DType::F32, 2, 2};
-  EXPECT_THROW(matmul_panels(p, x.data(), 0, y.data(), test_pool()), InternalError);
-  EXPECT_THROW(matmul_panels(PanelMatrix{w.data(), DType::I8, 2, 2}, x.data(), 1, y.data(),
+  const MatrixRef p{w.data(), DType::F32, 2, 2, MatrixLayout::kPanels};
+  EXPECT_THROW(matmul(p, x.data(), 0, y.data(), test_pool()), InternalError);
+  EXPECT_THROW(matmul(MatrixRef{w.data(), DType::I8, 2, 2, MatrixLayout::kPanels}, x.data(), 1, y.data(),
                              test_pool()),
                InternalError);
   for (float v : y) EXPECT_EQ(v, 5.0f);

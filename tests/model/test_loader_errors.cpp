@@ -538,7 +538,9 @@ TEST(LoaderErrors, HfTiedEmbeddingsUseTheEmbeddingAsHead) {
   ref.drop("head.weight");
   ref.add("head.weight", DType::F32, {256, 64}, emb);
   Model expected = Model::load(ref.write(test::scratch_dir() / "..", "tied-ref.safetensors"));
-  EXPECT_EQ(logits_of(tied), logits_of(expected));
+  // To rounding, not in bits: a head of its own is packed into panels at load, while a tied head
+  // reads the table in place (model/panel_packing.h), and the two orders of summation differ.
+  EXPECT_LT(test::max_abs_diff(logits_of(tied), logits_of(expected)), 1e-6);
   EXPECT_GT(test::max_abs_diff(logits_of(tied), reference_logits()), 1e-3);
   // Without the flag a missing lm_head is a missing tensor.
   HfCheckpoint untied;

@@ -1,0 +1,102 @@
+// Packing a loaded model's projections into panels (model/panel_packing.h): which matrices are
+// packed and which stay row-major, that the packed model agrees with the row-major one to
+// rounding and with the reference logits, and that its passes stay exact (a forward pass's rows
+// equal the recurrent steps bit for bit, a batch row equals the row alone).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "io/mapped_file.h"
+#include "io/safetensors.h"
+#include "kernels/dot.h"
+#include "model/int8_linear.h"
+#include "model/linear.h"
+#include "model/model_impl.h"
+#include "model/panel_packing.h"
+#include "test_util.h"
+#include "wick/model.h"
+#include "wick/synth.h"
+
+namespace wick {
+namespace {
+
+constexpr const char* kModel = "tiny-rwkv7/tiny-rwkv7-834K.safetensors";
+
+kernels::MatrixLayout layout_of(const model::Linear& L) {
+  const kernels::MatrixRef* m = L.dense_matrix();
+  EXPECT_NE(m, nullptr);
+  return m ? m->layout : kernels::MatrixLayout::kRows;
+}
+
+std::shared_ptr<Model::Impl> fixture_impl() {
+  auto mapped = io::MappedFile::open(test::fixture(kModel));
+  return model::build_model(io::read_safetensors(mapped), "", "");
+}
+
+TEST(PanelPacking, PacksEveryProjectionAndTheHeadAndLeavesTheLoraBranches) {
+  auto impl = fixture_impl();
+  model::ModelWeights& w = impl->weights;
+  uint64_t want = 0;
+  for (const model::Int8Target& t : model::int8_targets(w))
+    want += static_cast<uint64_t>((*t.slot)->out_features() * (*t.slot)->in_features());
+  EXPECT_EQ(model::pack_model_panels(*impl, Precision::kFp32, test::test_pool()), want);
+  const std::vector<model::Int8Target> targets = model::int8_targets(w);
+  ASSERT_EQ(targets.size(), 12u * 6 + 1);
+  for (const model::Int8Target& t : targets)
+    EXPECT_EQ(layout_of(**t.slot), kernels::MatrixLayout::kPanels) << t.name;
+  for (const model::LayerWeights& L : w.layers)
+    for (const auto* lin : {&L.w1, &L.w2, &L.a1, &L.a2, &L.g1, &L.g2})
+      EXPECT_EQ(layout_of(**lin), kernels::MatrixLayout::kRows);
+  // Packed already: a second call packs nothing.
+  EXPECT_EQ(model::pack_model_panels(*impl, Precision::kFp32, test::test_pool()), 0u);
+}
+
+// The loaded (packed) model against the same checkpoint built row-major: the logits agree to
+// rounding but not in bits (another order of summation), and differ for another prompt; the
+// packed model's parallel pass equals its recurrent steps bit for bit.
+TEST(PanelPacking, AgreesWithTheRowMajorModelToRoundingAndItsPassesStayExact) {
+  const Model packed = Model::load(test::fixture(kModel));
+  const Model rows = Model::from_impl(fixture_impl());
+  const std::vector<int32_t> ids = {3, 17, 99, 4, 250, 61, 7};
+  State a = packed.new_state(), b = rows.new_state();
+  const std::vector<float> la = packed.forward(ids, a), lb = rows.forward(ids, b);
+  ASSERT_EQ(la.size(), lb.size());
+  EXPECT_LT(test::max_abs_diff(la, lb), 1e-5);
+  EXPECT_NE(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)), 0);
+  State c = packed.new_state();
+  std::vector<float> stepped;
+  for (int32_t id : ids) stepped = packed.step(id, c);
+  ASSERT_EQ(stepped.size(), la.size());
+  EXPECT_EQ(std::memcmp(stepped.data(), la.data(), la.size() * sizeof(float)), 0);
+  std::vector<int32_t> other = ids;
+  other.back() = 8;
+  State d = packed.new_state();
+  EXPECT_GT(test::max_abs_diff(packed.forward(other, d), la), 1e-4);
+}
+
+// bf16 weights stay row-major for a bf16-precision model where the CPU has the BF16 dot product
+// (it reads rows), and are packed otherwise.
+TEST(PanelPacking, Bf16RowsStayForTheBf16DotProductOnly) {
+  const std::string path = (test::scratch_dir() / "panels-bf16.safetensors").string();
+  write_synthetic_checkpoint(path, parse_synth_geometry("1:64:256"), DType::BF16, 3);
+  auto build = [&] {
+    auto mapped = io::MappedFile::open(path);
+    return model::build_model(io::read_safetensors(mapped), "", "");
+  };
+  const bool bf16_dot = kernels::bf16_dot_kernels() != nullptr;
+  auto at_bf16 = build();
+  model::pack_model_panels(*at_bf16, Precision::kBf16, test::test_pool());
+  auto at_fp32 = build();
+  model::pack_model_panels(*at_fp32, Precision::kFp32, test::test_pool());
+  for (const model::Int8Target& t : model::int8_targets(at_bf16->weights))
+    EXPECT_EQ(layout_of(**t.slot),
+              bf16_dot ? kernels::MatrixLayout::kRows : kernels::MatrixLayout::kPanels)
+        << t.name;
+  for (const model::Int8Target& t : model::int8_targets(at_fp32->weights))
+    EXPECT_EQ(layout_of(**t.slot), kernels::MatrixLayout::kPanels) << t.name;
+}
+
+}  // namespace
+}  // namespace wick
