@@ -24,7 +24,10 @@ std::string kernels_line() {
 
 void run_info(const std::string& path, const LoadOptions& load, bool json,
               const AttentionFlags& attention) {
-  Model model = with_attention_flags(load_model_or_default(path, load), attention);
+  // Nothing is computed here: the weights are not packed (LoadOptions::pack_weights).
+  LoadOptions unpacked = load;
+  unpacked.pack_weights = false;
+  Model model = with_attention_flags(load_model_or_default(path, unpacked), attention);
   const Geometry& g = model.geometry();
   const ModelInfo& i = model.info();
   const uint64_t state_bytes = model.new_state().bytes();

@@ -41,7 +41,9 @@ void run_lora_merge(const LoraMergeOptions& o) {
       throw InputError("wick lora-merge: " + o.out +
                        " already exists; pass --force to overwrite it, or choose another path");
   }
-  const Model base = Model::load(o.model);
+  LoadOptions unpacked;  // only its geometry and container are read
+  unpacked.pack_weights = false;
+  const Model base = Model::load(o.model, unpacked);
   if (base.info().container.rfind("rwkvq", 0) == 0) {
     throw CheckpointError(o.model,
                           "is a packed .rwkvq model; lora-merge needs the dense checkpoint "

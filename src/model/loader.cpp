@@ -314,7 +314,7 @@ Model with_load_options(std::shared_ptr<Model::Impl> impl, const LoadOptions& op
     if (options.quantize == WeightQuantization::kInt8)
       model::quantize_model_int8(*impl, lease.pool());
     // What stays dense and row-major is packed into panels (model/panel_packing.h).
-    model::pack_model_panels(*impl, options.precision, lease.pool());
+    if (options.pack_weights) model::pack_model_panels(*impl, options.precision, lease.pool());
   }
   Model m =
       Model::from_impl(std::move(impl)).with_runtime(runtime).with_precision(options.precision);

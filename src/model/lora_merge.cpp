@@ -65,7 +65,9 @@ LoraMergeSummary merge_lora(const std::string& base_path, const LoraAdapter& ada
                           "adapter at run time (--lora)");
   }
   // The base must be the model the adapter was checked against (geometry) and one wick loads.
-  const Model base = Model::load(base_path);
+  LoadOptions unpacked;  // only its geometry is read
+  unpacked.pack_weights = false;
+  const Model base = Model::load(base_path, unpacked);
   model::check_adapter_geometry(adapter, base.geometry());
   const model::OfficialNames names = model::map_to_official_names(set);
 

@@ -42,9 +42,12 @@ uint64_t pack_model_panels(Model::Impl& impl, Precision precision, kernels::Thre
     const kernels::MatrixRef m = *L.dense_matrix();
     const uint64_t bytes = L.stored_bytes();
     packed += static_cast<uint64_t>(m.rows * m.cols);
-    // The row-major Linear (and anything it owned) goes; a borrowed one's pages are given back.
-    *j.slot = DenseLinear::packed(m, std::shared_ptr<uint8_t>(buffer, buffer.get() + j.offset), pool);
+    auto panels =
+        DenseLinear::packed(m, std::shared_ptr<uint8_t>(buffer, buffer.get() + j.offset), pool);
+    // A borrowed matrix's pages are given back, then the row-major Linear (and anything it
+    // owned) goes.
     on_mapped_pages(impl, m.data, bytes, &io::MappedFile::release_pages);
+    *j.slot = std::move(panels);
   }
   return packed;
 }

@@ -1,4 +1,5 @@
-// Packing a loaded model's projections into panels (kernels/panels.h) at load: the matrices a
+// Packing a loaded model's projections into panels (kernels/panels.h) at load
+// (LoadOptions::pack_weights, model/loader.cpp): the matrices a
 // load-time conversion covers (model/int8_linear.h int8_targets: the blocks' projections and the
 // head) that are still dense and row-major become DenseLinear::packed copies, and the pages of the
 // mapped file they were read from are given back, so the resident weights stay one copy. Their

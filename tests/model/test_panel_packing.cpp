@@ -10,6 +10,7 @@
 
 #include "io/mapped_file.h"
 #include "io/safetensors.h"
+#include "kernels/cpu_features.h"
 #include "kernels/dot.h"
 #include "model/int8_linear.h"
 #include "model/linear.h"
@@ -24,6 +25,11 @@ namespace {
 
 constexpr const char* kModel = "tiny-rwkv7/tiny-rwkv7-834K.safetensors";
 
+// Nothing is packed under the scalar kernels (model/panel_packing.h).
+#define SKIP_UNDER_SCALAR_KERNELS()                                                    \
+  if (kernels::active_isa() == kernels::Isa::kScalar)                                 \
+  GTEST_SKIP() << "the scalar kernels pack nothing (WICK_ISA=scalar or a CPU without AVX2)"
+
 kernels::MatrixLayout layout_of(const model::Linear& L) {
   const kernels::MatrixRef* m = L.dense_matrix();
   EXPECT_NE(m, nullptr);
@@ -36,6 +42,7 @@ std::shared_ptr<Model::Impl> fixture_impl() {
 }
 
 TEST(PanelPacking, PacksEveryProjectionAndTheHeadAndLeavesTheLoraBranches) {
+  SKIP_UNDER_SCALAR_KERNELS();
   auto impl = fixture_impl();
   model::ModelWeights& w = impl->weights;
   uint64_t want = 0;
@@ -57,14 +64,22 @@ TEST(PanelPacking, PacksEveryProjectionAndTheHeadAndLeavesTheLoraBranches) {
 // rounding but not in bits (another order of summation), and differ for another prompt; the
 // packed model's parallel pass equals its recurrent steps bit for bit.
 TEST(PanelPacking, AgreesWithTheRowMajorModelToRoundingAndItsPassesStayExact) {
+  SKIP_UNDER_SCALAR_KERNELS();
   const Model packed = Model::load(test::fixture(kModel));
   const Model rows = Model::from_impl(fixture_impl());
+  LoadOptions unpacked;
+  unpacked.pack_weights = false;
+  const Model loaded_rows = Model::load(test::fixture(kModel), unpacked);
   const std::vector<int32_t> ids = {3, 17, 99, 4, 250, 61, 7};
   State a = packed.new_state(), b = rows.new_state();
   const std::vector<float> la = packed.forward(ids, a), lb = rows.forward(ids, b);
   ASSERT_EQ(la.size(), lb.size());
   EXPECT_LT(test::max_abs_diff(la, lb), 1e-5);
   EXPECT_NE(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)), 0);
+  // pack_weights = false: the row-major model, bit for bit.
+  State e = loaded_rows.new_state();
+  const std::vector<float> le = loaded_rows.forward(ids, e);
+  EXPECT_EQ(std::memcmp(le.data(), lb.data(), lb.size() * sizeof(float)), 0);
   State c = packed.new_state();
   std::vector<float> stepped;
   for (int32_t id : ids) stepped = packed.step(id, c);
@@ -79,6 +94,7 @@ TEST(PanelPacking, AgreesWithTheRowMajorModelToRoundingAndItsPassesStayExact) {
 // bf16 weights stay row-major for a bf16-precision model where the CPU has the BF16 dot product
 // (it reads rows), and are packed otherwise.
 TEST(PanelPacking, Bf16RowsStayForTheBf16DotProductOnly) {
+  SKIP_UNDER_SCALAR_KERNELS();
   const std::string path = (test::scratch_dir() / "panels-bf16.safetensors").string();
   write_synthetic_checkpoint(path, parse_synth_geometry("1:64:256"), DType::BF16, 3);
   auto build = [&] {
