@@ -107,18 +107,15 @@ void gemm_item(const DotKernels& k, const MatrixRef& w, const float* x, float* y
                 });
 }
 
-void check_dense(const MatrixRef& w) {
-  WICK_CHECK(w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16,
-             "the loader only builds F32/F16/BF16 matrices");
-  WICK_CHECK(w.rows >= 1 && w.cols >= 1, "the loader only builds matrices with rows and columns");
-  WICK_CHECK(w.layout == MatrixLayout::kRows || w.layout == MatrixLayout::kPanels,
-             "a matrix is row-major or in panels");
-}
-
 void matmul_all_with(const DotKernels& k, std::span<const MatmulCall> calls, int64_t T,
                      ThreadPool& pool);
 
 }  // namespace
+
+void check_dense_matrix(const MatrixRef& w) {
+  WICK_CHECK(dense_dtype(w.dtype), "a dense matrix holds F32/F16/BF16 elements");
+  WICK_CHECK(w.rows >= 1 && w.cols >= 1, "a dense matrix has rows and columns");
+}
 
 void matmul(const MatrixRef& w, const float* x, int64_t T, float* y, ThreadPool& pool) {
   matmul_with(dot_kernels(), w, x, T, y, pool);
@@ -146,7 +143,7 @@ void share_out(std::span<const MatmulCall> calls, ThreadPool& pool, int64_t T, P
   int64_t work_total = 0;
   for (size_t i = 0; i < calls.size(); ++i) {
     const MatrixRef& w = calls[i].w;
-    check_dense(w);
+    check_dense_matrix(w);
     blocks[i] = plan(w);
     first[i + 1] = first[i] + blocks[i].count;
     work_total += w.rows * w.cols * T;
@@ -170,8 +167,7 @@ void matmul_all_with(const DotKernels& k, std::span<const MatmulCall> calls, int
     share_out(
         calls, pool, T,
         [&](const MatrixRef& w) {
-          return panels(w) ? panel_gemv_blocks(w.rows, threads)
-                           : work::gemv_blocks(w.rows, threads);
+          return work::gemv_blocks(w.rows, threads, panels(w) ? kPanelRows : work::kGemvMinRows);
         },
         [&](const MatmulCall& c, const GemvBlocks& g, int64_t j, Arena&) {
           if (panels(c.w)) return panel_gemv_block(k, c.w, c.x, g.r0(j), g.r1(j), c.y);

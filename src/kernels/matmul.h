@@ -32,6 +32,13 @@ struct MatrixRef {
   MatrixLayout layout = MatrixLayout::kRows;
 };
 
+// Whether the dense kernels (matmul(), kernels/panels.h) take elements of `dtype`: F32, F16, BF16.
+inline bool dense_dtype(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16;
+}
+// Throws wick::InternalError (WICK_CHECK) unless w is a dense_dtype() matrix with rows and columns.
+void check_dense_matrix(const MatrixRef& w);
+
 // X: [T, cols] fp32, Y: [T, rows] fp32 (must not alias X).
 class ThreadPool;
 

@@ -13,12 +13,6 @@ namespace {
 
 constexpr size_t kP = static_cast<size_t>(kPanelRows);
 
-void check_matrix(DType dtype, int64_t rows, int64_t cols) {
-  WICK_CHECK(dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16,
-             "panels hold F32/F16/BF16 matrices only");
-  WICK_CHECK(rows >= 1 && cols >= 1, "a packed matrix has rows and columns");
-}
-
 // Panel p's rows of the row-major w, transposed into dst (its 16 x cols elements), zero-padded.
 template <class W>
 void pack_panel(const W* src, int64_t rows, size_t cols, int64_t p, W* dst) {
@@ -49,14 +43,13 @@ int64_t panel_count(int64_t rows) {
 }
 
 size_t panel_bytes(int64_t rows, int64_t cols, DType dtype) {
-  WICK_CHECK(dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16,
-             "panels hold F32/F16/BF16 matrices only");
+  WICK_CHECK(dense_dtype(dtype), "panels hold F32/F16/BF16 matrices only");
   WICK_CHECK(rows >= 0 && cols >= 0, "a matrix size is not negative");
   return static_cast<size_t>(panel_count(rows) * kPanelRows * cols) * dtype_size(dtype);
 }
 
 MatrixRef pack_panels(const MatrixRef& w, void* dst, ThreadPool& pool) {
-  check_matrix(w.dtype, w.rows, w.cols);
+  check_dense_matrix(w);
   WICK_CHECK(w.layout == MatrixLayout::kRows, "pack_panels() packs row-major matrices");
   const size_t cols = static_cast<size_t>(w.cols);
   parallel_for(pool, panel_count(w.rows), w.rows * w.cols, [&](int64_t p, Arena&) {
@@ -68,14 +61,6 @@ MatrixRef pack_panels(const MatrixRef& w, void* dst, ThreadPool& pool) {
                  static_cast<uint16_t*>(dst) + at);
   });
   return {dst, w.dtype, w.rows, w.cols, MatrixLayout::kPanels};
-}
-
-work::GemvBlocks panel_gemv_blocks(int64_t rows, int threads) {
-  const int64_t np = panel_count(rows);
-  const int64_t per = std::clamp<int64_t>((np + 2 * threads - 1) / (2 * threads), 1,
-                                          work::kGemvBlockRows / kPanelRows);
-  const int64_t block_rows = per * kPanelRows;
-  return {rows, block_rows, (rows + block_rows - 1) / block_rows};
 }
 
 void panel_gemv_block(const DotKernels& k, const MatrixRef& w, const float* x, int64_t r0,

@@ -28,6 +28,7 @@ namespace wick::kernels {
 
 // Rows per panel (and outputs per GEMV chain group of one vector of 16 fp32 lanes).
 inline constexpr int64_t kPanelRows = 16;
+static_assert(work::kGemvBlockRows % kPanelRows == 0, "GEMV blocks hold whole panels");
 // Columns one block of the GEMM's running sums covers (see panel_gemm_item).
 inline constexpr int64_t kPanelColumnBlock = 256;
 // Inputs from which a GEMM work item widens its 16-bit panels once rather than at every load.
@@ -48,9 +49,9 @@ size_t panel_bytes(int64_t rows, int64_t cols, DType dtype);
 MatrixRef pack_panels(const MatrixRef& w, void* dst, ThreadPool& pool);
 
 // The pieces kernels/matmul.cpp shares out for a matrix in panels (matmul(), matmul_all()).
-// GEMV: blocks of whole panels, two per thread at least and at most work::kGemvBlockRows rows
-// each, every block streamed once; panel_gemv_block computes y[r0, r1).
-work::GemvBlocks panel_gemv_blocks(int64_t rows, int threads);
+// GEMV: blocks of whole panels (work::gemv_blocks(rows, threads, kPanelRows): two per thread at
+// least and at most work::kGemvBlockRows rows each), every block streamed once;
+// panel_gemv_block computes y[r0, r1).
 void panel_gemv_block(const DotKernels& k, const MatrixRef& w, const float* x, int64_t r0,
                       int64_t r1, float* y);
 // GEMM: work items of whole tiles of rows x spans of inputs (work::gemm_items, the rows of a block

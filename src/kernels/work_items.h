@@ -58,10 +58,12 @@ struct GemvBlocks {
   int64_t r0(int64_t b) const { return b * block_rows; }
   int64_t r1(int64_t b) const { return std::min(rows, r0(b) + block_rows); }
 };
-inline GemvBlocks gemv_blocks(int64_t rows, int threads) {
+// Blocks of a multiple of `multiple` rows (the row-major kernels' kGemvMinRows, or a panel's 16
+// rows; kGemvBlockRows is a multiple of both), two per thread at least, at most kGemvBlockRows.
+inline GemvBlocks gemv_blocks(int64_t rows, int threads, int64_t multiple = kGemvMinRows) {
   const int64_t per_block = (rows + 2 * threads - 1) / (2 * threads);
-  const int64_t block_rows = std::clamp<int64_t>(
-      (per_block + kGemvMinRows - 1) / kGemvMinRows * kGemvMinRows, kGemvMinRows, kGemvBlockRows);
+  const int64_t block_rows = std::clamp<int64_t>((per_block + multiple - 1) / multiple * multiple,
+                                                 multiple, kGemvBlockRows);
   return {rows, block_rows, (rows + block_rows - 1) / block_rows};
 }
 
