@@ -10,12 +10,16 @@
 
 namespace wick::model {
 
-std::vector<Int8Target> int8_targets(ModelWeights& w) {
+namespace {
+
+// The set Linears of `w` that the tensor table's rows name, in table order; int8-marked rows only
+// when `int8_only`.
+std::vector<Int8Target> linears_of(ModelWeights& w, bool int8_only) {
   std::vector<Int8Target> out;
-  auto add = [&out]<class W>(std::span<const TensorSpec<W>> table, const std::string& prefix,
-                             W& weights) {
+  auto add = [&out, int8_only]<class W>(std::span<const TensorSpec<W>> table,
+                                        const std::string& prefix, W& weights) {
     for (const TensorSpec<W>& s : table)
-      if (s.int8 && weights.*s.lin)
+      if (s.lin != nullptr && (s.int8 || !int8_only) && weights.*s.lin)
         out.push_back({prefix + std::string(s.name), &(weights.*s.lin)});
   };
   for (size_t i = 0; i < w.layers.size(); ++i)
@@ -25,6 +29,16 @@ std::vector<Int8Target> int8_targets(ModelWeights& w) {
     add(attention_tensors(), "moba." + std::to_string(j) + ".", w.attention[j]);
   add(model_tensors(), "", w);  // the head (absent in an embedding backbone)
   return out;
+}
+
+}  // namespace
+
+std::vector<Int8Target> int8_targets(ModelWeights& w) {
+  return linears_of(w, true);
+}
+
+std::vector<Int8Target> table_linears(ModelWeights& w) {
+  return linears_of(w, false);
 }
 
 Int8Conversion quantize_weights_int8(

@@ -62,6 +62,9 @@ struct Int8Target {
 // (the query),key,value,output}.weight and moba.J.ffn.{key,value}.weight, then head.weight
 // (absent without LM head). To cover more matrices, mark their rows in the table.
 std::vector<Int8Target> int8_targets(ModelWeights& w);
+// Every Linear of `w` the tensor table names, in table order: int8_targets() and, per RWKV block,
+// the time mix's LoRA factors (blocks.N.att.{w,a,v,g}{1,2}; no v1/v2 in block 0).
+std::vector<Int8Target> table_linears(ModelWeights& w);
 
 // What quantize_weights_int8 changed, for ModelInfo.
 struct Int8Conversion {

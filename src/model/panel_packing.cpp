@@ -22,7 +22,7 @@ uint64_t pack_model_panels(Model::Impl& impl, Precision precision, kernels::Thre
   };
   std::vector<Job> jobs;
   size_t total = 0;
-  for (const Int8Target& t : int8_targets(impl.weights)) {
+  for (const Int8Target& t : table_linears(impl.weights)) {
     const Linear* L = t.slot->get();
     const kernels::MatrixRef* m = L != nullptr ? L->dense_matrix() : nullptr;
     if (m == nullptr || m->layout != kernels::MatrixLayout::kRows) continue;

@@ -1,7 +1,7 @@
 // Packing a loaded model's projections into panels (kernels/panels.h) at load
-// (LoadOptions::pack_weights, model/loader.cpp): the matrices a
-// load-time conversion covers (model/int8_linear.h int8_targets: the blocks' projections and the
-// head) that are still dense and row-major become DenseLinear::packed copies, and the pages of the
+// (LoadOptions::pack_weights, model/loader.cpp): every Linear the tensor table names
+// (model/int8_linear.h table_linears: the blocks' projections, their time-mix LoRA factors and the
+// head) that is still dense and row-major becomes a DenseLinear::packed copy, and the pages of the
 // mapped file they were read from are given back, so the resident weights stay one copy. Their
 // products then run the panel GEMV / GEMM (one fused-multiply-add chain per output: faster GEMMs,
 // the same bits for the parallel pass and the recurrent step, for a batch row and a row alone).

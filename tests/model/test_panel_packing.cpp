@@ -41,21 +41,25 @@ std::shared_ptr<Model::Impl> fixture_impl() {
   return model::build_model(io::read_safetensors(mapped), "", "");
 }
 
-TEST(PanelPacking, PacksEveryProjectionAndTheHeadAndLeavesTheLoraBranches) {
+TEST(PanelPacking, PacksEveryProjectionTheHeadAndTheLoraFactors) {
   SKIP_UNDER_SCALAR_KERNELS();
   auto impl = fixture_impl();
   model::ModelWeights& w = impl->weights;
+  const std::vector<model::Int8Target> all = model::table_linears(w);
+  // 12 blocks: 6 projections and 8 LoRA factors each (no v1 / v2 in block 0), and the head.
+  ASSERT_EQ(all.size(), 12u * (6 + 8) - 2 + 1);
+  ASSERT_EQ(model::int8_targets(w).size(), 12u * 6 + 1);
   uint64_t want = 0;
-  for (const model::Int8Target& t : model::int8_targets(w))
+  for (const model::Int8Target& t : all) {
+    EXPECT_EQ(layout_of(**t.slot), kernels::MatrixLayout::kRows) << t.name;
     want += static_cast<uint64_t>((*t.slot)->out_features() * (*t.slot)->in_features());
+  }
   EXPECT_EQ(model::pack_model_panels(*impl, Precision::kFp32, test::test_pool()), want);
-  const std::vector<model::Int8Target> targets = model::int8_targets(w);
-  ASSERT_EQ(targets.size(), 12u * 6 + 1);
-  for (const model::Int8Target& t : targets)
+  for (const model::Int8Target& t : all)
     EXPECT_EQ(layout_of(**t.slot), kernels::MatrixLayout::kPanels) << t.name;
   for (const model::LayerWeights& L : w.layers)
     for (const auto* lin : {&L.w1, &L.w2, &L.a1, &L.a2, &L.g1, &L.g2})
-      EXPECT_EQ(layout_of(**lin), kernels::MatrixLayout::kRows);
+      EXPECT_EQ(layout_of(**lin), kernels::MatrixLayout::kPanels);
   // Packed already: a second call packs nothing.
   EXPECT_EQ(model::pack_model_panels(*impl, Precision::kFp32, test::test_pool()), 0u);
 }
@@ -106,11 +110,11 @@ TEST(PanelPacking, Bf16RowsStayForTheBf16DotProductOnly) {
   model::pack_model_panels(*at_bf16, Precision::kBf16, test::test_pool());
   auto at_fp32 = build();
   model::pack_model_panels(*at_fp32, Precision::kFp32, test::test_pool());
-  for (const model::Int8Target& t : model::int8_targets(at_bf16->weights))
+  for (const model::Int8Target& t : model::table_linears(at_bf16->weights))
     EXPECT_EQ(layout_of(**t.slot),
               bf16_dot ? kernels::MatrixLayout::kRows : kernels::MatrixLayout::kPanels)
         << t.name;
-  for (const model::Int8Target& t : model::int8_targets(at_fp32->weights))
+  for (const model::Int8Target& t : model::table_linears(at_fp32->weights))
     EXPECT_EQ(layout_of(**t.slot), kernels::MatrixLayout::kPanels) << t.name;
 }
 
