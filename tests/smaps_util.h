@@ -17,12 +17,13 @@
 namespace wick::test {
 
 // One mapping of /proc/self/smaps: [lo, hi), the file offset at lo, the path it maps ("" for
-// anonymous memory), and its VmFlags line.
+// anonymous memory), its VmFlags line and its resident bytes (the Rss line).
 struct SmapsMapping {
   uintptr_t lo = 0, hi = 0;
   uint64_t offset = 0;
   std::string path;
   std::string flags;
+  uint64_t rss_bytes = 0;
 };
 
 // Every mapping of this process, in address order. A block's header is "lo-hi perms offset dev
@@ -36,7 +37,11 @@ inline std::vector<SmapsMapping> smaps_mappings() {
     int used = 0;
     if (std::sscanf(line.c_str(), "%lx-%lx %*s %lx %*s %*s %n", &lo, &hi, &offset, &used) == 3 &&
         used > 0) {
-      out.push_back({lo, hi, offset, line.substr(static_cast<size_t>(used)), ""});
+      out.push_back({lo, hi, offset, line.substr(static_cast<size_t>(used)), "", 0});
+    } else if (unsigned long kib = 0;
+               line.rfind("Rss:", 0) == 0 && !out.empty() &&
+               std::sscanf(line.c_str(), "Rss: %lu kB", &kib) == 1) {
+      out.back().rss_bytes = uint64_t{kib} * 1024;
     } else if (line.rfind("VmFlags:", 0) == 0 && !out.empty()) {
       out.back().flags = line;
     }
@@ -82,6 +87,11 @@ struct FileMappings {
   static size_t bytes(const std::vector<SmapsMapping>& ms) {
     size_t b = 0;
     for (const SmapsMapping& m : ms) b += m.hi - m.lo;
+    return b;
+  }
+  static uint64_t rss_bytes(const std::vector<SmapsMapping>& ms) {
+    uint64_t b = 0;
+    for (const SmapsMapping& m : ms) b += m.rss_bytes;
     return b;
   }
 };

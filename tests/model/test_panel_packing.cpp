@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "model/linear.h"
 #include "model/model_impl.h"
 #include "model/panel_packing.h"
+#include "smaps_util.h"
 #include "test_util.h"
 #include "wick/model.h"
 #include "wick/synth.h"
@@ -116,6 +118,37 @@ TEST(PanelPacking, Bf16RowsStayForTheBf16DotProductOnly) {
         << t.name;
   for (const model::Int8Target& t : model::table_linears(at_fp32->weights))
     EXPECT_EQ(layout_of(**t.slot), kernels::MatrixLayout::kPanels) << t.name;
+}
+
+// Packing gives back the mapped file's pages of each matrix it packs: with a 16 MiB fp32 head (and
+// 16 MiB embedding table), the file's resident bytes after load and a step are at least the head's
+// bytes fewer when packed than when not, while the unpacked model holds the head resident. Both
+// models compute the same token's logits to rounding.
+TEST(PanelPacking, TheFilePagesOfPackedMatricesAreGivenBack) {
+  SKIP_UNDER_SCALAR_KERNELS();
+  const std::string path = (test::scratch_dir() / "panels-release.safetensors").string();
+  write_synthetic_checkpoint(path, parse_synth_geometry("1:64:65536"), DType::F32, 7);
+  const std::string canonical = std::filesystem::canonical(path).string();
+  constexpr uint64_t kHeadBytes = uint64_t{65536} * 64 * 4;
+  const auto file_rss = [&] {
+    const test::FileMappings maps = test::mappings_of_file(canonical, "");
+    return test::FileMappings::rss_bytes(maps.with) + test::FileMappings::rss_bytes(maps.without);
+  };
+  std::vector<float> logits[2];
+  uint64_t rss[2] = {0, 0};
+  for (const bool pack : {false, true}) {
+    LoadOptions o;
+    o.pack_weights = pack;
+    const Model m = Model::load(path, o);
+    State s = m.new_state();
+    logits[pack] = m.step(1234, s);
+    rss[pack] = file_rss();
+  }
+  EXPECT_GE(rss[false], kHeadBytes) << "the unpacked model reads its head from the mapping";
+  EXPECT_LE(rss[true] + kHeadBytes, rss[false])
+      << "packed: " << rss[true] << " resident bytes of the file, unpacked: " << rss[false];
+  EXPECT_LT(test::max_abs_diff(logits[true], logits[false]), 1e-5);
+  EXPECT_NE(std::memcmp(logits[true].data(), logits[false].data(), 4 * logits[true].size()), 0);
 }
 
 }  // namespace
