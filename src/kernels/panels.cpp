@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#include <xmmintrin.h>
+#endif
+
 #include "base/check.h"
 #include "kernels/dot.h"
 #include "kernels/thread_pool.h"
@@ -12,6 +17,39 @@ namespace wick::kernels {
 namespace {
 
 constexpr size_t kP = static_cast<size_t>(kPanelRows);
+
+#if defined(__SSE2__)
+// Squares of the transposition in SSE2 (every x86-64 CPU has it): G rows x G columns, G = 16 bytes
+// / element size, from rows row[0 .. G) at column k into dst[j * kP + i] = row[i][k + j].
+inline void transpose_square(const uint16_t* const* row, size_t k, uint16_t* dst) {
+  __m128i a[8], b[8], c[8];
+  for (int i = 0; i < 8; ++i) a[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[i] + k));
+  for (int i = 0; i < 4; ++i) {  // rows 2i and 2i + 1 side by side: columns 0-3, then 4-7
+    b[2 * i] = _mm_unpacklo_epi16(a[2 * i], a[2 * i + 1]);
+    b[2 * i + 1] = _mm_unpackhi_epi16(a[2 * i], a[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h)  // rows 4h .. 4h + 3: columns {0,1}, {2,3}, {4,5}, {6,7}
+    for (int q = 0; q < 2; ++q) {
+      c[4 * h + 2 * q] = _mm_unpacklo_epi32(b[4 * h + q], b[4 * h + 2 + q]);
+      c[4 * h + 2 * q + 1] = _mm_unpackhi_epi32(b[4 * h + q], b[4 * h + 2 + q]);
+    }
+  for (int j = 0; j < 4; ++j) {  // columns 2j and 2j + 1, all 8 rows
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (2 * j) * kP),
+                     _mm_unpacklo_epi64(c[j], c[4 + j]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (2 * j + 1) * kP),
+                     _mm_unpackhi_epi64(c[j], c[4 + j]));
+  }
+}
+inline void transpose_square(const float* const* row, size_t k, float* dst) {
+  __m128 r0 = _mm_loadu_ps(row[0] + k), r1 = _mm_loadu_ps(row[1] + k);
+  __m128 r2 = _mm_loadu_ps(row[2] + k), r3 = _mm_loadu_ps(row[3] + k);
+  _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+  _mm_storeu_ps(dst, r0);
+  _mm_storeu_ps(dst + kP, r1);
+  _mm_storeu_ps(dst + 2 * kP, r2);
+  _mm_storeu_ps(dst + 3 * kP, r3);
+}
+#endif
 
 // Panel p's rows of the row-major w, transposed into dst (its 16 x cols elements), zero-padded.
 template <class W>
@@ -25,7 +63,17 @@ void pack_panel(const W* src, int64_t rows, size_t cols, int64_t p, W* dst) {
   constexpr size_t kBlock = 64;
   for (size_t k0 = 0; k0 < cols; k0 += kBlock) {
     const size_t k1 = std::min(cols, k0 + kBlock);
-    for (int64_t i = 0; i < n; ++i)
+    int64_t i = 0;
+#if defined(__SSE2__)
+    constexpr int64_t G = 16 / sizeof(W);
+    for (; i + G <= n; i += G) {
+      size_t k = k0;
+      for (; k + G <= k1; k += G) transpose_square(row + i, k, dst + k * kP + i);
+      for (; k < k1; ++k)
+        for (int64_t g = 0; g < G; ++g) dst[k * kP + static_cast<size_t>(i + g)] = row[i + g][k];
+    }
+#endif
+    for (; i < n; ++i)
       for (size_t k = k0; k < k1; ++k) dst[k * kP + static_cast<size_t>(i)] = row[i][k];
   }
 }
