@@ -22,6 +22,7 @@
 #include "kernels/int8_matmul_impl.h"
 #include "kernels/dot.h"
 #include "kernels/matmul.h"
+#include "kernels/norm.h"
 #include "kernels/panels.h"
 #include "kernels/wkv7.h"
 
@@ -325,6 +326,19 @@ void BM_TimeMixProducts(benchmark::State& state) {
   }
 }
 
+// LayerNorm of one row of n channels (the 0.1B's 768, the 1.5B's 2048), warm in cache. Items:
+// channels.
+void BM_LayerNorm(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  std::vector<float> x(n), gamma(n, 1.25f), beta(n, 0.5f), y(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 17) * 0.25f - 2.f;
+  for (auto _ : state) {
+    wick::kernels::layer_norm(x.data(), gamma.data(), beta.data(), y.data(), n, 1e-5);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
 }  // namespace
 
 BENCHMARK(BM_ReadBandwidth)->UseManualTime()->Unit(benchmark::kMillisecond);
@@ -356,6 +370,7 @@ BENCHMARK(BM_FmaPeak)->ArgName("threads")->Arg(1)->Arg(2)->UseManualTime();
 BENCHMARK(BM_GemmBf16Inputs)->Args({768, 768, 64})->Args({3072, 768, 64})->Args({768, 768, 512})->Args({3072, 768, 512})->Args({768, 3072, 512});
 BENCHMARK(BM_Bf16DotPeak)->ArgName("threads")->Arg(1)->Arg(2)->UseManualTime();
 BENCHMARK(BM_TimeMixProducts)->ArgNames({"together", "T"})->Args({0, 1})->Args({1, 1})->Args({0, 16})->Args({1, 16})->UseRealTime();
+BENCHMARK(BM_LayerNorm)->Arg(768)->Arg(2048);
 BENCHMARK(BM_Wkv7Segments)->Args({12, 1, 1})->Args({12, 64, 1})->Args({12, 1, 16});
 
 BENCHMARK_MAIN();
