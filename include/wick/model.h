@@ -9,10 +9,10 @@
 // Loading: load_model() accepts a safetensors file, an official BlinkDL `.pth`, or a
 // HuggingFace / flash-linear-attention folder (config.json + model.safetensors), in any of the
 // three naming conventions of docs/naming.md. The geometry comes from the tensor shapes only.
-// Weights stay in their stored dtype (fp32, fp16, bf16): the projections and the head packed into
-// panels at load (a copy in that layout; the mapped file's pages of each are given back,
-// LoadOptions::pack_weights), the rest in the memory-mapped file; computation is fp32, the WKV
-// state fp32.
+// Weights stay in their stored dtype (fp32, fp16, bf16): the projections, the head and the time
+// mix's LoRA factors packed into panels at load (a copy in that layout; the mapped file's pages of
+// each are given back, LoadOptions::pack_weights), the vectors and the embedding read from the
+// memory-mapped file; computation is fp32, the WKV state fp32.
 //
 // Runtime: the passes run on the Model's Runtime (wick/runtime.h: worker threads and scratch). A
 // loaded Model has a Runtime of its own (default thread count); copies share it; with_runtime()
@@ -72,9 +72,9 @@ struct AttentionOptions {
 };
 
 // Quantisation applied to the weights while loading (LoadOptions), on top of how they are stored.
-//   kNone: weights are used as stored (fp32 / fp16 / bf16, the projections and head packed into
-//          panels unless LoadOptions::pack_weights is false, or the packed codes of a .rwkvq
-//          file).
+//   kNone: weights are used as stored (fp32 / fp16 / bf16, the projections, head and LoRA factors
+//          packed into panels unless LoadOptions::pack_weights is false, or the packed codes of a
+//          .rwkvq file).
 //   kInt8: per-row symmetric INT8 at load: for each row of a covered matrix, scale = max|row| / 127
 //          and code = round-half-to-even(w / scale) clamped to [-127, 127] (an all-zero row: scale
 //          0, codes 0). Covered: per block the r/k/v/o projections and the FFN key / value (the
@@ -128,14 +128,14 @@ std::string_view precision_name(Precision p);  // "fp32", "bf16", "int8" (`--pre
 struct LoadOptions {
   WeightQuantization quantize = WeightQuantization::kNone;
   Precision precision = Precision::kFp32;  // the Model's precision() (Model::with_precision)
-  // Pack the dense projections and the head into panels (kernels/panels.h: one fused-multiply-add
-  // chain per output; faster prefill, batched and single-row decode) - a copy made while loading,
-  // the mapped file's pages of each matrix given back, so the resident weights stay one copy.
-  // Loading then reads the whole file and takes longer (README "Weights packed into panels at
-  // load"). Matrices stay row-major (read in place) when false, and whatever the flag: a head tied
-  // to the embedding, int8 codes and .rwkvq codes, and bf16 weights when `precision` is kBf16 on
-  // a CPU with the AVX-512 BF16 dot product, which reads rows. Which matrices are packed is
-  // decided here, at load: with_precision(kBf16) on a model loaded at another precision runs the
+  // Pack the dense projections, the head and the LoRA factors into panels (kernels/panels.h: one
+  // fused-multiply-add chain per output; faster prefill, batched and single-row decode) - a copy
+  // made while loading, the mapped file's pages of each matrix given back, so the resident weights
+  // stay one copy. Loading then reads the whole file and takes longer (README "Weights packed into
+  // panels at load"). Matrices stay row-major (read in place) when false, and whatever the flag: a
+  // head tied to the embedding, int8 codes and .rwkvq codes, and bf16 weights when `precision` is
+  // kBf16 on a CPU with the AVX-512 BF16 dot product, which reads rows. Which matrices are packed
+  // is decided here, at load: with_precision(kBf16) on a model loaded at another precision runs the
   // fp32 kernels over its panels (a bf16-precision result, in other bits than a load at kBf16).
   // The two layouts sum in different orders, so their results agree to rounding, not in bits.
   bool pack_weights = true;

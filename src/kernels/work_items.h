@@ -13,7 +13,8 @@ namespace wick::kernels::work {
 
 // GEMV (one input): blocks of at most this many output rows; each block streams its rows once.
 // A matrix of fewer than 2 x kGemvBlockRows rows per thread is cut into 2 blocks per thread of a
-// multiple of kGemvMinRows rows (a multiple of every dense GEMV's row group: 4 or 8), so a small
+// multiple of kGemvMinRows rows (a multiple of every dense GEMV's row group: 4 or 8; a matrix in
+// panels uses 16, a panel's rows: gemv_blocks' `multiple`), so a small
 // one - the 64-row LoRA factors of a 768-wide model - does not run on one thread while the others
 // wait: BM_GemvFromMemory f32 64 x 768, 2 threads, 10.5-10.8 -> 7.3-7.9 us (two alternating runs on
 // a Zen 3). With many threads this also shrinks the blocks of larger matrices (768 rows, 16

@@ -7,7 +7,8 @@
 // time-mix projections (receptance, key, value, output) and the channel-mix key and value, per
 // RWKV-X attention block its query/key/value/output projections and channel-mix key and value,
 // and the head.
-// The embedding (a gather, not a product), the LoRA branches and every vector stay as stored.
+// The embedding (a gather, not a product), the LoRA branches and every vector keep their stored
+// dtype (dense LoRA factors are packed into panels at load like the rest: model/panel_packing.h).
 #pragma once
 
 #include <cstddef>
@@ -49,8 +50,8 @@ class Int8Linear final : public Linear {
   kernels::Int8Matrix view_;
 };
 
-// One matrix that int8 quantisation covers: its world name (docs/naming.md, for messages) and
-// the slot holding its Linear.
+// One matrix of the tensor table (one int8 quantisation covers, for int8_targets()): its world
+// name (docs/naming.md, for messages) and the slot holding its Linear.
 struct Int8Target {
   std::string name;
   std::unique_ptr<Linear>* slot;

@@ -1,4 +1,4 @@
-// Packing a loaded model's projections into panels (kernels/panels.h) at load
+// Packing a loaded model's dense matrices into panels (kernels/panels.h) at load
 // (LoadOptions::pack_weights, model/loader.cpp): every Linear the tensor table names
 // (model/int8_linear.h table_linears: the blocks' projections, their time-mix LoRA factors and the
 // head) that is still dense and row-major becomes a DenseLinear::packed copy, and the pages of the
