@@ -33,10 +33,10 @@ constexpr size_t kP = static_cast<size_t>(kPanelRows);
 // How far ahead in its own panel the GEMV prefetches each panel's stream into L1, for weights
 // whose E::kPrefetch (dot_impl.h) says so: the 16-bit ones. Intel Emerald Rapids, 2 threads,
 // BM_PanelGemvFromMemory/bf16 (768 x 768, 768 x 3072, 65536 x 768), two alternating rounds against
-// the read probe's 27-28 GB/s: none 21-24 GB/s, 256 bytes 23-25, 512 25-28, 1024 25-30, 2048 into L2
-// 21-23, the next group of panels into L2 (as the row-major GEMV does) 21-23; fp32 weights (which
-// stream at the probe's rate without it) level. Prefetching changes no result and faults on no
-// address.
+// the read probe's 27-28 GB/s: none 21-24 GB/s, 256 bytes 23-25, 512 25-28, 1024 25-30, 2048 into
+// L2 21-23, the next group of panels into L2 (as the row-major GEMV does) 21-23; fp32 weights
+// (which stream at the probe's rate without it) level. Prefetching changes no result and faults on
+// no address.
 inline constexpr size_t kPanelPrefetchBytes = 1024;
 
 // G whole panels at w (E elements, panel stride ps) times x: out[16 g + i] for g < G, i < 16.
