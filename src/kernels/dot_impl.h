@@ -42,10 +42,11 @@
 
 namespace wick::kernels::dot_impl {
 
-// Stored weight dtypes (tags for V::load). kPrefetch: whether the GEMV prefetches the next group
-// of rows (gemv_rows_n) for weights of this dtype. Measured on an AVX-512 Xeon (480 MiB L3, one
-// thread, CPU time, medians of 5): it lifts the 65536 x 768 head from memory from 7.8 to 9.4 GB/s
-// (bf16) and 8.0 to 8.8 (fp16) with AVX-512, but costs fp32 weights, whose rows are twice as
+// Stored weight dtypes (tags for V::load). kPrefetch: whether the GEMVs prefetch for weights of
+// this dtype (the row-major one the next group of rows, gemv_rows_n; the panel GEMV each panel's
+// own stream ahead, panel_impl.h). For the row-major GEMV: measured on an AVX-512 Xeon (480 MiB L3,
+// one thread, CPU time, medians of 5): it lifts the 65536 x 768 head from memory from 7.8 to 9.4
+// GB/s (bf16) and 8.0 to 8.8 (fp16) with AVX-512, but costs fp32 weights, whose rows are twice as
 // long and which the hardware prefetcher follows on its own (14.1 -> 11.6 GB/s). The prefetch
 // goes to L2 (prefetcht1), not L1: on a Zen 4 (2 threads, 0.1B decode, three alternating rounds)
 // that took a bf16 step from 15.9-17.9 to 12.7-14.3 ms and an fp16 one from 15.5-15.9 to
