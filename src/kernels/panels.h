@@ -50,8 +50,9 @@ MatrixRef pack_panels(const MatrixRef& w, void* dst, ThreadPool& pool);
 
 // The pieces kernels/matmul.cpp shares out for a matrix in panels (matmul(), matmul_all()).
 // GEMV: blocks of whole panels (work::gemv_blocks(rows, threads, kPanelRows): two per thread at
-// least and at most work::kGemvBlockRows rows each), every block streamed once;
-// panel_gemv_block computes y[r0, r1).
+// least and at most work::kGemvBlockRows rows each), every block streamed once (16-bit panels
+// prefetched ahead into L1, panel_impl.h kPanelPrefetchBytes); panel_gemv_block computes
+// y[r0, r1).
 void panel_gemv_block(const DotKernels& k, const MatrixRef& w, const float* x, int64_t r0,
                       int64_t r1, float* y);
 // GEMM: work items of whole tiles of rows x spans of inputs (work::gemm_items, the rows of a block
