@@ -29,8 +29,14 @@ namespace wick::kernels {
 // Rows per panel (and outputs per GEMV chain group of one vector of 16 fp32 lanes).
 inline constexpr int64_t kPanelRows = 16;
 static_assert(work::kGemvBlockRows % kPanelRows == 0, "GEMV blocks hold whole panels");
-// Columns one block of the GEMM's running sums covers (see panel_gemm_item).
-inline constexpr int64_t kPanelColumnBlock = 256;
+// Columns one block of the GEMM's running sums covers (see panel_gemm_item). 512, not 256: on an
+// Intel Emerald Rapids (2 threads, alternating rounds of wick bench) 1.5B bf16 prefill 81.8-94.7 ->
+// 91.7-99.8 tok/s (8 of 8 rounds), 0.1B fp32 1109-1145 -> 1177-1199 (3 of 3), 0.1B bf16 level (3
+// of 5), WICK_ISA=avx2 bf16 523-599 -> 634-655 (2 of 2); 16-row batched decode level. 1024 read
+// level with 512 at 0.1B and +1-6 % at 1.5B, but a tile's inputs over 1024 columns (32 KiB at
+// AVX-512's 8) would fill a 32 KiB L1 (Zen 3 / Zen 4); at 512 they take 16 KiB (AVX2's 6: 12).
+// The block changes no result (the running sums continue through Y in order).
+inline constexpr int64_t kPanelColumnBlock = 512;
 // Inputs from which a GEMM work item widens its 16-bit panels once rather than at every load.
 inline constexpr int64_t kPanelWidenMinInputs = 24;
 

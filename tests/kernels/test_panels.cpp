@@ -104,8 +104,10 @@ TEST(Panels, EveryIsaGivesTheDocumentedChainExactlyAndTheDoubleSumToRounding) {
   struct Shape {
     int64_t rows, cols;
   };
-  // 300 rows: GEMV blocks of 4 panels, so the GEMV's group of V::kPanelGemvPanels runs too.
-  const Shape shapes[] = {{1, 1}, {7, 3}, {16, 31}, {17, 256}, {40, 300}, {100, 600}, {300, 40}};
+  // 300 rows: GEMV blocks of 4 panels, so the GEMV's group of V::kPanelGemvPanels runs too. The
+  // last shape spans two whole column blocks and a partial third, whatever kPanelColumnBlock is.
+  const Shape shapes[] = {{1, 1},     {7, 3},    {16, 31}, {17, 256},
+                          {40, 300},  {100, 600}, {300, 40}, {20, 2 * kPanelColumnBlock + 37}};
   for (Isa isa : isas_of_this_cpu()) {
     const DotKernels& k = dot_kernels_for(isa);
     for (DType dtype : kDtypes)
