@@ -47,12 +47,12 @@ namespace wick::kernels::dot_impl {
 // own stream ahead, panel_impl.h). For the row-major GEMV: measured on an AVX-512 Xeon (480 MiB L3,
 // one thread, CPU time, medians of 5): it lifts the 65536 x 768 head from memory from 7.8 to 9.4
 // GB/s (bf16) and 8.0 to 8.8 (fp16) with AVX-512, but costs fp32 weights, whose rows are twice as
-// long and which the hardware prefetcher follows on its own (14.1 -> 11.6 GB/s). The prefetch
-// goes to L2 (prefetcht1), not L1: on a Zen 4 (2 threads, 0.1B decode, three alternating rounds)
-// that took a bf16 step from 15.9-17.9 to 12.7-14.3 ms and an fp16 one from 15.5-15.9 to
-// 12.5-12.9, and the AVX2 build's from 13.2-13.6 to 12.3 - the lines arrive without taking L1
-// fill buffers from the loads of the rows being summed. fp32 weights measured the same with or
-// without it there, so they keep none.
+// long and which the hardware prefetcher follows on its own (14.1 -> 11.6 GB/s). The row-major
+// GEMV's prefetch goes to L2 (prefetcht1), not L1: on a Zen 4 (2 threads, 0.1B decode, three
+// alternating rounds) that took a bf16 step from 15.9-17.9 to 12.7-14.3 ms and an fp16 one
+// from 15.5-15.9 to 12.5-12.9, and the AVX2 build's from 13.2-13.6 to 12.3 - the lines arrive
+// without taking L1 fill buffers from the loads of the rows being summed. fp32 weights measured the
+// same with or without it there, so they keep none.
 struct F32 {
   using W = float;
   static constexpr bool kPrefetch = false;

@@ -62,9 +62,14 @@ inline void gemv_panels_n(const typename E::W* w, size_t ps, const float* x, siz
     // kPanelPrefetchBytes further on in every panel of the group.
     constexpr size_t kStepBytes = kP * sizeof(typename E::W);
     constexpr size_t S = std::max<size_t>(1, dot_impl::kLineBytes / kStepBytes);
-    constexpr size_t kAhead = kPanelPrefetchBytes / kStepBytes;
     for (; k + S <= cols; k += S) {
-      for (int g = 0; g < G; ++g) __builtin_prefetch(w + g * ps + (k + kAhead) * kP, 0, 3);
+      // The address ahead is formed as an integer: past the last panel it lies beyond the buffer,
+      // which a pointer may not point to (a prefetch of it faults on nothing).
+      for (int g = 0; g < G; ++g)
+        __builtin_prefetch(
+            reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(w + g * ps + k * kP) +
+                                          kPanelPrefetchBytes),
+            0, 3);
       for (size_t s = 0; s < S; ++s) step(k + s);
     }
   }
