@@ -80,7 +80,8 @@ struct DotKernels {
   PanelTileF32 panel_tile_f32;
   PanelTileU16 panel_tile_f16;
   PanelTileU16 panel_tile_bf16;
-  int panel_tile_rows;  // the panel GEMM tile's register blocking
+  Widen panel_widen_bf16;  // bf16 panels' pairs to fp32 k-major order (panel_impl.h widen_pairs)
+  int panel_tile_rows;     // the panel GEMM tile's register blocking
   int panel_tile_inputs;
   const char* name;  // "scalar", "avx2", "avx512"
 };

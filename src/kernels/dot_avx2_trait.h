@@ -58,6 +58,15 @@ struct Avx2 {
   static constexpr int kPanelGemvPanels = 4;
   static constexpr int kPanelTileVecs = 2;
   static constexpr int kPanelTileInputs = 6;
+  static constexpr int kVecRegisters = 16;
+  // 8 lanes of two bf16 each (panels of pairs, kernels/panels.h): the low halves as one vector of
+  // fp32, the high halves as the next (both exact: a bf16 is the top 16 bits of its fp32).
+  static void load_pair(BF16, const uint16_t* p, Vec& even, Vec& odd) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    odd =
+        _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+  }
   // For the WKV head (kernels/wkv7_impl.h): rows interleaved, and the lane-wise a * b, a - b and
   // f in every lane. Four rows (this trait's reduce4 is four reduce calls, so the gain is the
   // interleaving): on an Intel Ice Lake with WICK_ISA=avx2, BM_Wkv7Segments/12/1/1 10.1-14.6 us

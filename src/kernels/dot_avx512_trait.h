@@ -68,6 +68,14 @@ struct Avx512 {
   static constexpr int kPanelGemvPanels = 4;
   static constexpr int kPanelTileVecs = 3;
   static constexpr int kPanelTileInputs = 8;
+  static constexpr int kVecRegisters = 32;
+  // 16 lanes of two bf16 each (panels of pairs, kernels/panels.h): the low halves as one vector of
+  // fp32, the high halves as the next (both exact: a bf16 is the top 16 bits of its fp32).
+  static void load_pair(BF16, const uint16_t* p, Vec& even, Vec& odd) {
+    const __m512i v = _mm512_loadu_si512(p);
+    even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    odd = _mm512_castsi512_ps(_mm512_maskz_mov_epi16(kHighHalves, v));
+  }
   // For the WKV head (kernels/wkv7_impl.h): rows interleaved, and the lane-wise a * b, a - b and
   // f in every lane. Four rows: with their reductions sharing reduce4's shuffles, on an Intel Ice
   // Lake BM_Wkv7Segments/12/64/1 took 575-602 us against 792-910 for one row and 695-720 for two
@@ -106,6 +114,8 @@ struct Avx512 {
   static void store_tail(float* p, Vec v, Tail m) { _mm512_mask_storeu_ps(p, m, v); }
 
  private:
+  // The high 16-bit half of every 32-bit lane, as a mask register (no vector register held).
+  static constexpr __mmask32 kHighHalves = 0xAAAAAAAAu;
   static __m256 high_half(Vec v) {
     return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
   }

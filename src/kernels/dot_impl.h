@@ -39,6 +39,7 @@
 #include <cstdint>
 
 #include "kernels/dot.h"
+#include "wick/dtype.h"
 
 namespace wick::kernels::dot_impl {
 
@@ -55,14 +56,17 @@ namespace wick::kernels::dot_impl {
 // same with or without it there, so they keep none.
 struct F32 {
   using W = float;
+  static constexpr DType kDtype = DType::F32;
   static constexpr bool kPrefetch = false;
 };
 struct F16 {
   using W = uint16_t;
+  static constexpr DType kDtype = DType::F16;
   static constexpr bool kPrefetch = true;
 };
 struct BF16 {
   using W = uint16_t;
+  static constexpr DType kDtype = DType::BF16;
   static constexpr bool kPrefetch = true;
 };
 
@@ -309,6 +313,7 @@ const DotKernels& kernels() {
                             panel_impl::tile<V, F32>,
                             panel_impl::tile<V, F16>,
                             panel_impl::tile<V, BF16>,
+                            panel_impl::widen_pairs<V>,
                             V::kPanelTileVecs * static_cast<int>(V::kLanes),
                             V::kPanelTileInputs,
                             V::kName};

@@ -63,6 +63,13 @@ struct Scalar {
   static constexpr int kPanelGemvPanels = 1;
   static constexpr int kPanelTileVecs = 2;
   static constexpr int kPanelTileInputs = 2;
+  static constexpr int kVecRegisters = 16;
+  static void load_pair(BF16, const uint16_t* p, Vec& even, Vec& odd) {
+    for (size_t j = 0; j < kLanes; ++j) {
+      even.v[j] = bf16_to_f32(p[2 * j]);
+      odd.v[j] = bf16_to_f32(p[2 * j + 1]);
+    }
+  }
   static float reduce(const Vec& a) {
     const float* s = a.v;
     return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));

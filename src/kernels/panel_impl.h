@@ -17,6 +17,15 @@
 //                           or a divisor of it: the tile's rows are whole panels or lie in one)
 //   kPanelTileInputs        inputs a GEMM tile holds: kPanelTileVecs x kPanelTileInputs
 //                           accumulators stay in registers.
+//   kVecRegisters           the vector registers the ISA has (whether a tile's weights of a pair
+//                           of steps fit beside its accumulators)
+//   load_pair(BF16{}, p, even, odd)
+//                           kLanes rows of a bf16 panel's pair of steps (2 kLanes elements at p,
+//                           row i's two at p[2i], p[2i + 1]): step k as `even`, k + 1 as `odd`
+//
+// bf16 panels hold their columns in pairs (panels.h): their kernels take two steps of k per load,
+// the low halves with x[k] first, then the high halves with x[k + 1] - the same chain, so the same
+// bits - and a last odd column alone (its pair's high half is padding and never multiplied).
 #pragma once
 
 #include <algorithm>
@@ -39,10 +48,73 @@ constexpr size_t kP = static_cast<size_t>(kPanelRows);
 // no address.
 inline constexpr size_t kPanelPrefetchBytes = 1024;
 
+// Whether panels of E hold their columns in pairs (panels.h panel_pairs: bf16).
+template <class E>
+inline constexpr bool kPairs = panel_pairs(E::kDtype);
+
+// Elements from the start of a panel's step (or pair of steps) to row i's first element there.
+template <class E>
+constexpr size_t lane_offset(size_t i) {
+  return kPairs<E> ? 2 * i : i;
+}
+
+// The stride of E's panels for a matrix of `cols` columns (panels.h panel_cols).
+template <class E>
+size_t panel_stride(size_t cols) {
+  return kP * static_cast<size_t>(panel_cols(static_cast<int64_t>(cols), E::kDtype));
+}
+
+// The panels' stream at `at` prefetched kPanelPrefetchBytes ahead. The address is formed as an
+// integer: past the last panel it lies beyond the buffer, which a pointer may not point to (a
+// prefetch of it faults on nothing).
+template <class W>
+inline void prefetch_ahead(const W* at) {
+  __builtin_prefetch(
+      reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(at) + kPanelPrefetchBytes), 0, 3);
+}
+
+// G whole panels of bf16 pairs at w (panel stride ps) times x: gemv_panels_n below.
+template <class V, class E, int G>
+inline void gemv_pair_panels_n(const typename E::W* w, size_t ps, const float* x, size_t cols,
+                               float* out) {
+  using Vec = typename V::Vec;
+  constexpr size_t L = V::kLanes;
+  constexpr int PV = static_cast<int>(kP / L);
+  static_assert(2 * kP * sizeof(typename E::W) == dot_impl::kLineBytes,
+                "a pair of steps reads one cache line of each panel");
+  Vec acc[G][PV];
+  for (int g = 0; g < G; ++g)
+    for (int v = 0; v < PV; ++v) acc[g][v] = V::zero();
+  size_t k = 0;
+  for (; k + 2 <= cols; k += 2) {
+    if constexpr (E::kPrefetch)
+      for (int g = 0; g < G; ++g) prefetch_ahead(w + g * ps + k * kP);
+    const Vec xe = V::broadcast(x[k]), xo = V::broadcast(x[k + 1]);
+    for (int g = 0; g < G; ++g)
+      for (int v = 0; v < PV; ++v) {
+        Vec we, wo;
+        V::load_pair(E{}, w + g * ps + k * kP + 2 * v * L, we, wo);
+        acc[g][v] = V::fused_fma(wo, xo, V::fused_fma(we, xe, acc[g][v]));
+      }
+  }
+  if (k < cols) {  // the last odd column: its pair's low halves only
+    const Vec xe = V::broadcast(x[k]);
+    for (int g = 0; g < G; ++g)
+      for (int v = 0; v < PV; ++v) {
+        Vec we, wo;
+        V::load_pair(E{}, w + g * ps + k * kP + 2 * v * L, we, wo);
+        acc[g][v] = V::fused_fma(we, xe, acc[g][v]);
+      }
+  }
+  for (int g = 0; g < G; ++g)
+    for (int v = 0; v < PV; ++v) V::store(out + g * kP + v * L, acc[g][v]);
+}
+
 // G whole panels at w (E elements, panel stride ps) times x: out[16 g + i] for g < G, i < 16.
 template <class V, class E, int G>
 inline void gemv_panels_n(const typename E::W* w, size_t ps, const float* x, size_t cols,
                           float* out) {
+  if constexpr (kPairs<E>) return gemv_pair_panels_n<V, E, G>(w, ps, x, cols, out);
   using Vec = typename V::Vec;
   constexpr size_t L = V::kLanes;
   constexpr int PV = static_cast<int>(kP / L);  // vectors per panel row step
@@ -63,13 +135,7 @@ inline void gemv_panels_n(const typename E::W* w, size_t ps, const float* x, siz
     constexpr size_t kStepBytes = kP * sizeof(typename E::W);
     constexpr size_t S = std::max<size_t>(1, dot_impl::kLineBytes / kStepBytes);
     for (; k + S <= cols; k += S) {
-      // The address ahead is formed as an integer: past the last panel it lies beyond the buffer,
-      // which a pointer may not point to (a prefetch of it faults on nothing).
-      for (int g = 0; g < G; ++g)
-        __builtin_prefetch(
-            reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(w + g * ps + k * kP) +
-                                          kPanelPrefetchBytes),
-            0, 3);
+      for (int g = 0; g < G; ++g) prefetch_ahead(w + g * ps + k * kP);
       for (size_t s = 0; s < S; ++s) step(k + s);
     }
   }
@@ -84,7 +150,7 @@ template <class V, class E>
 void gemv(const typename E::W* w, size_t cols, const float* x, int64_t rows, float* y) {
   constexpr int G = V::kPanelGemvPanels;
   constexpr int64_t kGroupRows = G * kPanelRows;
-  const size_t ps = kP * cols;
+  const size_t ps = panel_stride<E>(cols);
   int64_t r = 0;
   for (; r + kGroupRows <= rows; r += kGroupRows, w += G * ps)
     gemv_panels_n<V, E, G>(w, ps, x, cols, y + r);
@@ -109,8 +175,53 @@ inline void tile_n(const typename E::W* w, size_t ps, const float* x, size_t xs,
       acc[j][t] = accumulate ? V::load(dot_impl::F32{}, y + t * ys + j * L) : V::zero();
   // Vector j of the tile: rows j * L .. of panel j * L / 16, at lane offset j * L % 16.
   const typename E::W* wj[RV];
-  for (int j = 0; j < RV; ++j) wj[j] = w + (j * L) / kP * ps + (j * L) % kP;
-  for (size_t k = 0; k < nk; ++k) {
+  for (int j = 0; j < RV; ++j) wj[j] = w + (j * L) / kP * ps + lane_offset<E>((j * L) % kP);
+  size_t k = 0;
+  if constexpr (kPairs<E>) {
+    // Two steps per load of a pair. With room for RV weight vectors beside the accumulators, a
+    // broadcast and a constant, each input is broadcast once per step for the whole tile: the
+    // low halves of the RV vectors, then (their pairs loaded again, from L1) the high halves -
+    // holding both halves at once spilled AVX-512's 3 x 8 accumulators to the stack. Else vector
+    // by vector, broadcasting the inputs again for each.
+    constexpr bool kHold = RV + RV * NT + 2 <= V::kVecRegisters;
+    for (; k + 2 <= nk; k += 2) {
+      if constexpr (E::kPrefetch)
+        for (int j = 0; j < RV; j += kPanelRows / static_cast<int>(L))
+          prefetch_ahead(wj[j] + k * kP);
+      if constexpr (kHold) {
+        Vec wv[RV], unused;
+        for (int j = 0; j < RV; ++j) V::load_pair(E{}, wj[j] + k * kP, wv[j], unused);
+        for (int t = 0; t < NT; ++t) {
+          const Vec xb = V::broadcast(x[t * xs + k]);
+          for (int j = 0; j < RV; ++j) acc[j][t] = V::fused_fma(wv[j], xb, acc[j][t]);
+        }
+        for (int j = 0; j < RV; ++j) V::load_pair(E{}, wj[j] + k * kP, unused, wv[j]);
+        for (int t = 0; t < NT; ++t) {
+          const Vec xb = V::broadcast(x[t * xs + k + 1]);
+          for (int j = 0; j < RV; ++j) acc[j][t] = V::fused_fma(wv[j], xb, acc[j][t]);
+        }
+      } else {
+        for (int j = 0; j < RV; ++j) {
+          Vec we, wo;
+          V::load_pair(E{}, wj[j] + k * kP, we, wo);
+          for (int t = 0; t < NT; ++t) {
+            acc[j][t] = V::fused_fma(we, V::broadcast(x[t * xs + k]), acc[j][t]);
+            acc[j][t] = V::fused_fma(wo, V::broadcast(x[t * xs + k + 1]), acc[j][t]);
+          }
+        }
+      }
+    }
+    if (k < nk) {  // the last odd column: its pair's low halves only
+      for (int j = 0; j < RV; ++j) {
+        Vec we, wo;
+        V::load_pair(E{}, wj[j] + k * kP, we, wo);
+        for (int t = 0; t < NT; ++t)
+          acc[j][t] = V::fused_fma(we, V::broadcast(x[t * xs + k]), acc[j][t]);
+      }
+      k = nk;
+    }
+  }
+  for (; k < nk; ++k) {
     Vec wv[RV];
     for (int j = 0; j < RV; ++j) wv[j] = V::load(E{}, wj[j] + k * kP);
     for (int t = 0; t < NT; ++t) {
@@ -164,7 +275,9 @@ void tile(const typename E::W* w, size_t ps, const float* x, size_t xs, size_t n
   static_assert(kTileRows % kPanelRows == 0 || kPanelRows % kTileRows == 0,
                 "a tile's rows are whole panels or lie in one panel");
   // Vectors of rows: whole tiles, then the whole vectors left.
-  const auto at = [&](int64_t r) { return w + r / kPanelRows * ps + r % kPanelRows; };
+  const auto at = [&](int64_t r) {
+    return w + r / kPanelRows * ps + lane_offset<E>(static_cast<size_t>(r % kPanelRows));
+  };
   int64_t r = 0;
   for (; r + kTileRows <= nr; r += kTileRows)
     tile_rows<V, E, RV>(at(r), ps, x, xs, nk, nt, y + r, ys, accumulate);
@@ -184,6 +297,22 @@ void tile(const typename E::W* w, size_t ps, const float* x, size_t xs, size_t n
     tile_rows_rest<V, E, 1>(at(r), ps, x + t * xs, xs, nk, 1, 1, out, 0, accumulate);
     std::copy_n(out, left, y + t * ys + r);
   }
+}
+
+// A block of bf16 panels' pairs as fp32 in the k-major order of fp32 panels (panels.h), for the
+// GEMM's widened blocks: n elements of src (whole pairs of steps: a multiple of 32) to n floats,
+// dst[k * 16 + i] = w(i, k) - each pair's low halves to its step k, the high halves to k + 1.
+template <class V>
+void widen_pairs(const uint16_t* src, float* dst, size_t n) {
+  using Vec = typename V::Vec;
+  constexpr size_t L = V::kLanes;
+  for (size_t i = 0; i < n; i += 2 * kP)
+    for (size_t v = 0; v < kP; v += L) {
+      Vec we, wo;
+      V::load_pair(dot_impl::BF16{}, src + i + 2 * v, we, wo);
+      V::store(dst + i + v, we);
+      V::store(dst + i + kP + v, wo);
+    }
 }
 
 }  // namespace wick::kernels::panel_impl

@@ -49,7 +49,45 @@ inline void transpose_square(const float* const* row, size_t k, float* dst) {
   _mm_storeu_ps(dst + 2 * kP, r2);
   _mm_storeu_ps(dst + 3 * kP, r3);
 }
+// 4 rows x 4 pairs of columns of bf16 into the pairs layout: from rows row[0 .. 4) at column k
+// (even), dst[q * 32 + 2 i + h] = row[i][k + 2 q + h] - a 4 x 4 transposition of 32-bit pairs.
+inline void transpose_pairs(const uint16_t* const* row, size_t k, uint16_t* dst) {
+  __m128i a[4];
+  for (int i = 0; i < 4; ++i) a[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[i] + k));
+  const __m128i p01 = _mm_unpacklo_epi32(a[0], a[1]), p23 = _mm_unpacklo_epi32(a[2], a[3]);
+  const __m128i q01 = _mm_unpackhi_epi32(a[0], a[1]), q23 = _mm_unpackhi_epi32(a[2], a[3]);
+  const __m128i pairs[4] = {_mm_unpacklo_epi64(p01, p23), _mm_unpackhi_epi64(p01, p23),
+                            _mm_unpacklo_epi64(q01, q23), _mm_unpackhi_epi64(q01, q23)};
+  for (size_t q = 0; q < 4; ++q)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + q * 2 * kP), pairs[q]);
+}
 #endif
+
+// Panel p's rows of the row-major bf16 w into dst in pairs of columns (panels.h: its 16 x
+// panel_cols elements), zero-padded.
+void pack_pair_panel(const uint16_t* src, int64_t rows, size_t cols, int64_t p, uint16_t* dst) {
+  const int64_t r0 = p * kPanelRows;
+  const int64_t n = std::min<int64_t>(kPanelRows, rows - r0);
+  if (n < kPanelRows || cols % 2 != 0) std::fill_n(dst, kP * (cols + cols % 2), uint16_t{0});
+  const uint16_t* row[kP];
+  for (int64_t i = 0; i < n; ++i) row[i] = src + static_cast<size_t>(r0 + i) * cols;
+  const auto at = [](size_t i, size_t k) { return k / 2 * 2 * kP + 2 * i + k % 2; };
+  constexpr size_t kBlock = 64;  // even: blocks begin on a pair
+  for (size_t k0 = 0; k0 < cols; k0 += kBlock) {
+    const size_t k1 = std::min(cols, k0 + kBlock);
+    int64_t i = 0;
+#if defined(__SSE2__)
+    for (; i + 4 <= n; i += 4) {
+      size_t k = k0;
+      for (; k + 8 <= k1; k += 8) transpose_pairs(row + i, k, dst + at(static_cast<size_t>(i), k));
+      for (; k < k1; ++k)
+        for (int64_t g = 0; g < 4; ++g) dst[at(static_cast<size_t>(i + g), k)] = row[i + g][k];
+    }
+#endif
+    for (; i < n; ++i)
+      for (size_t k = k0; k < k1; ++k) dst[at(static_cast<size_t>(i), k)] = row[i][k];
+  }
+}
 
 // Panel p's rows of the row-major w, transposed into dst (its 16 x cols elements), zero-padded.
 template <class W>
@@ -78,10 +116,11 @@ void pack_panel(const W* src, int64_t rows, size_t cols, int64_t p, W* dst) {
   }
 }
 
-// The bytes of panel p's elements from column k0 on.
+// The bytes of panel p's elements from column k0 on (k0 even for pairs).
 const uint8_t* panel_at(const MatrixRef& w, int64_t p, int64_t k0) {
   const int64_t es = static_cast<int64_t>(dtype_size(w.dtype));
-  return static_cast<const uint8_t*>(w.data) + (p * kPanelRows * w.cols + k0 * kPanelRows) * es;
+  const int64_t c = panel_cols(w.cols, w.dtype);
+  return static_cast<const uint8_t*>(w.data) + (p * kPanelRows * c + k0 * kPanelRows) * es;
 }
 
 }  // namespace
@@ -93,7 +132,8 @@ int64_t panel_count(int64_t rows) {
 size_t panel_bytes(int64_t rows, int64_t cols, DType dtype) {
   WICK_CHECK(dense_dtype(dtype), "panels hold F32/F16/BF16 matrices only");
   WICK_CHECK(rows >= 0 && cols >= 0, "a matrix size is not negative");
-  return static_cast<size_t>(panel_count(rows) * kPanelRows * cols) * dtype_size(dtype);
+  return static_cast<size_t>(panel_count(rows) * kPanelRows * panel_cols(cols, dtype)) *
+         dtype_size(dtype);
 }
 
 MatrixRef pack_panels(const MatrixRef& w, void* dst, ThreadPool& pool) {
@@ -101,9 +141,13 @@ MatrixRef pack_panels(const MatrixRef& w, void* dst, ThreadPool& pool) {
   WICK_CHECK(w.layout == MatrixLayout::kRows, "pack_panels() packs row-major matrices");
   const size_t cols = static_cast<size_t>(w.cols);
   parallel_for(pool, panel_count(w.rows), w.rows * w.cols, [&](int64_t p, Arena&) {
-    const size_t at = static_cast<size_t>(p) * kP * cols;
+    const size_t at =
+        static_cast<size_t>(p) * kP * static_cast<size_t>(panel_cols(w.cols, w.dtype));
     if (w.dtype == DType::F32)
       pack_panel(static_cast<const float*>(w.data), w.rows, cols, p, static_cast<float*>(dst) + at);
+    else if (panel_pairs(w.dtype))
+      pack_pair_panel(static_cast<const uint16_t*>(w.data), w.rows, cols, p,
+                      static_cast<uint16_t*>(dst) + at);
     else
       pack_panel(static_cast<const uint16_t*>(w.data), w.rows, cols, p,
                  static_cast<uint16_t*>(dst) + at);
@@ -143,15 +187,17 @@ void panel_gemm_item(const DotKernels& k, const MatrixRef& w, const float* x, fl
     const size_t nk = static_cast<size_t>(std::min(kPanelColumnBlock, w.cols - k0));
     const bool accumulate = k0 > 0;
     const void* wb = panel_at(w, p0, k0);
-    size_t ps = kP * cols;
-    if (widen) {  // the item's panels' block of columns as fp32, panel stride 16 nk
-      float* block = arena.get<float>(static_cast<size_t>(p1 - p0) * kP * nk, Arena::kBlock0);
-      const auto widen16 = w.dtype == DType::F16 ? k.widen_f16 : k.widen_bf16;
+    size_t ps = kP * static_cast<size_t>(panel_cols(w.cols, w.dtype));
+    if (widen) {  // the item's panels' block of columns as fp32, panel stride 16 nk_p
+      // Pairs widen whole: a last odd column's pair brings its padding column along (never read).
+      const size_t nk_p = static_cast<size_t>(panel_cols(static_cast<int64_t>(nk), w.dtype));
+      float* block = arena.get<float>(static_cast<size_t>(p1 - p0) * kP * nk_p, Arena::kBlock0);
+      const auto widen16 = panel_pairs(w.dtype) ? k.panel_widen_bf16 : k.widen_f16;
       for (int64_t p = p0; p < p1; ++p)
         widen16(reinterpret_cast<const uint16_t*>(panel_at(w, p, k0)),
-                block + static_cast<size_t>(p - p0) * kP * nk, kP * nk);
+                block + static_cast<size_t>(p - p0) * kP * nk_p, kP * nk_p);
       wb = block;
-      ps = kP * nk;
+      ps = kP * nk_p;
     }
     const DType held = widen ? DType::F32 : w.dtype;
     for (int64_t t = t0; t < t1; t += k.panel_tile_inputs) {

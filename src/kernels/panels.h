@@ -3,10 +3,16 @@
 // fused-multiply-add chain and no horizontal sum is ever taken.
 //
 // Layout (MatrixRef with layout MatrixLayout::kPanels, kernels/matmul.h) of a [rows, cols] matrix
-// of dtype F32 / F16 / BF16: panel p (p < panel_count(rows))
-// holds rows 16 p .. 16 p + 15, k-major: element (row r, column k) is at
-//   data[(r / 16) * 16 * cols + k * 16 + r % 16]
-// and the rows of the last panel past `rows` are zero. panel_bytes() bytes in all.
+// of dtype F32 / F16 / BF16: panel p (p < panel_count(rows)) holds rows 16 p .. 16 p + 15 over
+// c = panel_cols(cols, dtype) columns (cols, or for BF16 cols rounded up to even), k-major:
+//   F32, F16: element (row r, column k) at data[(r / 16) * 16 * c + k * 16 + r % 16]
+//   BF16:     element (row r, column k) at data[(r / 16) * 16 * c + (k / 2) * 32 + (r % 16) * 2
+//             + k % 2] - columns in pairs, each row's two weights of a pair side by side, so one
+//             32-bit lane holds both and a load of 16 lanes gives two steps of k: the low halves
+//             (shifted up 16 places) one, the high halves (masked) the next, with no widening
+//             shuffle (vpmovzxwd), whose port the multiply-adds share on Intel cores.
+// The rows of the last panel past `rows` are zero, and so is a BF16 panel's padding column (never
+// multiplied: the kernels take its pair's low half only). panel_bytes() bytes in all.
 //
 // Summation order (the same on every instruction set, so the scalar, AVX2 and AVX-512 kernels give
 // the same bits): y[t, r] = s_cols where s_0 = +0 and s_{k+1} = fma(w[r][k], x[t][k], s_k) - one
@@ -37,14 +43,24 @@ static_assert(work::kGemvBlockRows % kPanelRows == 0, "GEMV blocks hold whole pa
 // AVX-512's 8) would fill a 32 KiB L1 (Zen 3 / Zen 4); at 512 they take 16 KiB (AVX2's 6: 12).
 // The block changes no result (the running sums continue through Y in order).
 inline constexpr int64_t kPanelColumnBlock = 512;
+static_assert(kPanelColumnBlock % 2 == 0, "blocks of columns begin on a pair of bf16 panels");
 // Inputs from which a GEMM work item widens its 16-bit panels once rather than at every load.
 inline constexpr int64_t kPanelWidenMinInputs = 24;
 
+// Whether panels of `dtype` hold their columns in pairs (the layout above): BF16 only. (fp16 gains
+// nothing: its conversion vcvtph2ps takes 16 packed halves, so pairs would need a shuffle back.)
+constexpr bool panel_pairs(DType dtype) {
+  return dtype == DType::BF16;
+}
+// Columns a panel stores for a matrix of `cols` columns: cols, rounded up to even for pairs.
+constexpr int64_t panel_cols(int64_t cols, DType dtype) {
+  return panel_pairs(dtype) ? (cols + 1) / 2 * 2 : cols;
+}
 // Panels a matrix of `rows` rows takes: ceil(rows / 16).
 int64_t panel_count(int64_t rows);
-// Bytes of the packed form of a rows x cols matrix of `dtype`: panel_count(rows) * 16 * cols
-// elements. Throws wick::InternalError (WICK_CHECK) for a dtype other than F32/F16/BF16 or a
-// negative size.
+// Bytes of the packed form of a rows x cols matrix of `dtype`: panel_count(rows) * 16 *
+// panel_cols(cols, dtype) elements. Throws wick::InternalError (WICK_CHECK) for a dtype other than
+// F32/F16/BF16 or a negative size.
 size_t panel_bytes(int64_t rows, int64_t cols, DType dtype);
 
 // Packs the row-major matrix w (layout kRows) into `dst` (panel_bytes(w.rows, w.cols, w.dtype)
@@ -65,9 +81,9 @@ void panel_gemv_block(const DotKernels& k, const MatrixRef& w, const float* x, i
 // of columns held in fp32 within its L2 budget). An item runs the columns in blocks of
 // kPanelColumnBlock (the running sums are stored in Y between blocks and continued, which keeps
 // each chain's order), widens a block of its fp16 / bf16 panels to fp32 once in `arena`
-// (kBlock0) when kPanelWidenMinInputs or more inputs pass over it (else the tile widens weights as
-// it loads them), and passes one tile of inputs at a time over its panels, so the tile stays in
-// L1 while the panels come from L2.
+// (kBlock0; bf16 pairs are taken apart into k-major fp32 rows there) when kPanelWidenMinInputs or
+// more inputs pass over it (else the tile widens weights as it loads them), and passes one tile of
+// inputs at a time over its panels, so the tile stays in L1 while the panels come from L2.
 work::GemmItems panel_gemm_items(const DotKernels& k, const MatrixRef& w, int64_t T, int threads);
 void panel_gemm_item(const DotKernels& k, const MatrixRef& w, const float* x, float* y,
                      const work::GemmItems::Item& item, Arena& arena);

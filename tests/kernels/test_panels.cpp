@@ -74,19 +74,26 @@ float chain(const Matrix& m, int64_t r, const float* x) {
 const DType kDtypes[] = {DType::F32, DType::F16, DType::BF16};
 
 TEST(Panels, PackingPutsEveryElementWhereTheLayoutSaysAndZeroesThePadding) {
-  // Partial panels of 5 and 12 rows (whole and partial squares of the SSE2 transposition), column
-  // counts below, between and past its squares and the packer's 64-column blocks.
+  // Partial panels of 5 and 12 rows (whole and partial squares of the SSE2 transpositions), column
+  // counts below, between and past its squares and the packer's 64-column blocks, odd and even
+  // (bf16's pairs).
   for (DType dtype : kDtypes)
-    for (const auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 5}, {44, 21}, {16, 70}}) {
+    for (const auto [rows, cols] :
+         {std::pair<int64_t, int64_t>{37, 5}, {44, 21}, {16, 70}, {19, 131}, {3, 1}}) {
       const Matrix m = make_matrix(dtype, rows, cols, 1);
       const size_t es = dtype_size(dtype);
       const int64_t padded = (rows + 15) / 16 * 16;
-      ASSERT_EQ(m.packed.size(), static_cast<size_t>(padded * cols) * es);
+      // bf16: columns in pairs, an odd count padded with a zero column.
+      const bool pairs = dtype == DType::BF16;
+      const int64_t c = pairs ? (cols + 1) / 2 * 2 : cols;
+      ASSERT_EQ(m.packed.size(), static_cast<size_t>(padded * c) * es);
       for (int64_t r = 0; r < padded; ++r)
-        for (int64_t k = 0; k < m.cols; ++k) {
-          const size_t at = static_cast<size_t>((r / 16) * 16 * m.cols + k * 16 + r % 16) * es;
+        for (int64_t k = 0; k < c; ++k) {
+          const int64_t in_panel =
+              pairs ? k / 2 * 32 + (r % 16) * 2 + k % 2 : k * 16 + r % 16;
+          const size_t at = static_cast<size_t>((r / 16) * 16 * c + in_panel) * es;
           std::vector<uint8_t> want(es, 0);
-          if (r < m.rows)
+          if (r < m.rows && k < cols)
             std::memcpy(want.data(), m.stored.data() + static_cast<size_t>(r * m.cols + k) * es,
                         es);
           ASSERT_EQ(0, std::memcmp(m.packed.data() + at, want.data(), es))
