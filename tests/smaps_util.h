@@ -4,7 +4,9 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -100,6 +102,29 @@ inline FileMappings mappings_of_file(const std::string& canonical_path, const st
   for (const SmapsMapping& m : smaps_mappings())
     if (m.path == canonical_path) (has_flag(m.flags, flag) ? out.with : out.without).push_back(m);
   return out;
+}
+
+// Of the whole pages inside [p, p + n), how many this process has mapped in its page tables (the
+// present bit of /proc/self/pagemap, which unprivileged processes may read; the page frame numbers
+// they may not, and this needs none). A file page given back with MADV_DONTNEED is not present
+// until touched again, though the page cache may still hold it (so mincore() would not tell).
+// -1 when pagemap cannot be read.
+inline int64_t present_pages(const void* p, size_t n) {
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + page - 1) / page;
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n) / page;
+  const int fd = ::open("/proc/self/pagemap", O_RDONLY);
+  if (fd < 0) return -1;
+  int64_t present = 0;
+  for (uintptr_t v = lo; v < hi && present >= 0; ++v) {
+    uint64_t entry = 0;  // one 8-byte entry per page, read whole (pagemap takes no partial reads)
+    if (::pread(fd, &entry, sizeof entry, static_cast<off_t>(v * sizeof entry)) != sizeof entry)
+      present = -1;
+    else
+      present += static_cast<int64_t>((entry >> 63) & 1u);
+  }
+  ::close(fd);
+  return present;
 }
 
 }  // namespace wick::test

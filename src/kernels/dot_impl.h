@@ -75,12 +75,15 @@ constexpr size_t kLineBytes = 64;
 
 // The step of NR rows at element i, one group of rows ahead: prefetches into L2 (see F32 above)
 // the bytes that NR rows' step of L elements covers, from `next` onwards (nothing without next).
+// The addresses are formed as integers: after the last group, `next` is the end of the matrix and
+// what lies past it is no object a pointer may point into (a prefetch of it faults on nothing).
 template <class E, int NR, size_t L>
 inline void prefetch_step(const char* next, size_t i) {
   if (next == nullptr) return;
   constexpr size_t kRowBytes = NR * sizeof(typename E::W);  // NR rows' bytes per element
+  const uintptr_t at = reinterpret_cast<uintptr_t>(next) + i * kRowBytes;
   for (size_t b = 0; b < L * kRowBytes; b += kLineBytes)
-    __builtin_prefetch(next + i * kRowBytes + b, 0, 2);
+    __builtin_prefetch(reinterpret_cast<const void*>(at + b), 0, 2);
 }
 
 // y[r] = V::reduce(acc[r]) for r < N: four at a time through V::reduce4, the rest alone.

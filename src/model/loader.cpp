@@ -8,6 +8,7 @@
 #include "base/sha256.h"
 #include "io/checkpoint.h"
 #include "io/json_limits.h"
+#include "io/mapped_file.h"
 #include "io/pth.h"
 #include "io/safetensors.h"
 #include "model/block_reader.h"
@@ -204,6 +205,9 @@ std::shared_ptr<Model::Impl> build_model(io::TensorSet tensors, const std::strin
   for (const LayerWeights& L : w.layers) step_bytes += linear_bytes(layer_tensors(), L);
   info.bytes_per_token = step_bytes;
   impl->sources.push_back(std::move(tensors));
+  // The file's pages of what the model holds as copies (LoRA factors) are not read again.
+  for (const ByteRange& c : r.copied())
+    on_mapped_pages(*impl, c.data, c.bytes, &io::MappedFile::release_pages);
   return impl;
 }
 

@@ -166,6 +166,7 @@ std::unique_ptr<Linear> TensorReader::lora(const std::string& name, int64_t out,
   if (packed(t) == nullptr && (t.view.dtype == DType::BF16 || t.view.dtype == DType::F16)) {
     check_finite(t.view.data, t.view.dtype, t.view.numel(), t, name);
     if (linear_layout) return borrow(t.view, out, in);
+    copied_.push_back({t.view.data, t.view.nbytes});
     auto tr = std::make_shared<std::vector<uint16_t>>(static_cast<size_t>(out * in));
     const auto* src = static_cast<const uint8_t*>(t.view.data);
     for (int64_t i = 0; i < in; ++i)
@@ -175,6 +176,7 @@ std::unique_ptr<Linear> TensorReader::lora(const std::string& name, int64_t out,
                                          std::shared_ptr<const void>(tr, tr->data()));
   }
   std::vector<float> v = finite_values(t, name);
+  if (packed(t) == nullptr) copied_.push_back({t.view.data, t.view.nbytes});
   if (linear_layout) return DenseLinear::owned_f32(std::move(v), out, in);
   std::vector<float> tr(v.size());
   for (int64_t i = 0; i < in; ++i)

@@ -65,7 +65,12 @@ class TensorReader {
   std::unique_ptr<Embedding> embedding(const model::MappedTensor& t, int64_t rows, int64_t cols);
   // A LoRA factor read as a Linear [out, in] (fp32 unless stored 16-bit). Official files store
   // the transpose ([in, out], applied from the right); Linear-style conventions store [out, in].
+  // A factor the Linear holds as a copy (transposed, or widened to fp32) joins copied().
   std::unique_ptr<Linear> lora(const std::string& name, int64_t out, int64_t in, const char* what);
+  // The stored bytes of the dense tensors read into copies so far: nothing reads them after the
+  // load, so build_model gives their pages of the mapped file back (at 1.5B the official file's
+  // LoRA factors are ~100 MB). A view into the checkpoint's bytes.
+  const std::vector<ByteRange>& copied() const { return copied_; }
 
   // Stored names of the tensors nobody read or ignored, and of those the naming left unmapped.
   std::vector<std::string> leftovers() const;
@@ -99,6 +104,7 @@ class TensorReader {
   std::string path_;
   std::string complete_;
   std::set<std::string> consumed_, ignored_;
+  std::vector<ByteRange> copied_;
   const quant::RwkvqFile* packed_file_ = nullptr;
   std::map<std::string, const quant::QuantTensor*> packed_;  // by stored name
 };

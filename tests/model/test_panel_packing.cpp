@@ -151,5 +151,73 @@ TEST(PanelPacking, TheFilePagesOfPackedMatricesAreGivenBack) {
   EXPECT_NE(std::memcmp(logits[true].data(), logits[false].data(), 4 * logits[true].size()), 0);
 }
 
+// The time-mix LoRA factors of an official bf16 file are stored transposed, so the model holds
+// them as copies (then packs those): whether packed or not, none of the whole pages inside any
+// factor's bytes in the file is mapped in this process after load and a step (the loader gives
+// them back). The control: the unpacked model borrows its projections from the mapping, and the
+// same check sees their pages mapped. (C = 1024 makes each factor 128-320 KiB: whole pages.)
+TEST(PanelPacking, TheFilePagesOfLoraFactorsHeldAsCopiesAreGivenBack) {
+  SKIP_UNDER_SCALAR_KERNELS();
+  const std::string path = (test::scratch_dir() / "panels-lora-bf16.safetensors").string();
+  write_synthetic_checkpoint(path, parse_synth_geometry("2:1024:256"), DType::BF16, 5);
+  const std::string canonical = std::filesystem::canonical(path).string();
+  // Each factor's offset in the file and its bytes, and a projection's (read through a mapping
+  // closed again before the model maps the file, so the model's mappings are the only ones).
+  struct Range {
+    std::string name;
+    size_t offset, bytes;
+  };
+  std::vector<Range> factors;
+  Range projection{};
+  {
+    auto mapped = io::MappedFile::open(path);
+    const io::TensorSet ts = io::read_safetensors(mapped);
+    for (const io::TensorView& t : ts.tensors()) {
+      const std::string& n = t.name;
+      const Range at{n, static_cast<size_t>(t.data - mapped->data()), t.nbytes};
+      if (n == "blocks.1.att.receptance.weight") projection = at;
+      const size_t dot = n.rfind('.');
+      const std::string leaf = dot == std::string::npos ? n : n.substr(dot + 1);
+      if (n.find(".att.") == std::string::npos || leaf.size() != 2 ||
+          std::string("wavg").find(leaf[0]) == std::string::npos ||
+          (leaf[1] != '1' && leaf[1] != '2'))
+        continue;
+      if (n.rfind("blocks.0.att.v", 0) == 0) continue;  // layer 0's value LoRA: never read
+      ASSERT_EQ(t.dtype, DType::BF16) << n;
+      factors.push_back(at);
+    }
+  }
+  ASSERT_EQ(factors.size(), 14u) << "w1 w2 a1 a2 g1 g2 per layer, v1 v2 in layer 1";
+  ASSERT_FALSE(projection.name.empty());
+  for (const bool pack : {false, true}) {
+    LoadOptions o;
+    o.pack_weights = pack;
+    const Model m = Model::load(path, o);
+    State s = m.new_state();
+    (void)m.step(77, s);
+    const test::FileMappings maps = test::mappings_of_file(canonical, "");
+    std::vector<test::SmapsMapping> all = maps.with;
+    all.insert(all.end(), maps.without.begin(), maps.without.end());
+    // The pages of r mapped: the model's mapping is split into several by its advice, each part
+    // with its file offset.
+    const auto present = [&](const Range& r) -> int64_t {
+      for (const test::SmapsMapping& mp : all)
+        if (r.offset >= mp.offset && r.offset + r.bytes <= mp.offset + (mp.hi - mp.lo))
+          return test::present_pages(
+              reinterpret_cast<const uint8_t*>(mp.lo) + (r.offset - mp.offset), r.bytes);
+      ADD_FAILURE() << r.name << " lies in no single mapping of the file";
+      return -1;
+    };
+    for (const Range& f : factors)
+      EXPECT_EQ(present(f), 0) << f.name << " (packed " << pack << "): pages still mapped";
+    const int64_t p = present(projection);
+    ASSERT_GE(p, 0) << "/proc/self/pagemap unreadable";
+    if (pack)
+      EXPECT_EQ(p, 0) << "a packed projection's pages are given back";
+    else
+      EXPECT_GT(p, 0) << "the unpacked model reads its projection from the mapping";
+  }
+}
+
 }  // namespace
 }  // namespace wick
