@@ -365,6 +365,7 @@ BENCHMARK_CAPTURE(BM_PanelGemm, f32, DType::F32)->Args({768, 768, 64})->Args({30
 BENCHMARK_CAPTURE(BM_PanelGemm, bf16, DType::BF16)->Args({768, 768, 16})->Args({3072, 768, 16})->Args({65536, 768, 16})->Args({768, 768, 64})->Args({3072, 768, 64})->Args({768, 768, 512})->Args({3072, 768, 512})->Args({768, 3072, 512});
 BENCHMARK_CAPTURE(BM_PanelGemvFromMemory, f32, DType::F32)->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({65536, 768})->UseRealTime();
 BENCHMARK_CAPTURE(BM_PanelGemvFromMemory, bf16, DType::BF16)->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({65536, 768})->UseRealTime();
+BENCHMARK_CAPTURE(BM_PanelGemmFromMemory, f16, DType::F16)->Args({768, 768, 16})->Args({3072, 768, 16})->Args({768, 3072, 16})->Args({65536, 768, 16})->UseRealTime();
 BENCHMARK_CAPTURE(BM_PanelGemmFromMemory, bf16, DType::BF16)->Args({768, 768, 16})->Args({3072, 768, 16})->Args({768, 3072, 16})->Args({65536, 768, 16})->UseRealTime();
 BENCHMARK(BM_FmaPeak)->ArgName("threads")->Arg(1)->Arg(2)->UseManualTime();
 BENCHMARK(BM_GemmBf16Inputs)->Args({768, 768, 64})->Args({3072, 768, 64})->Args({768, 768, 512})->Args({3072, 768, 512})->Args({768, 3072, 512});

@@ -222,6 +222,13 @@ inline void tile_n(const typename E::W* w, size_t ps, const float* x, size_t xs,
     }
   }
   for (; k < nk; ++k) {
+    // 16-bit k-major panels (fp16): each panel's stream ahead as in the GEMV, once per line.
+    if constexpr (E::kPrefetch && !kPairs<E>) {
+      constexpr size_t S = std::max<size_t>(1, dot_impl::kLineBytes / (kP * sizeof(typename E::W)));
+      if (k % S == 0)
+        for (int j = 0; j < RV; j += kPanelRows / static_cast<int>(L))
+          prefetch_ahead(wj[j] + k * kP);
+    }
     Vec wv[RV];
     for (int j = 0; j < RV; ++j) wv[j] = V::load(E{}, wj[j] + k * kP);
     for (int t = 0; t < NT; ++t) {
