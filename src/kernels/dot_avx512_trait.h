@@ -110,6 +110,20 @@ struct Avx512 {
     const __m512i first = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
     _mm_storeu_ps(y, _mm512_castps512_ps128(_mm512_permutexvar_ps(first, s)));
   }
+  // reduce4's four sums, sum q in every lane of out[q], for the WKV head, whose next step
+  // multiplies by them: the same tree, each taken from the lane reduce4 stores (lane 0 of block q),
+  // without the trip through memory (a store and four reloads on the head's critical path).
+  static void reduce4_broadcast(Vec a, Vec b, Vec c, Vec d, Vec* out) {
+    const __m512 ab =
+        _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+    const __m512 cd =
+        _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0x44), _mm512_shuffle_f32x4(c, d, 0xEE));
+    __m512 s =
+        _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88), _mm512_shuffle_f32x4(ab, cd, 0xDD));
+    s = _mm512_add_ps(s, _mm512_permute_ps(s, 0x4E));
+    s = _mm512_add_ps(s, _mm512_permute_ps(s, 0xB1));
+    for (int q = 0; q < 4; ++q) out[q] = _mm512_permutexvar_ps(_mm512_set1_epi32(4 * q), s);
+  }
   static void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
   static void store_tail(float* p, Vec v, Tail m) { _mm512_mask_storeu_ps(p, m, v); }
 

@@ -343,7 +343,8 @@ TEST(Kernels, Wkv7SegmentsEqualEachSequenceAlone) {
       kernels::wkv7_token(H, N, S_ref.data() + i * state, r.data() + o, w.data() + o, k.data() + o,
                           v.data() + o, kk.data() + o, a.data() + o, y_ref.data() + o);
     }
-  for (int threads : {1, 2}) {
+  // 3 threads: blocks of neighbouring pairs (2 per thread) that do not divide the 32 pairs evenly.
+  for (int threads : {1, 2, 3}) {
     set_test_threads(threads);
     std::vector<float> S = S0, y(total * C);
     run_segments(0, lengths.size(), r, S, y);
