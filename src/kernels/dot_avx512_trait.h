@@ -97,6 +97,23 @@ struct Avx512 {
   }
   // Four of those trees at once, each level's additions of the four vectors in one instruction.
   static void reduce4(Vec a, Vec b, Vec c, Vec d, float* y) {
+    const __m512i first = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
+    _mm_storeu_ps(y, _mm512_castps512_ps128(_mm512_permutexvar_ps(first, trees4(a, b, c, d))));
+  }
+  // reduce4's four sums, sum q in every lane of out[q], for the WKV head, whose next step
+  // multiplies by them: the same trees, each sum taken from the lane reduce4 stores (lane 0 of
+  // block q), without the trip through memory (a store and four reloads on the head's critical
+  // path).
+  static void reduce4_broadcast(Vec a, Vec b, Vec c, Vec d, Vec* out) {
+    const __m512 s = trees4(a, b, c, d);
+    for (int q = 0; q < 4; ++q) out[q] = _mm512_permutexvar_ps(_mm512_set1_epi32(4 * q), s);
+  }
+  static void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+  static void store_tail(float* p, Vec v, Tail m) { _mm512_mask_storeu_ps(p, m, v); }
+
+ private:
+  // reduce()'s tree of a, b, c and d side by side: lane 0 of 128-bit block q holds vector q's sum.
+  static __m512 trees4(Vec a, Vec b, Vec c, Vec d) {
     // i + (i + 8): [a 0-3, a 4-7, b 0-3, b 4-7] (lanes as sums of 2).
     const __m512 ab =
         _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
@@ -105,29 +122,9 @@ struct Avx512 {
     // i + (i + 4): one 128-bit block per vector, [a, b, c, d].
     __m512 s =
         _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88), _mm512_shuffle_f32x4(ab, cd, 0xDD));
-    s = _mm512_add_ps(s, _mm512_permute_ps(s, 0x4E));  // lane 0 + lane 2, lane 1 + lane 3
-    s = _mm512_add_ps(s, _mm512_permute_ps(s, 0xB1));  // lane 0 + lane 1
-    const __m512i first = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
-    _mm_storeu_ps(y, _mm512_castps512_ps128(_mm512_permutexvar_ps(first, s)));
+    s = _mm512_add_ps(s, _mm512_permute_ps(s, 0x4E));     // lane 0 + lane 2, lane 1 + lane 3
+    return _mm512_add_ps(s, _mm512_permute_ps(s, 0xB1));  // lane 0 + lane 1
   }
-  // reduce4's four sums, sum q in every lane of out[q], for the WKV head, whose next step
-  // multiplies by them: the same tree, each taken from the lane reduce4 stores (lane 0 of block q),
-  // without the trip through memory (a store and four reloads on the head's critical path).
-  static void reduce4_broadcast(Vec a, Vec b, Vec c, Vec d, Vec* out) {
-    const __m512 ab =
-        _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
-    const __m512 cd =
-        _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0x44), _mm512_shuffle_f32x4(c, d, 0xEE));
-    __m512 s =
-        _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88), _mm512_shuffle_f32x4(ab, cd, 0xDD));
-    s = _mm512_add_ps(s, _mm512_permute_ps(s, 0x4E));
-    s = _mm512_add_ps(s, _mm512_permute_ps(s, 0xB1));
-    for (int q = 0; q < 4; ++q) out[q] = _mm512_permutexvar_ps(_mm512_set1_epi32(4 * q), s);
-  }
-  static void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
-  static void store_tail(float* p, Vec v, Tail m) { _mm512_mask_storeu_ps(p, m, v); }
-
- private:
   // The high 16-bit half of every 32-bit lane, as a mask register (no vector register held).
   static constexpr __mmask32 kHighHalves = 0xAAAAAAAAu;
   static __m256 high_half(Vec v) {
