@@ -45,16 +45,19 @@ using GemmTileU16 = void (*)(const uint16_t* w, size_t w_stride, const float* x,
 // dst[i] = exact fp32 value of src[i] (fp16 or bf16), i < n.
 using Widen = void (*)(const uint16_t* src, float* dst, size_t n);
 
-// The kernels over weights packed into panels (kernels/panels.h: 16 rows per panel, k-major;
-// every output one fused-multiply-add chain over k in order, the same bits on every ISA).
-// PanelGemv: y[r] = w_r . x for r < rows, the panels from w (each kPanelRows * cols elements).
+// The kernels over weights packed into panels (kernels/panels.h: 16 rows per panel, k-major, bf16
+// in pairs of columns; every output one fused-multiply-add chain over k in order, the same bits on
+// every ISA).
+// PanelGemv: y[r] = w_r . x for r < rows, the panels from w (each kPanelRows * panel_cols(cols)
+// elements).
 using PanelGemvF32 = void (*)(const float* w, size_t cols, const float* x, int64_t rows, float* y);
 using PanelGemvU16 = void (*)(const uint16_t* w, size_t cols, const float* x, int64_t rows,
                               float* y);
 // PanelTile: y[t * ys + r] (+)= sum over k < nk of w(r, k) * x[t * xs + k] for r < nr, t < nt, the
 // chain continuing from y's value when `accumulate` (a later block of k), else from +0; w(r, k) is
-// at w[r / 16 * ps + k * 16 + r % 16] (the panels of one block of k, panel stride ps). Any nr x nt;
-// most efficient for multiples of panel_tile_rows x panel_tile_inputs.
+// at w[r / 16 * ps + k * 16 + r % 16] (fp32 / fp16), or at w[r / 16 * ps + (k / 2) * 32 + (r % 16)
+// * 2 + k % 2] (bf16 pairs), the panels of one block of k (k = 0 even), panel stride ps. Any
+// nr x nt; most efficient for multiples of panel_tile_rows x panel_tile_inputs.
 using PanelTileF32 = void (*)(const float* w, size_t ps, const float* x, size_t xs, size_t nk,
                               int64_t nr, int nt, float* y, size_t ys, bool accumulate);
 using PanelTileU16 = void (*)(const uint16_t* w, size_t ps, const float* x, size_t xs, size_t nk,

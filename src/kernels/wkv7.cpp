@@ -84,17 +84,33 @@ void wkv7_segments(const Wkv7Segment* segs, int64_t n, int H, int N, ThreadPool&
   int64_t tokens = 0;
   for (int64_t i = 0; i < n; ++i) tokens += segs[i].T;
   // Pairs are independent: in parallel once there is enough work to pay for waking a thread, in
-  // blocks of neighbouring pairs (two per thread). One block per pair, handed out one at a time,
-  // put neighbouring heads on different threads, and their states (and outputs) share the cache
-  // line at each boundary unless the buffers are 64-byte aligned (a State's are not: std::vector):
-  // the line moved between the cores at every token. Intel Emerald Rapids, 2 threads, three
-  // alternating rounds: BM_Wkv7Segments/12/64/1 (a 64-token prefill's heads) 323-354 -> 196-214
-  // us, 12/1/16 (a 16-row batched decode step) 125-128 -> 54-67 us (blocks of one thread's share
-  // measured level with two per thread). The pairs' arithmetic is their own: no bits change.
+  // blocks of neighbouring pairs of about equal work (two per thread). One block per pair, handed
+  // out one at a time, put neighbouring heads on different threads, and their states (and
+  // outputs) share the cache line at each boundary unless the buffers are 64-byte aligned (a
+  // State's are not: std::vector): the line moved between the cores at every token. Intel Emerald
+  // Rapids, 2 threads, three alternating rounds: BM_Wkv7Segments/12/64/1 (a 64-token prefill's
+  // heads) 323-354 -> 196-214 us, 12/1/16 (a 16-row batched decode step) 125-128 -> 54-67 us
+  // (blocks of one thread's share measured level with two per thread). The pairs' arithmetic is
+  // their own: no bits change.
   if (tokens * C * N >= (int64_t{1} << 18)) {
     const int64_t pairs = n * H, blocks = std::min<int64_t>(pairs, 2 * pool.threads());
+    const int64_t work = tokens * H;  // head-tokens
+    // The first pair at or after `target` head-tokens of work (pairs weigh their segment's T), so
+    // that the blocks carry equal work when the segments' lengths differ (a prefill beside
+    // decode rows).
+    const auto first_pair = [&](int64_t target) {
+      int64_t before = 0;
+      for (int64_t s = 0; s < n; ++s) {
+        const int64_t w = segs[s].T;
+        if (before + w * H > target) return s * H + (target - before + w - 1) / w;
+        before += w * H;
+      }
+      return pairs;
+    };
     parallel_for(pool, blocks, [&](int64_t b, Arena&) {
-      for (int64_t i = b * pairs / blocks; i < (b + 1) * pairs / blocks; ++i) one_head(i);
+      const int64_t i0 = b == 0 ? 0 : first_pair(b * work / blocks);
+      const int64_t i1 = b + 1 == blocks ? pairs : first_pair((b + 1) * work / blocks);
+      for (int64_t i = i0; i < i1; ++i) one_head(i);
     });
   } else {
     for (int64_t i = 0; i < n * H; ++i) one_head(i);
