@@ -1,6 +1,7 @@
 #include "kernels/cpu_features.h"
 
 #include <cpuid.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -81,6 +82,14 @@ bool cpu_has_avx512_bf16() {
 }
 
 #undef WICK_AVX512_WITH
+
+int64_t cpu_l2_bytes() {
+  static const int64_t bytes = [] {
+    const long b = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return b > 0 ? static_cast<int64_t>(b) : int64_t{256} * 1024;
+  }();
+  return bytes;
+}
 
 IntIsa int8_isa(Isa isa) {
   switch (isa) {

@@ -5,6 +5,7 @@
 // Runtime constructor) rather than a silent fallback that would mislabel a benchmark.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 
 namespace wick::kernels {
@@ -25,6 +26,9 @@ std::string_view isa_name(Isa isa);
 // weights). Detected once; thread-safe. WICK_ISA below avx512 makes the kernel tables ignore them.
 bool cpu_has_avx512_vnni();
 bool cpu_has_avx512_bf16();
+// Bytes of the L2 cache of one core (sysconf; 256 KiB where the system does not say). Detected
+// once; thread-safe.
+int64_t cpu_l2_bytes();
 
 // The level of the integer (INT8 x INT8) kernels under `isa`: their AVX-512 form needs VNNI, so on
 // an AVX-512 CPU without it they run in their AVX2 form (which every AVX-512 CPU runs).

@@ -253,13 +253,15 @@ void matmul_decoded(const DecodedMatrix& w, const float* x, int64_t T, float* y,
     });
     return;
   }
-  for_each_gemm_item(w.rows, w.cols, T, k.tile_rows, w.cols * int64_t{sizeof(float)}, pool,
-                     [&](int64_t r0, int64_t r1, int64_t t0, int64_t t1, Arena& arena) {
-                       float* rows =
-                           arena.get<float>(static_cast<size_t>(r1 - r0) * n, Arena::kBlock0);
-                       w.decode(w.ctx, r0, r1, rows);
-                       gemm_tiles_f32(k, rows, w.cols, w.rows, x, y, r0, r1, t0, t1);
-                     });
+  // Items of decoded rows held whole: the row-major budget (work::row_gemm_block_bytes).
+  for_each_gemm_item(
+      w.rows, w.cols, T, k.tile_rows, w.cols * int64_t{sizeof(float)}, pool,
+      [&](int64_t r0, int64_t r1, int64_t t0, int64_t t1, Arena& arena) {
+        float* rows = arena.get<float>(static_cast<size_t>(r1 - r0) * n, Arena::kBlock0);
+        w.decode(w.ctx, r0, r1, rows);
+        gemm_tiles_f32(k, rows, w.cols, w.rows, x, y, r0, r1, t0, t1);
+      },
+      work::row_gemm_block_bytes());
 }
 
 }  // namespace wick::kernels

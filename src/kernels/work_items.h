@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cpu_features.h"
 #include "kernels/thread_pool.h"
 
 namespace wick::kernels::work {
@@ -27,6 +28,16 @@ constexpr int64_t kGemvMinRows = 8;
 // L2 while every tile of inputs (in L1) passes over them; spans of inputs are long (whole prompts
 // when there are enough row blocks), so each weight is read from memory about once per call.
 constexpr int64_t kGemmBlockBytes = 192 * 1024;
+// The budget of the GEMM over decoded rows (kernels/matmul.h matmul_decoded: a .rwkvq prefill),
+// whose items hold their rows whole: with long rows kGemmBlockBytes leaves few rows per item (4
+// of the 1.5B FFN's 8192 columns), and every item streams all the inputs again (from L3: 4 MiB
+// for 128 inputs). Half of this CPU's L2 instead (cpu_l2_bytes), at least kGemmBlockBytes. Intel
+// Emerald Rapids (2 MiB L2), 2 threads, `wick bench --model synth-1.5b-sb64.rwkvq --threads 2
+// --prompt 128 --gen 0 --reps 2`: see README. Panels hold a block of columns per row (panels.h)
+// and keep kGemmBlockBytes; the other row-major GEMMs were not measured with it and keep it too.
+inline int64_t row_gemm_block_bytes() {
+  return std::max(kGemmBlockBytes, cpu_l2_bytes() / 2);
+}
 // Whether a GEMM work item of `inputs` inputs over fp16 / bf16 rows of `cols` elements widens its
 // rows into an fp32 block once (kernels/matmul.cpp gemm_item) rather than at every load of the
 // 16-bit tile: with many inputs (each row then meets them all, so one widening serves all of them)
@@ -94,10 +105,10 @@ struct GemmItems {
 };
 // `row_bytes`: the bytes of one row as the item holds it.
 inline GemmItems gemm_items(int64_t rows, int64_t T, int64_t tile_rows, int64_t row_bytes,
-                            int threads) {
+                            int threads, int64_t block_bytes = kGemmBlockBytes) {
   // Row blocks: as many rows as fit the L2 budget, but enough blocks for every thread.
   const int64_t tr = tile_rows;
-  const int64_t fit_rows = std::max<int64_t>(1, kGemmBlockBytes / row_bytes / tr) * tr;
+  const int64_t fit_rows = std::max<int64_t>(1, block_bytes / row_bytes / tr) * tr;
   const int64_t want_blocks = kGemmItemsPerThread * threads;
   const int64_t even_rows = ((rows + want_blocks - 1) / want_blocks + tr - 1) / tr * tr;
   const int64_t block_rows = std::max(tr, std::min(fit_rows, even_rows));
@@ -114,8 +125,8 @@ inline GemmItems gemm_items(int64_t rows, int64_t T, int64_t tile_rows, int64_t 
 // as the item holds them: fn(r0, r1, t0, t1, arena) for each of gemm_items().
 template <typename Fn>
 void for_each_gemm_item(int64_t rows, int64_t cols, int64_t T, int64_t tile_rows, int64_t row_bytes,
-                        ThreadPool& pool, Fn&& fn) {
-  const GemmItems items = gemm_items(rows, T, tile_rows, row_bytes, pool.threads());
+                        ThreadPool& pool, Fn&& fn, int64_t block_bytes = kGemmBlockBytes) {
+  const GemmItems items = gemm_items(rows, T, tile_rows, row_bytes, pool.threads(), block_bytes);
   parallel_for(pool, items.count, rows * cols * T, [&](int64_t i, Arena& arena) {
     const GemmItems::Item it = items.item(i);
     fn(it.r0, it.r1, it.t0, it.t1, arena);
