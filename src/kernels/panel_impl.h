@@ -110,11 +110,10 @@ inline void gemv_pair_panels_n(const typename E::W* w, size_t ps, const float* x
     for (int v = 0; v < PV; ++v) V::store(out + g * kP + v * L, acc[g][v]);
 }
 
-// G whole panels at w (E elements, panel stride ps) times x: out[16 g + i] for g < G, i < 16.
+// gemv_panels_n's k-major path.
 template <class V, class E, int G>
-inline void gemv_panels_n(const typename E::W* w, size_t ps, const float* x, size_t cols,
-                          float* out) {
-  if constexpr (kPairs<E>) return gemv_pair_panels_n<V, E, G>(w, ps, x, cols, out);
+inline void gemv_kmajor_panels_n(const typename E::W* w, size_t ps, const float* x, size_t cols,
+                                 float* out) {
   using Vec = typename V::Vec;
   constexpr size_t L = V::kLanes;
   constexpr int PV = static_cast<int>(kP / L);  // vectors per panel row step
@@ -142,6 +141,16 @@ inline void gemv_panels_n(const typename E::W* w, size_t ps, const float* x, siz
   for (; k < cols; ++k) step(k);
   for (int g = 0; g < G; ++g)
     for (int v = 0; v < PV; ++v) V::store(out + g * kP + v * L, acc[g][v]);
+}
+
+// G whole panels at w (E elements, panel stride ps) times x: out[16 g + i] for g < G, i < 16.
+template <class V, class E, int G>
+inline void gemv_panels_n(const typename E::W* w, size_t ps, const float* x, size_t cols,
+                          float* out) {
+  if constexpr (kPairs<E>)
+    gemv_pair_panels_n<V, E, G>(w, ps, x, cols, out);
+  else
+    gemv_kmajor_panels_n<V, E, G>(w, ps, x, cols, out);
 }
 
 // y[r] = w_r . x for r < rows (PanelGemv, panels.h): the panels from w, V::kPanelGemvPanels at a

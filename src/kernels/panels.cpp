@@ -63,56 +63,55 @@ inline void transpose_pairs(const uint16_t* const* row, size_t k, uint16_t* dst)
 }
 #endif
 
-// Panel p's rows of the row-major bf16 w into dst in pairs of columns (panels.h: its 16 x
-// panel_cols elements), zero-padded.
-void pack_pair_panel(const uint16_t* src, int64_t rows, size_t cols, int64_t p, uint16_t* dst) {
-  const int64_t r0 = p * kPanelRows;
-  const int64_t n = std::min<int64_t>(kPanelRows, rows - r0);
-  if (n < kPanelRows || cols % 2 != 0) std::fill_n(dst, kP * (cols + cols % 2), uint16_t{0});
-  const uint16_t* row[kP];
-  for (int64_t i = 0; i < n; ++i) row[i] = src + static_cast<size_t>(r0 + i) * cols;
-  const auto at = [](size_t i, size_t k) { return k / 2 * 2 * kP + 2 * i + k % 2; };
-  constexpr size_t kBlock = 64;  // even: blocks begin on a pair
-  for (size_t k0 = 0; k0 < cols; k0 += kBlock) {
-    const size_t k1 = std::min(cols, k0 + kBlock);
-    int64_t i = 0;
-#if defined(__SSE2__)
-    for (; i + 4 <= n; i += 4) {
-      size_t k = k0;
-      for (; k + 8 <= k1; k += 8) transpose_pairs(row + i, k, dst + at(static_cast<size_t>(i), k));
-      for (; k < k1; ++k)
-        for (int64_t g = 0; g < 4; ++g) dst[at(static_cast<size_t>(i + g), k)] = row[i + g][k];
-    }
-#endif
-    for (; i < n; ++i)
-      for (size_t k = k0; k < k1; ++k) dst[at(static_cast<size_t>(i), k)] = row[i][k];
-  }
-}
-
-// Panel p's rows of the row-major w, transposed into dst (its 16 x cols elements), zero-padded.
+// The two panel layouts (panels.h), each with its SSE2 transposition of a group of rows x
+// columns (group(row + i, k, dst + at(i, k))): k-major (element (i, k) of a panel at k * 16 + i)
+// and bf16's pairs of columns (at (k / 2) * 32 + 2 i + k % 2).
 template <class W>
-void pack_panel(const W* src, int64_t rows, size_t cols, int64_t p, W* dst) {
+struct KMajor {
+  static constexpr size_t kGroupRows = 16 / sizeof(W), kGroupCols = kGroupRows;
+  static size_t at(size_t i, size_t k) { return k * kP + i; }
+#if defined(__SSE2__)
+  static void group(const W* const* row, size_t k, W* dst) {
+    transpose_square(row, k, dst);
+  }
+#endif
+};
+struct Pairs {
+  static constexpr size_t kGroupRows = 4,
+                          kGroupCols = 8;  // kGroupCols even: groups begin on a pair
+  static size_t at(size_t i, size_t k) { return k / 2 * 2 * kP + 2 * i + k % 2; }
+#if defined(__SSE2__)
+  static void group(const uint16_t* const* row, size_t k, uint16_t* dst) {
+    transpose_pairs(row, k, dst);
+  }
+#endif
+};
+
+// Panel p's rows of the row-major w into dst in layout L (its 16 x panel_cols elements), the
+// missing rows and the padding column zero.
+template <class L, class W>
+void pack_panel(const W* src, int64_t rows, size_t cols, size_t padded_cols, int64_t p, W* dst) {
   const int64_t r0 = p * kPanelRows;
   const int64_t n = std::min<int64_t>(kPanelRows, rows - r0);
-  if (n < kPanelRows) std::fill_n(dst, kP * cols, W{});
+  if (n < kPanelRows || padded_cols != cols) std::fill_n(dst, kP * padded_cols, W{});
   const W* row[kP];
   for (int64_t i = 0; i < n; ++i) row[i] = src + static_cast<size_t>(r0 + i) * cols;
   // Columns in blocks of 64: the block's 16 row pieces stay in L1 while dst is written in order.
-  constexpr size_t kBlock = 64;
+  constexpr size_t kBlock = 64;  // a multiple of kGroupCols
+  const size_t rows_n = static_cast<size_t>(n);
   for (size_t k0 = 0; k0 < cols; k0 += kBlock) {
     const size_t k1 = std::min(cols, k0 + kBlock);
-    int64_t i = 0;
+    size_t i = 0;
 #if defined(__SSE2__)
-    constexpr int64_t G = 16 / sizeof(W);
-    for (; i + G <= n; i += G) {
+    for (; i + L::kGroupRows <= rows_n; i += L::kGroupRows) {
       size_t k = k0;
-      for (; k + G <= k1; k += G) transpose_square(row + i, k, dst + k * kP + i);
+      for (; k + L::kGroupCols <= k1; k += L::kGroupCols) L::group(row + i, k, dst + L::at(i, k));
       for (; k < k1; ++k)
-        for (int64_t g = 0; g < G; ++g) dst[k * kP + static_cast<size_t>(i + g)] = row[i + g][k];
+        for (size_t g = 0; g < L::kGroupRows; ++g) dst[L::at(i + g, k)] = row[i + g][k];
     }
 #endif
-    for (; i < n; ++i)
-      for (size_t k = k0; k < k1; ++k) dst[k * kP + static_cast<size_t>(i)] = row[i][k];
+    for (; i < rows_n; ++i)
+      for (size_t k = k0; k < k1; ++k) dst[L::at(i, k)] = row[i][k];
   }
 }
 
@@ -143,14 +142,16 @@ MatrixRef pack_panels(const MatrixRef& w, void* dst, ThreadPool& pool) {
   parallel_for(pool, panel_count(w.rows), w.rows * w.cols, [&](int64_t p, Arena&) {
     const size_t at =
         static_cast<size_t>(p) * kP * static_cast<size_t>(panel_cols(w.cols, w.dtype));
+    const size_t padded = static_cast<size_t>(panel_cols(w.cols, w.dtype));
+    const auto* h = static_cast<const uint16_t*>(w.data);
+    auto* hd = static_cast<uint16_t*>(dst) + at;
     if (w.dtype == DType::F32)
-      pack_panel(static_cast<const float*>(w.data), w.rows, cols, p, static_cast<float*>(dst) + at);
+      pack_panel<KMajor<float>>(static_cast<const float*>(w.data), w.rows, cols, padded, p,
+                                static_cast<float*>(dst) + at);
     else if (panel_pairs(w.dtype))
-      pack_pair_panel(static_cast<const uint16_t*>(w.data), w.rows, cols, p,
-                      static_cast<uint16_t*>(dst) + at);
+      pack_panel<Pairs>(h, w.rows, cols, padded, p, hd);
     else
-      pack_panel(static_cast<const uint16_t*>(w.data), w.rows, cols, p,
-                 static_cast<uint16_t*>(dst) + at);
+      pack_panel<KMajor<uint16_t>>(h, w.rows, cols, padded, p, hd);
   });
   return {dst, w.dtype, w.rows, w.cols, MatrixLayout::kPanels};
 }
