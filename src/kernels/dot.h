@@ -42,6 +42,12 @@ using GemmTile = void (*)(const float* w, size_t w_stride, const float* x, size_
 // exactly): bit-identical to GemmTile over the widened rows.
 using GemmTileU16 = void (*)(const uint16_t* w, size_t w_stride, const float* x, size_t x_stride,
                              size_t n, int nr, int nt, float* y, size_t y_stride, const void* next);
+// The row-major order's lane tree across columns, for a GEMM that runs that order as lane-major
+// panels (kernels/matmul.cpp matmul_decoded): y[i] = reduce() of the `lanes` values
+// p[j * stride + i], j < lanes - lane j's sum at j - for i < count, bit for bit what the dot adds
+// its lanes in. Null on an ISA whose row-major order cannot run that way (scalar: its
+// multiply-adds are not fused, the panels' are).
+using ReduceLanes = void (*)(const float* p, size_t stride, size_t count, float* y);
 // dst[i] = exact fp32 value of src[i] (fp16 or bf16), i < n.
 using Widen = void (*)(const uint16_t* src, float* dst, size_t n);
 
@@ -77,6 +83,8 @@ struct DotKernels {
   Widen widen_bf16;
   int tile_rows;  // the GEMM tile's register blocking
   int tile_inputs;
+  ReduceLanes reduce_lanes;  // nullable
+  int lanes;                 // fp32 lanes of the row-major order's accumulators
   PanelGemvF32 panel_gemv_f32;
   PanelGemvU16 panel_gemv_f16;
   PanelGemvU16 panel_gemv_bf16;

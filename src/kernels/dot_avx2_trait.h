@@ -29,6 +29,9 @@ struct Avx2 {
   static constexpr int kGemvRows = 8;
   static constexpr int kTileRows = 3;
   static constexpr int kTileInputs = 4;
+  // fma() is fused and reduce() a halving tree (lane j adds lane j + kLanes / 2, and so on down
+  // to lane 0 + lane 1): a GEMM may run the row-major order as lane-major panels (dot_impl.h).
+  static constexpr bool kLaneMajorGemm = true;
 
   static Vec zero() { return _mm256_setzero_ps(); }
   static Tail tail(size_t left) { return left; }
@@ -74,6 +77,7 @@ struct Avx2 {
   // rounds). Two rows had measured best on a Zen 5 (12/1/1 8.6-9.3 us against 11-13 for one);
   // four were not measured there, nor on a Zen 3, since.
   static constexpr int kWkvRows = 4;
+  static Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
   static Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
   static Vec sub(Vec a, Vec b) { return _mm256_sub_ps(a, b); }
   static Vec broadcast(float f) { return _mm256_set1_ps(f); }

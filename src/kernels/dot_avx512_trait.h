@@ -40,6 +40,9 @@ struct Avx512 {
   static constexpr int kGemvRows = 4;
   static constexpr int kTileRows = 4;
   static constexpr int kTileInputs = 6;
+  // fma() is fused and reduce() a halving tree (lane j adds lane j + kLanes / 2, and so on down
+  // to lane 0 + lane 1): a GEMM may run the row-major order as lane-major panels (dot_impl.h).
+  static constexpr bool kLaneMajorGemm = true;
 
   static Vec zero() { return _mm512_setzero_ps(); }
   static Tail tail(size_t left) { return static_cast<__mmask16>((1u << left) - 1u); }
@@ -83,6 +86,7 @@ struct Avx512 {
   // reductions, one row had measured best (~420 us against ~600 for two and ~540 for four); the
   // shared reductions were not measured there.
   static constexpr int kWkvRows = 4;
+  static Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
   static Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
   static Vec sub(Vec a, Vec b) { return _mm512_sub_ps(a, b); }
   static Vec broadcast(float f) { return _mm512_set1_ps(f); }

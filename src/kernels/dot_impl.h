@@ -31,6 +31,8 @@
 //   reduce4(a, b, c, d, y)  y[0..3] = reduce(a), reduce(b), reduce(c), reduce(d), bit for bit (an
 //                           ISA may share the shuffles of the four trees)
 //   store(p, v), store_tail(p, v, t)
+//   kLaneMajorGemm          whether fma() is fused and reduce() a halving tree (reduce_lanes)
+//   add(a, b)               a + b, lane-wise (kLaneMajorGemm traits)
 // and, for the WKV head written against the same traits (kernels/wkv7_impl.h), kWkvRows, mul,
 // sub and broadcast.
 #pragma once
@@ -290,6 +292,35 @@ void gemm_tile(const typename E::W* w, size_t ws, const typename X::W* x, size_t
   gemm_tile_rows_rest<V, E, X, R - 1>(w, ws, x, xs, n, nr, nt, y, ys, ahead(0));
 }
 
+// DotKernels::reduce_lanes for a trait with kLaneMajorGemm: its halving tree (lane j adds lane
+// j + kLanes / 2, and so on down to lane 0 + lane 1), kLanes outputs at a time, one per lane.
+template <class V>
+void reduce_lanes(const float* p, size_t stride, size_t count, float* y) {
+  using Vec = typename V::Vec;
+  constexpr size_t L = V::kLanes;
+  const auto tree = [&](auto load) {
+    Vec s[L];
+    for (size_t j = 0; j < L; ++j) s[j] = load(p + j * stride);
+    for (size_t h = L / 2; h >= 1; h /= 2)
+      for (size_t j = 0; j < h; ++j) s[j] = V::add(s[j], s[j + h]);
+    return s[0];
+  };
+  size_t i = 0;
+  for (; i + L <= count; i += L, p += L)
+    V::store(y + i, tree([](const float* q) { return V::load(F32{}, q); }));
+  if (i < count) {
+    const typename V::Tail t = V::tail(count - i);
+    V::store_tail(y + i, tree([&](const float* q) { return V::load_tail(F32{}, q, t); }), t);
+  }
+}
+template <class V>
+constexpr ReduceLanes lane_reducer() {
+  if constexpr (V::kLaneMajorGemm)
+    return reduce_lanes<V>;
+  else
+    return nullptr;
+}
+
 // dst[i] = src[i] as fp32 (exact), i < n.
 template <class V, class E>
 void widen(const typename E::W* src, float* dst, size_t n) {
@@ -337,6 +368,8 @@ const DotKernels& kernels() {
                             widen<V, BF16>,
                             V::kTileRows,
                             V::kTileInputs,
+                            lane_reducer<V>(),
+                            static_cast<int>(V::kLanes),
                             panel_impl::gemv<V, F32>,
                             panel_impl::gemv<V, F16>,
                             panel_impl::gemv<V, BF16>,

@@ -27,6 +27,8 @@ struct Scalar {
   static constexpr int kGemvRows = 2;
   static constexpr int kTileRows = 1;
   static constexpr int kTileInputs = 1;
+  // reduce() is not a halving tree and fma() not fused: no lane-major GEMM (dot_impl.h).
+  static constexpr bool kLaneMajorGemm = false;
 
   static Vec zero() { return Vec{}; }
   static Tail tail(size_t left) { return left; }

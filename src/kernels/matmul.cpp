@@ -110,6 +110,66 @@ void gemm_item(const DotKernels& k, const MatrixRef& w, const float* x, float* y
 void matmul_all_with(const DotKernels& k, std::span<const MatmulCall> calls, int64_t T,
                      ThreadPool& pool);
 
+// matmul_decoded's GEMM as lane-major panels (panels.h lane_major_chunks), on an ISA with
+// reduce_lanes. The inputs are put in lane-major order once (xl, the caller arena's kCaller0).
+// Each work item decodes its rows a panel (16 rows) at a time (kBlock1) and packs them lane-major
+// into its block (kBlock0); then for each tile of inputs the panel tile runs over each lane's
+// columns into lane sums (kBlock1 again) and reduce_lanes adds them into y. The bits are the
+// row-major tile's (each lane's chain and the tree are the dot's); the speed is the panel tile's,
+// whose steps load one vector of 16 rows' weights and broadcast one input element, where the
+// row-major tile over long rows loads a vector from each of its 4 rows and 6 inputs.
+void decoded_lane_major_gemm(const DecodedMatrix& w, const float* x, int64_t T, float* y,
+                             const DotKernels& k, ThreadPool& pool) {
+  const int64_t lanes = k.lanes, cols = w.cols;
+  const int64_t chunks = lane_major_chunks(cols, k.lanes);
+  const int64_t stride = lane_major_stride(cols, k.lanes), ls = lanes * stride;
+  // xl[t * ls + j * stride + c] = x[t * cols + c * lanes + j] (0 past cols): the panels' order.
+  float* xl = pool.caller_arena().get<float>(static_cast<size_t>(T * ls), Arena::kCaller0);
+  parallel_for(pool, T, T * ls, [&](int64_t t, Arena&) {
+    const float* xt = x + t * cols;
+    float* dst = xl + t * ls;
+    for (int64_t j = 0; j < lanes; ++j, dst += stride)
+      for (int64_t c = 0; c < stride; ++c) {
+        const int64_t e = c * lanes + j;
+        dst[c] = c < chunks && e < cols ? xt[e] : 0.0f;
+      }
+  });
+  const int64_t ps = kPanelRows * ls;  // a panel's floats
+  const int64_t nt_max = k.panel_tile_inputs;
+  // Decoded rows lie a line more than a row apart (not a power of two: see lane_major_stride).
+  const int64_t row_stride = cols + 16;
+  for_each_gemm_item(
+      w.rows, ls, T, k.panel_tile_rows, ls * int64_t{sizeof(float)}, pool,
+      [&](int64_t r0, int64_t r1, int64_t t0, int64_t t1, Arena& arena) {
+        const int64_t nr = r1 - r0, panels = panel_count(nr);
+        float* block = arena.get<float>(static_cast<size_t>(panels * ps), Arena::kBlock0);
+        float* rows =
+            arena.get<float>(static_cast<size_t>(kPanelRows * row_stride), Arena::kBlock1);
+        for (int64_t p = 0; p < panels; ++p) {
+          const int64_t first = r0 + p * kPanelRows, pr = std::min(kPanelRows, r1 - first);
+          for (int64_t i = 0; i < pr; ++i)
+            w.decode(w.ctx, first + i, first + i + 1, rows + i * row_stride);
+          pack_lane_major_panel(rows, static_cast<size_t>(row_stride), pr,
+                                static_cast<size_t>(cols), k.lanes, block + p * ps);
+        }
+        // lane_sums[(j * nt_max + u) * nr + r]: lane j's sum of row r0 + r and input t + u.
+        float* lane_sums =
+            arena.get<float>(static_cast<size_t>(lanes * nt_max * nr), Arena::kBlock1);
+        for (int64_t t = t0; t < t1; t += nt_max) {
+          const int nt = static_cast<int>(std::min(nt_max, t1 - t));
+          for (int64_t j = 0; j < lanes; ++j)
+            k.panel_tile_f32(block + j * stride * kPanelRows, static_cast<size_t>(ps),
+                             xl + t * ls + j * stride, static_cast<size_t>(ls),
+                             static_cast<size_t>(chunks), nr, nt, lane_sums + j * nt_max * nr,
+                             static_cast<size_t>(nr), false);
+          for (int u = 0; u < nt; ++u)
+            k.reduce_lanes(lane_sums + u * nr, static_cast<size_t>(nt_max * nr),
+                           static_cast<size_t>(nr), y + (t + u) * w.rows + r0);
+        }
+      },
+      work::row_gemm_block_bytes());
+}
+
 }  // namespace
 
 void check_dense_matrix(const MatrixRef& w) {
@@ -253,6 +313,7 @@ void matmul_decoded(const DecodedMatrix& w, const float* x, int64_t T, float* y,
     });
     return;
   }
+  if (k.reduce_lanes != nullptr) return decoded_lane_major_gemm(w, x, T, y, k, pool);
   // Items of decoded rows held whole: the row-major budget (work::row_gemm_block_bytes).
   for_each_gemm_item(
       w.rows, w.cols, T, k.tile_rows, w.cols * int64_t{sizeof(float)}, pool,

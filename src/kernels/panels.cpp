@@ -40,14 +40,16 @@ inline void transpose_square(const uint16_t* const* row, size_t k, uint16_t* dst
                      _mm_unpackhi_epi64(c[j], c[4 + j]));
   }
 }
-inline void transpose_square(const float* const* row, size_t k, float* dst) {
+// (fp32: column j at dst + j * col_stride, kP for a k-major panel.)
+inline void transpose_square(const float* const* row, size_t k, float* dst,
+                             size_t col_stride = kP) {
   __m128 r0 = _mm_loadu_ps(row[0] + k), r1 = _mm_loadu_ps(row[1] + k);
   __m128 r2 = _mm_loadu_ps(row[2] + k), r3 = _mm_loadu_ps(row[3] + k);
   _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
   _mm_storeu_ps(dst, r0);
-  _mm_storeu_ps(dst + kP, r1);
-  _mm_storeu_ps(dst + 2 * kP, r2);
-  _mm_storeu_ps(dst + 3 * kP, r3);
+  _mm_storeu_ps(dst + col_stride, r1);
+  _mm_storeu_ps(dst + 2 * col_stride, r2);
+  _mm_storeu_ps(dst + 3 * col_stride, r3);
 }
 // 4 rows x 4 pairs of columns of bf16 into the pairs layout: from rows row[0 .. 4) at column k
 // (even), dst[q * 32 + 2 i + h] = row[i][k + 2 q + h] - a 4 x 4 transposition of 32-bit pairs.
@@ -87,31 +89,51 @@ struct Pairs {
 #endif
 };
 
-// Panel p's rows of the row-major w into dst in layout L (its 16 x panel_cols elements), the
-// missing rows and the padding column zero.
+// The lane-major order of an fp32 panel (pack_lane_major_panel): column k of the rows at
+// ((k % lanes) * stride + k / lanes) * 16. A group's 4 columns (k % 4 == 0, lanes % 4 == 0) are
+// one chunk of 4 neighbouring lanes: they lie `stride` columns apart.
+struct LaneMajor {
+  static constexpr size_t kGroupRows = 4, kGroupCols = 4;
+  size_t shift, stride;  // lanes = 2^shift
+  size_t at(size_t i, size_t k) const {
+    return ((k & ((size_t{1} << shift) - 1)) * stride + (k >> shift)) * kP + i;
+  }
+#if defined(__SSE2__)
+  void group(const float* const* row, size_t k, float* dst) const {
+    transpose_square(row, k, dst, stride * kP);
+  }
+#endif
+};
+
+// Panel p's rows of the row-major w into dst in `layout` (its 16 x padded_cols elements), the
+// missing rows and the padding columns zero.
+// src's rows lie src_stride elements apart.
 template <class L, class W>
-void pack_panel(const W* src, int64_t rows, size_t cols, size_t padded_cols, int64_t p, W* dst) {
+void pack_panel(const L& layout, const W* src, size_t src_stride, int64_t rows, size_t cols,
+                size_t padded_cols, int64_t p, W* dst) {
   const int64_t r0 = p * kPanelRows;
   const int64_t n = std::min<int64_t>(kPanelRows, rows - r0);
   if (n < kPanelRows || padded_cols != cols) std::fill_n(dst, kP * padded_cols, W{});
   const W* row[kP];
-  for (int64_t i = 0; i < n; ++i) row[i] = src + static_cast<size_t>(r0 + i) * cols;
-  // Columns in blocks of 64: the block's 16 row pieces stay in L1 while dst is written in order.
+  for (int64_t i = 0; i < n; ++i) row[i] = src + static_cast<size_t>(r0 + i) * src_stride;
+  // Columns in blocks of 64: the block's 16 row pieces stay in L1 while it is written.
   constexpr size_t kBlock = 64;  // a multiple of kGroupCols
   const size_t rows_n = static_cast<size_t>(n);
   for (size_t k0 = 0; k0 < cols; k0 += kBlock) {
     const size_t k1 = std::min(cols, k0 + kBlock);
-    size_t i = 0;
+    size_t k = k0;
+    const size_t grouped = rows_n / L::kGroupRows * L::kGroupRows;  // rows in whole groups
 #if defined(__SSE2__)
-    for (; i + L::kGroupRows <= rows_n; i += L::kGroupRows) {
-      size_t k = k0;
-      for (; k + L::kGroupCols <= k1; k += L::kGroupCols) L::group(row + i, k, dst + L::at(i, k));
-      for (; k < k1; ++k)
-        for (size_t g = 0; g < L::kGroupRows; ++g) dst[L::at(i + g, k)] = row[i + g][k];
-    }
+    // A group of columns for every group of rows in turn, so each column's line is written whole
+    // before the next (a lane-major panel's columns lie far apart).
+    for (; k + L::kGroupCols <= k1; k += L::kGroupCols)
+      for (size_t i = 0; i < grouped; i += L::kGroupRows)
+        layout.group(row + i, k, dst + layout.at(i, k));
 #endif
-    for (; i < rows_n; ++i)
-      for (size_t k = k0; k < k1; ++k) dst[L::at(i, k)] = row[i][k];
+    for (; k < k1; ++k)
+      for (size_t i = 0; i < grouped; ++i) dst[layout.at(i, k)] = row[i][k];
+    for (size_t i = grouped; i < rows_n; ++i)
+      for (size_t c = k0; c < k1; ++c) dst[layout.at(i, c)] = row[i][c];
   }
 }
 
@@ -146,14 +168,42 @@ MatrixRef pack_panels(const MatrixRef& w, void* dst, ThreadPool& pool) {
     const auto* h = static_cast<const uint16_t*>(w.data);
     auto* hd = static_cast<uint16_t*>(dst) + at;
     if (w.dtype == DType::F32)
-      pack_panel<KMajor<float>>(static_cast<const float*>(w.data), w.rows, cols, padded, p,
-                                static_cast<float*>(dst) + at);
+      pack_panel(KMajor<float>{}, static_cast<const float*>(w.data), cols, w.rows, cols, padded, p,
+                 static_cast<float*>(dst) + at);
     else if (panel_pairs(w.dtype))
-      pack_panel<Pairs>(h, w.rows, cols, padded, p, hd);
+      pack_panel(Pairs{}, h, cols, w.rows, cols, padded, p, hd);
     else
-      pack_panel<KMajor<uint16_t>>(h, w.rows, cols, padded, p, hd);
+      pack_panel(KMajor<uint16_t>{}, h, cols, w.rows, cols, padded, p, hd);
   });
   return {dst, w.dtype, w.rows, w.cols, MatrixLayout::kPanels};
+}
+
+int64_t lane_major_chunks(int64_t n, int lanes) {
+  return (n + lanes - 1) / lanes;
+}
+
+int64_t lane_major_stride(int64_t n, int lanes) {
+  return lane_major_chunks(n, lanes) + 1;
+}
+
+void pack_lane_major_panel(const float* rows, size_t row_stride, int64_t nr, size_t n, int lanes,
+                           float* dst) {
+  WICK_CHECK(
+      nr >= 1 && nr <= kPanelRows && lanes >= 4 && (lanes & (lanes - 1)) == 0 && row_stride >= n,
+      "a lane-major panel packs 1-16 rows for a power of two (4 or more) lanes");
+  const auto stride = static_cast<size_t>(lane_major_stride(static_cast<int64_t>(n), lanes));
+  const auto shift = static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(lanes)));
+  const size_t l = static_cast<size_t>(lanes);
+  if (nr < kPanelRows) {
+    std::fill_n(dst, kP * l * stride, 0.0f);
+  } else {  // only the columns no element lands in: lane j's past its ceil((n - j) / lanes)
+    for (size_t j = 0; j < l; ++j) {
+      const size_t used = j < n ? (n - j + l - 1) / l : 0;
+      std::fill(dst + (j * stride + used) * kP, dst + (j + 1) * stride * kP, 0.0f);
+    }
+  }
+  // padded_cols = n: pack_panel then zeroes nothing more.
+  pack_panel(LaneMajor{shift, stride}, rows, row_stride, nr, n, n, 0, dst);
 }
 
 void panel_gemv_block(const DotKernels& k, const MatrixRef& w, const float* x, int64_t r0,

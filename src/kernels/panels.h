@@ -58,6 +58,24 @@ constexpr int64_t panel_cols(int64_t cols, DType dtype) {
 }
 // Panels a matrix of `rows` rows takes: ceil(rows / 16).
 int64_t panel_count(int64_t rows);
+
+// The lane-major panels of a GEMM in a row-major matrix's order (kernels/matmul.cpp
+// matmul_decoded; kernels/dot.h ReduceLanes). That order sums each row's elements k = j, j + lanes,
+// j + 2 lanes, ... in lane j (one fused multiply-add chain each, zero-padded to whole chunks of
+// `lanes`), then adds the lanes in a tree. With lane j's elements as the C =
+// lane_major_chunks(n, lanes) = ceil(n / lanes) columns of a panel from column j S on, S =
+// lane_major_stride(n, lanes) = C + 1, the panel tile over those columns gives lane j's sum
+// exactly (the same chain, from +0) and reduce_lanes adds the lanes as the dot does. (S is C + 1
+// so the lanes' columns do not lie a power of two apart: at 8192 columns and 16 lanes, C columns
+// of 64 bytes are 32 KiB, which put every lane's line in one L1 set.)
+int64_t lane_major_chunks(int64_t n, int lanes);
+int64_t lane_major_stride(int64_t n, int lanes);
+// Rows [0, nr) (1 <= nr <= 16; row i at rows + i * row_stride, n columns) into dst as one fp32
+// panel of lanes * S columns: element (i, k) at dst[((k % lanes) * S + k / lanes) * 16 + i]; rows
+// past nr and the other columns zero. lanes: a power of two, 4 or more. Throws
+// wick::InternalError (WICK_CHECK) for other nr, lanes or a row_stride below n.
+void pack_lane_major_panel(const float* rows, size_t row_stride, int64_t nr, size_t n, int lanes,
+                           float* dst);
 // Bytes of the packed form of a rows x cols matrix of `dtype`: panel_count(rows) * 16 *
 // panel_cols(cols, dtype) elements. Throws wick::InternalError (WICK_CHECK) for a dtype other than
 // F32/F16/BF16 or a negative size.

@@ -1,0 +1,165 @@
+// The lane-major GEMM of decoded rows (kernels/matmul.h matmul_decoded on an ISA with
+// DotKernels::reduce_lanes): the lane-major panel packing against its formula (kernels/panels.h),
+// reduce_lanes against the lane tree the dot itself takes, and matmul_decoded's rows against the
+// row-major dot of the decoded row, bit for bit, for every ISA of this CPU, 1 and 2 threads and
+// shapes whose columns are no multiple of the lanes (the zero-padded last chunk); a changed input
+// element moves its own input's outputs only.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "test_util.h"
+#include "kernels/dot.h"
+#include "kernels/matmul.h"
+#include "kernels/panels.h"
+#include "kernels/thread_pool.h"
+#include "wick/errors.h"
+
+namespace wick::kernels {
+namespace {
+
+using test::set_test_threads;
+using test::test_pool;
+
+// Values of both signs over 2^-8 .. 2^8 (never zero), so a changed order of additions rounds
+// differently somewhere.
+std::vector<float> random_values(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<float> v(n);
+  for (float& f : v) {
+    const float m = 1.0f + static_cast<float>(rng() % 4096) / 4096.0f;
+    const int e = static_cast<int>(rng() % 17) - 8;
+    f = std::ldexp(rng() % 2 ? -m : m, e);
+  }
+  return v;
+}
+
+TEST(LaneMajor, PackingPutsEveryElementWhereTheLayoutSaysAndZeroesTheRest) {
+  for (int lanes : {8, 16}) {
+    for (size_t n : {size_t{1}, size_t{5}, size_t{16}, size_t{37}, size_t{515}}) {
+      for (int64_t nr : {int64_t{16}, int64_t{3}}) {
+        const size_t stride = n + 3;
+        const std::vector<float> rows = random_values(16 * stride, 11);
+        const auto l = static_cast<size_t>(lanes);
+        const auto chunks = static_cast<size_t>(lane_major_chunks(static_cast<int64_t>(n), lanes));
+        const auto s = static_cast<size_t>(lane_major_stride(static_cast<int64_t>(n), lanes));
+        ASSERT_EQ(chunks, (n + l - 1) / l);
+        ASSERT_GT(s, chunks);
+        std::vector<float> dst(16 * l * s, std::numeric_limits<float>::quiet_NaN());
+        pack_lane_major_panel(rows.data(), stride, nr, n, lanes, dst.data());
+        for (size_t j = 0; j < l; ++j)
+          for (size_t c = 0; c < s; ++c)
+            for (size_t i = 0; i < 16; ++i) {
+              const size_t k = c * l + j;
+              const bool held = c < chunks && k < n && static_cast<int64_t>(i) < nr;
+              const float want = held ? rows[i * stride + k] : 0.0f;
+              ASSERT_EQ(bits_of(dst[(j * s + c) * 16 + i]), bits_of(want))
+                  << "lanes " << lanes << " n " << n << " nr " << nr << " lane " << j << " chunk "
+                  << c << " row " << i;
+            }
+      }
+    }
+  }
+  std::vector<float> rows(64), dst(1024);
+  EXPECT_THROW(pack_lane_major_panel(rows.data(), 4, 0, 4, 8, dst.data()), InternalError);
+  EXPECT_THROW(pack_lane_major_panel(rows.data(), 4, 17, 4, 8, dst.data()), InternalError);
+  EXPECT_THROW(pack_lane_major_panel(rows.data(), 4, 2, 4, 12, dst.data()), InternalError);
+  EXPECT_THROW(pack_lane_major_panel(rows.data(), 3, 2, 4, 8, dst.data()), InternalError);
+}
+
+// reduce_lanes(p)[i] is the dot's tree over p's column i: the dot of those lanes' values with
+// ones (one chunk, so each lane holds fma(v, 1, +0) = v) adds them in the order it adds its
+// accumulator's lanes. Scalar, whose multiply-adds are not fused, has none.
+TEST(LaneMajor, ReduceLanesAddsTheLanesAsTheDotDoes) {
+  for (Isa isa : isas_of_this_cpu()) {
+    const DotKernels& k = dot_kernels_for(isa);
+    if (isa == Isa::kScalar) {
+      EXPECT_EQ(k.reduce_lanes, nullptr);
+      continue;
+    }
+    ASSERT_NE(k.reduce_lanes, nullptr) << isa_name(isa);
+    const auto l = static_cast<size_t>(k.lanes);
+    for (size_t count : {size_t{1}, l - 1, l, l + 3, 3 * l + 5}) {
+      const size_t stride = count + 2;
+      std::vector<float> p = random_values(l * stride, static_cast<uint32_t>(count));
+      std::vector<float> y(count), y2(count), lanes(l), ones(l, 1.0f);
+      k.reduce_lanes(p.data(), stride, count, y.data());
+      for (size_t i = 0; i < count; ++i) {
+        for (size_t j = 0; j < l; ++j) lanes[j] = p[j * stride + i];
+        ASSERT_EQ(bits_of(y[i]), bits_of(k.f32(lanes.data(), ones.data(), l)))
+            << isa_name(isa) << " count " << count << " i " << i;
+      }
+      // A changed lane of column 0 moves y[0] only.
+      p[(l - 1) * stride] *= 3.0f;
+      k.reduce_lanes(p.data(), stride, count, y2.data());
+      EXPECT_NE(bits_of(y2[0]), bits_of(y[0]));
+      for (size_t i = 1; i < count; ++i) ASSERT_EQ(bits_of(y2[i]), bits_of(y[i]));
+    }
+  }
+}
+
+// A DecodedMatrix over plain fp32 rows (the decoder copies them).
+struct Fp32Rows {
+  std::vector<float> w;
+  int64_t rows, cols;
+  DecodedMatrix view() const {
+    DecodedMatrix d;
+    d.decode = [](const void* ctx, int64_t r0, int64_t r1, float* dst) {
+      const auto* m = static_cast<const Fp32Rows*>(ctx);
+      std::copy(m->w.begin() + r0 * m->cols, m->w.begin() + r1 * m->cols, dst);
+    };
+    d.ctx = this;
+    d.rows = rows;
+    d.cols = cols;
+    return d;
+  }
+};
+
+TEST(LaneMajor, DecodedGemmRowsAreTheRowMajorDotForEveryIsaAndThreadCount) {
+  struct Shape {
+    int64_t rows, cols, T;
+  };
+  for (const Shape sh : {Shape{1, 1, 2}, Shape{5, 7, 3}, Shape{45, 100, 9}, Shape{100, 515, 17},
+                         Shape{50, 2051, 40}, Shape{17, 8200, 5}}) {
+    Fp32Rows m{random_values(static_cast<size_t>(sh.rows * sh.cols), 3), sh.rows, sh.cols};
+    std::vector<float> x = random_values(static_cast<size_t>(sh.T * sh.cols), 4);
+    const size_t outputs = static_cast<size_t>(sh.T * sh.rows);
+    for (Isa isa : isas_of_this_cpu()) {
+      const DotKernels& k = dot_kernels_for(isa);
+      std::vector<float> y1(outputs), y2(outputs);
+      set_test_threads(1);
+      matmul_decoded(m.view(), x.data(), sh.T, y1.data(), k, test_pool());
+      set_test_threads(2);
+      matmul_decoded(m.view(), x.data(), sh.T, y2.data(), k, test_pool());
+      for (int64_t t = 0; t < sh.T; ++t)
+        for (int64_t o = 0; o < sh.rows; ++o) {
+          const float want = k.f32(m.w.data() + o * sh.cols, x.data() + t * sh.cols,
+                                   static_cast<size_t>(sh.cols));
+          const size_t at = static_cast<size_t>(t * sh.rows + o);
+          ASSERT_EQ(bits_of(y1[at]), bits_of(want)) << isa_name(isa) << " " << sh.rows << " x "
+                                                    << sh.cols << " t " << t << " o " << o;
+          ASSERT_EQ(bits_of(y2[at]), bits_of(want)) << isa_name(isa) << " 2 threads";
+        }
+      // One element of the last input changed: its outputs move, the others keep their bits.
+      std::vector<float> x2 = x;
+      x2[static_cast<size_t>((sh.T - 1) * sh.cols + sh.cols / 2)] += 1.0f;
+      std::vector<float> y3(outputs);
+      matmul_decoded(m.view(), x2.data(), sh.T, y3.data(), k, test_pool());
+      int moved = 0;
+      for (size_t i = 0; i < outputs; ++i) {
+        const bool same = bits_of(y3[i]) == bits_of(y2[i]);
+        if (i < static_cast<size_t>((sh.T - 1) * sh.rows)) ASSERT_TRUE(same) << i;
+        moved += same ? 0 : 1;
+      }
+      EXPECT_GT(moved, 0) << isa_name(isa);
+    }
+  }
+  set_test_threads(0);
+}
+
+}  // namespace
+}  // namespace wick::kernels
