@@ -294,24 +294,26 @@ void gemm_tile(const typename E::W* w, size_t ws, const typename X::W* x, size_t
 
 // DotKernels::reduce_lanes for a trait with kLaneMajorGemm: its halving tree (lane j adds lane
 // j + kLanes / 2, and so on down to lane 0 + lane 1), kLanes outputs at a time, one per lane.
-template <class V>
-void reduce_lanes(const float* p, size_t stride, size_t count, float* y) {
+template <class V, bool kTail>
+inline void reduce_lanes_step(const float* p, size_t stride, float* y, typename V::Tail t) {
   using Vec = typename V::Vec;
   constexpr size_t L = V::kLanes;
-  const auto tree = [&](auto load) {
-    Vec s[L];
-    for (size_t j = 0; j < L; ++j) s[j] = load(p + j * stride);
-    for (size_t h = L / 2; h >= 1; h /= 2)
-      for (size_t j = 0; j < h; ++j) s[j] = V::add(s[j], s[j + h]);
-    return s[0];
-  };
+  Vec s[L];
+  for (size_t j = 0; j < L; ++j)
+    s[j] = kTail ? V::load_tail(F32{}, p + j * stride, t) : V::load(F32{}, p + j * stride);
+  for (size_t h = L / 2; h >= 1; h /= 2)
+    for (size_t j = 0; j < h; ++j) s[j] = V::add(s[j], s[j + h]);
+  if constexpr (kTail)
+    V::store_tail(y, s[0], t);
+  else
+    V::store(y, s[0]);
+}
+template <class V>
+void reduce_lanes(const float* p, size_t stride, size_t count, float* y) {
+  constexpr size_t L = V::kLanes;
   size_t i = 0;
-  for (; i + L <= count; i += L, p += L)
-    V::store(y + i, tree([](const float* q) { return V::load(F32{}, q); }));
-  if (i < count) {
-    const typename V::Tail t = V::tail(count - i);
-    V::store_tail(y + i, tree([&](const float* q) { return V::load_tail(F32{}, q, t); }), t);
-  }
+  for (; i + L <= count; i += L) reduce_lanes_step<V, false>(p + i, stride, y + i, V::tail(1));
+  if (i < count) reduce_lanes_step<V, true>(p + i, stride, y + i, V::tail(count - i));
 }
 template <class V>
 constexpr ReduceLanes lane_reducer() {

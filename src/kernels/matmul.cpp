@@ -118,6 +118,11 @@ void matmul_all_with(const DotKernels& k, std::span<const MatmulCall> calls, int
 // row-major tile's (each lane's chain and the tree are the dot's); the speed is the panel tile's,
 // whose steps load one vector of 16 rows' weights and broadcast one input element, where the
 // row-major tile over long rows loads a vector from each of its 4 rows and 6 inputs.
+// The smallest matrices decoded_lane_major_gemm runs (the others take the row-major tile): with
+// fewer columns each lane's chain is a few steps per panel tile call, and with fewer rows the
+// inputs' reordering costs as much as the products it feeds (a LoRA factor of 64 rows).
+constexpr int64_t kLaneMajorMinRows = 256;
+constexpr int64_t kLaneMajorMinCols = 512;
 void decoded_lane_major_gemm(const DecodedMatrix& w, const float* x, int64_t T, float* y,
                              const DotKernels& k, ThreadPool& pool) {
   const int64_t lanes = k.lanes, cols = w.cols;
@@ -126,13 +131,7 @@ void decoded_lane_major_gemm(const DecodedMatrix& w, const float* x, int64_t T, 
   // xl[t * ls + j * stride + c] = x[t * cols + c * lanes + j] (0 past cols): the panels' order.
   float* xl = pool.caller_arena().get<float>(static_cast<size_t>(T * ls), Arena::kCaller0);
   parallel_for(pool, T, T * ls, [&](int64_t t, Arena&) {
-    const float* xt = x + t * cols;
-    float* dst = xl + t * ls;
-    for (int64_t j = 0; j < lanes; ++j, dst += stride)
-      for (int64_t c = 0; c < stride; ++c) {
-        const int64_t e = c * lanes + j;
-        dst[c] = c < chunks && e < cols ? xt[e] : 0.0f;
-      }
+    lane_major_inputs(x + t * cols, static_cast<size_t>(cols), k.lanes, xl + t * ls);
   });
   const int64_t ps = kPanelRows * ls;  // a panel's floats
   const int64_t nt_max = k.panel_tile_inputs;
@@ -152,19 +151,25 @@ void decoded_lane_major_gemm(const DecodedMatrix& w, const float* x, int64_t T, 
           pack_lane_major_panel(rows, static_cast<size_t>(row_stride), pr,
                                 static_cast<size_t>(cols), k.lanes, block + p * ps);
         }
-        // lane_sums[(j * nt_max + u) * nr + r]: lane j's sum of row r0 + r and input t + u.
+        // For each tile of inputs, tile of rows by tile of rows (its lane sums then stay in L1):
+        // lane_sums[(j * nt_max + u) * mr + r] is lane j's sum of row q + r and input t + u.
+        const int64_t mr_max = k.panel_tile_rows;
         float* lane_sums =
-            arena.get<float>(static_cast<size_t>(lanes * nt_max * nr), Arena::kBlock1);
+            arena.get<float>(static_cast<size_t>(lanes * nt_max * mr_max), Arena::kBlock1);
         for (int64_t t = t0; t < t1; t += nt_max) {
           const int nt = static_cast<int>(std::min(nt_max, t1 - t));
-          for (int64_t j = 0; j < lanes; ++j)
-            k.panel_tile_f32(block + j * stride * kPanelRows, static_cast<size_t>(ps),
-                             xl + t * ls + j * stride, static_cast<size_t>(ls),
-                             static_cast<size_t>(chunks), nr, nt, lane_sums + j * nt_max * nr,
-                             static_cast<size_t>(nr), false);
-          for (int u = 0; u < nt; ++u)
-            k.reduce_lanes(lane_sums + u * nr, static_cast<size_t>(nt_max * nr),
-                           static_cast<size_t>(nr), y + (t + u) * w.rows + r0);
+          for (int64_t q = r0; q < r1; q += mr_max) {
+            const int64_t mr = std::min(mr_max, r1 - q);
+            const float* wq = block + (q - r0) / kPanelRows * ps;
+            for (int64_t j = 0; j < lanes; ++j)
+              k.panel_tile_f32(wq + j * stride * kPanelRows, static_cast<size_t>(ps),
+                               xl + t * ls + j * stride, static_cast<size_t>(ls),
+                               static_cast<size_t>(chunks), mr, nt, lane_sums + j * nt_max * mr_max,
+                               static_cast<size_t>(mr_max), false);
+            for (int u = 0; u < nt; ++u)
+              k.reduce_lanes(lane_sums + u * mr_max, static_cast<size_t>(nt_max * mr_max),
+                             static_cast<size_t>(mr), y + (t + u) * w.rows + q);
+          }
         }
       },
       work::row_gemm_block_bytes());
@@ -313,7 +318,8 @@ void matmul_decoded(const DecodedMatrix& w, const float* x, int64_t T, float* y,
     });
     return;
   }
-  if (k.reduce_lanes != nullptr) return decoded_lane_major_gemm(w, x, T, y, k, pool);
+  if (k.reduce_lanes != nullptr && w.rows >= kLaneMajorMinRows && w.cols >= kLaneMajorMinCols)
+    return decoded_lane_major_gemm(w, x, T, y, k, pool);
   // Items of decoded rows held whole: the row-major budget (work::row_gemm_block_bytes).
   for_each_gemm_item(
       w.rows, w.cols, T, k.tile_rows, w.cols * int64_t{sizeof(float)}, pool,

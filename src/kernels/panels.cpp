@@ -206,6 +206,29 @@ void pack_lane_major_panel(const float* rows, size_t row_stride, int64_t nr, siz
   pack_panel(LaneMajor{shift, stride}, rows, row_stride, nr, n, n, 0, dst);
 }
 
+void lane_major_inputs(const float* x, size_t n, int lanes, float* dst) {
+  const auto l = static_cast<size_t>(lanes);
+  const auto stride = static_cast<size_t>(lane_major_stride(static_cast<int64_t>(n), lanes));
+  const size_t full = n / l;        // whole chunks
+  for (size_t j = 0; j < l; ++j) {  // the partial chunk's lanes (or zeros) and the padding
+    for (size_t c = full; c < stride; ++c) {
+      const size_t k = c * l + j;
+      dst[j * stride + c] = k < n ? x[k] : 0.0f;
+    }
+  }
+  size_t c = 0;
+#if defined(__SSE2__)
+  if (l % 4 == 0) {  // 4 chunks x 4 lanes at a time: a square of the transposition
+    for (; c + 4 <= full; c += 4) {
+      const float* chunk[4] = {x + c * l, x + (c + 1) * l, x + (c + 2) * l, x + (c + 3) * l};
+      for (size_t j = 0; j < l; j += 4) transpose_square(chunk, j, dst + j * stride + c, stride);
+    }
+  }
+#endif
+  for (; c < full; ++c)
+    for (size_t j = 0; j < l; ++j) dst[j * stride + c] = x[c * l + j];
+}
+
 void panel_gemv_block(const DotKernels& k, const MatrixRef& w, const float* x, int64_t r0,
                       int64_t r1, float* y) {
   const size_t cols = static_cast<size_t>(w.cols);

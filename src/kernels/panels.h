@@ -76,6 +76,10 @@ int64_t lane_major_stride(int64_t n, int lanes);
 // wick::InternalError (WICK_CHECK) for other nr, lanes or a row_stride below n.
 void pack_lane_major_panel(const float* rows, size_t row_stride, int64_t nr, size_t n, int lanes,
                            float* dst);
+// One input of n elements in the same order: dst[j * S + c] = x[c * lanes + j] for c * lanes + j
+// < n, zero elsewhere (lanes * S elements), so the panel tile over lane j's columns reads lane j's
+// inputs in order.
+void lane_major_inputs(const float* x, size_t n, int lanes, float* dst);
 // Bytes of the packed form of a rows x cols matrix of `dtype`: panel_count(rows) * 16 *
 // panel_cols(cols, dtype) elements. Throws wick::InternalError (WICK_CHECK) for a dtype other than
 // F32/F16/BF16 or a negative size.

@@ -71,6 +71,24 @@ TEST(LaneMajor, PackingPutsEveryElementWhereTheLayoutSaysAndZeroesTheRest) {
   EXPECT_THROW(pack_lane_major_panel(rows.data(), 3, 2, 4, 8, dst.data()), InternalError);
 }
 
+TEST(LaneMajor, InputsGoWhereTheirLanesColumnsAre) {
+  for (int lanes : {8, 16}) {
+    for (size_t n : {size_t{1}, size_t{5}, size_t{16}, size_t{37}, size_t{64}, size_t{515}}) {
+      const std::vector<float> x = random_values(n, 12);
+      const auto l = static_cast<size_t>(lanes);
+      const auto s = static_cast<size_t>(lane_major_stride(static_cast<int64_t>(n), lanes));
+      std::vector<float> dst(l * s, std::numeric_limits<float>::quiet_NaN());
+      lane_major_inputs(x.data(), n, lanes, dst.data());
+      for (size_t j = 0; j < l; ++j)
+        for (size_t c = 0; c < s; ++c) {
+          const size_t k = c * l + j;
+          ASSERT_EQ(bits_of(dst[j * s + c]), bits_of(k < n ? x[k] : 0.0f))
+              << "lanes " << lanes << " n " << n << " lane " << j << " chunk " << c;
+        }
+    }
+  }
+}
+
 // reduce_lanes(p)[i] is the dot's tree over p's column i: the dot of those lanes' values with
 // ones (one chunk, so each lane holds fma(v, 1, +0) = v) adds them in the order it adds its
 // accumulator's lanes. Scalar, whose multiply-adds are not fused, has none.
