@@ -201,7 +201,18 @@ void shapes(benchmark::internal::Benchmark* b) {
   b->UseRealTime();
 }
 
+// The GEMM over decoded long rows (kernels/matmul.cpp matmul_decoded: the row-major tile or the
+// lane-major panels) across prompt lengths: the 0.1B FFN's value matrix and the 1.5B one's.
+void long_row_prefill(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "cols", "T"});
+  for (auto [r, c] : {std::pair<int64_t, int64_t>{3072, 768}, {768, 3072}, {2048, 8192}})
+    for (int64_t T : {32, 64, 128, 256}) b->Args({r, c, T});
+  b->Unit(benchmark::kMillisecond);
+  b->UseRealTime();
+}
+
 BENCHMARK_CAPTURE(BM_Sb6, sb6_4, 4)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_Sb6, sb6_4_long_rows, 4)->Apply(long_row_prefill);
 BENCHMARK_CAPTURE(BM_Sb6, sb6_5, 5)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Sb6, sb6_6, 6)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Sb6Int8, sb6_4_int8, 4)->Apply(shapes);

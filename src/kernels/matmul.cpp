@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -118,11 +119,19 @@ void matmul_all_with(const DotKernels& k, std::span<const MatmulCall> calls, int
 // row-major tile's (each lane's chain and the tree are the dot's); the speed is the panel tile's,
 // whose steps load one vector of 16 rows' weights and broadcast one input element, where the
 // row-major tile over long rows loads a vector from each of its 4 rows and 6 inputs.
-// The smallest matrices decoded_lane_major_gemm runs (the others take the row-major tile): with
-// fewer columns each lane's chain is a few steps per panel tile call, and with fewer rows the
-// inputs' reordering costs as much as the products it feeds (a LoRA factor of 64 rows).
+// Where decoded_lane_major_gemm runs (elsewhere the row-major tile): rows of 2048 columns or more
+// (the row-major tile's long rows, dot_impl.h kLongRow, whose steps all read from L2) and 64 inputs
+// or more (fewer do not pay for the packing). Intel Emerald Rapids, 2 threads,
+// `build/bench/bench_qmatmul --benchmark_filter=long_rows --benchmark_repetitions=5`, fastest of
+// 5, two alternating rounds, row-major -> lane-major ms: 768 x 3072 T 32 1.07-1.11 -> 1.04-1.15,
+// T 64 2.03 -> 1.78-1.98, T 128 3.99-4.04 -> 3.09-3.35, T 256 7.22-8.07 -> 5.71 (one round;
+// 8.67 in the other); 2048 x 8192 T 32 7.80-8.16 -> 7.40-10.2, T 64 13.8-15.8 -> 11.8-13.9, T 128
+// 26.6-27.7 -> 21.6-24.0, T 256 50.3-53.1 -> 38.8-44.3. Over 768 columns the row-major tile (its
+// inputs in L1) was faster at every T (3072 x 768, T 128: 2.68-2.76 against 3.46-3.51). With few
+// rows, reordering the inputs costs as much as the products it feeds (a LoRA factor of 64 rows).
+constexpr int64_t kLaneMajorMinCols = 2048;
+constexpr int64_t kLaneMajorMinInputs = 64;
 constexpr int64_t kLaneMajorMinRows = 256;
-constexpr int64_t kLaneMajorMinCols = 512;
 void decoded_lane_major_gemm(const DecodedMatrix& w, const float* x, int64_t T, float* y,
                              const DotKernels& k, ThreadPool& pool) {
   const int64_t lanes = k.lanes, cols = w.cols;
@@ -296,6 +305,11 @@ void matmul_bf16_inputs(const MatrixRef& w, const float* x, int64_t T, float* y,
                      });
 }
 
+bool decoded_gemm_lane_major(const DotKernels& k, int64_t rows, int64_t cols, int64_t T) {
+  return k.reduce_lanes != nullptr && cols >= kLaneMajorMinCols && T >= kLaneMajorMinInputs &&
+         rows >= kLaneMajorMinRows;
+}
+
 void matmul_decoded(const DecodedMatrix& w, const float* x, int64_t T, float* y,
                     const DotKernels& k, ThreadPool& pool) {
   WICK_CHECK(w.decode != nullptr && w.rows >= 0 && w.cols > 0 && T >= 1,
@@ -318,7 +332,7 @@ void matmul_decoded(const DecodedMatrix& w, const float* x, int64_t T, float* y,
     });
     return;
   }
-  if (k.reduce_lanes != nullptr && w.rows >= kLaneMajorMinRows && w.cols >= kLaneMajorMinCols)
+  if (decoded_gemm_lane_major(k, w.rows, w.cols, T))
     return decoded_lane_major_gemm(w, x, T, y, k, pool);
   // Items of decoded rows held whole: the row-major budget (work::row_gemm_block_bytes).
   for_each_gemm_item(

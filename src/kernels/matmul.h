@@ -92,10 +92,18 @@ struct DecodedMatrix {
 // whatever the thread count. GEMV: w.gemv over blocks of rows, or else rows decoded a few at a
 // time into a block that stays in L1/L2 and summed at once; GEMM: each work item decodes its block
 // of rows once and runs every tile of its inputs over it (an item spans all T inputs unless there
-// are too few row blocks to keep every thread busy; then each span of inputs decodes it again).
-// Scratch: the pool's arenas (kBlock0).
+// are too few row blocks to keep every thread busy; then each span of inputs decodes it again) -
+// the row-major tile over the decoded rows, or where decoded_gemm_lane_major() says so the panel
+// tile over them packed lane-major (kernels/panels.h), each lane's sum then added in the dot's
+// tree (DotKernels::reduce_lanes). Scratch: the pool's arenas (kBlock0, kBlock1) and, lane-major,
+// the caller arena's kCaller0 (the inputs reordered).
 void matmul_decoded(const DecodedMatrix& w, const float* x, int64_t T, float* y,
                     const DotKernels& dense, ThreadPool& pool);
+
+// Whether matmul_decoded runs a GEMM of T inputs over a rows x cols matrix as lane-major panels
+// (kernels/panels.h lane_major_chunks: the same bits, faster over long rows and many inputs) with
+// the kernel set `dense`, rather than the row-major tile. Thread-safe (no state).
+bool decoded_gemm_lane_major(const DotKernels& dense, int64_t rows, int64_t cols, int64_t T);
 
 // The product of inputs already rounded to bf16 (Precision::kBf16, wick/model.h; every x value
 // must be a bf16 value held as fp32, as base::round_to_bf16 leaves it). With bf16 weights on a

@@ -137,17 +137,25 @@ struct Fp32Rows {
   }
 };
 
+// Shapes on both sides of decoded_gemm_lane_major: small ones (the row-major tile) and long rows
+// with many inputs (lane-major on AVX2 / AVX-512), among them columns that are no multiple of
+// the lanes and rows that are no multiple of the panels'.
 TEST(LaneMajor, DecodedGemmRowsAreTheRowMajorDotForEveryIsaAndThreadCount) {
   struct Shape {
     int64_t rows, cols, T;
+    bool lane_major;  // on an ISA with reduce_lanes
   };
-  for (const Shape sh : {Shape{1, 1, 2}, Shape{5, 7, 3}, Shape{45, 100, 9}, Shape{100, 515, 17},
-                         Shape{50, 2051, 40}, Shape{17, 8200, 5}}) {
+  for (const Shape sh : {Shape{1, 1, 2, false}, Shape{5, 7, 3, false}, Shape{45, 100, 9, false},
+                         Shape{50, 2051, 40, false}, Shape{300, 2051, 64, true},
+                         Shape{256, 2048, 70, true}, Shape{261, 8200, 65, true}}) {
     Fp32Rows m{random_values(static_cast<size_t>(sh.rows * sh.cols), 3), sh.rows, sh.cols};
     std::vector<float> x = random_values(static_cast<size_t>(sh.T * sh.cols), 4);
     const size_t outputs = static_cast<size_t>(sh.T * sh.rows);
     for (Isa isa : isas_of_this_cpu()) {
       const DotKernels& k = dot_kernels_for(isa);
+      ASSERT_EQ(decoded_gemm_lane_major(k, sh.rows, sh.cols, sh.T),
+                sh.lane_major && isa != Isa::kScalar)
+          << isa_name(isa) << " " << sh.rows << " x " << sh.cols << " T " << sh.T;
       std::vector<float> y1(outputs), y2(outputs);
       set_test_threads(1);
       matmul_decoded(m.view(), x.data(), sh.T, y1.data(), k, test_pool());
