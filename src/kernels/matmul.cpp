@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -111,14 +110,6 @@ void gemm_item(const DotKernels& k, const MatrixRef& w, const float* x, float* y
 void matmul_all_with(const DotKernels& k, std::span<const MatmulCall> calls, int64_t T,
                      ThreadPool& pool);
 
-// matmul_decoded's GEMM as lane-major panels (panels.h lane_major_chunks), on an ISA with
-// reduce_lanes. The inputs are put in lane-major order once (xl, the caller arena's kCaller0).
-// Each work item decodes its rows a panel (16 rows) at a time (kBlock1) and packs them lane-major
-// into its block (kBlock0); then for each tile of inputs the panel tile runs over each lane's
-// columns into lane sums (kBlock1 again) and reduce_lanes adds them into y. The bits are the
-// row-major tile's (each lane's chain and the tree are the dot's); the speed is the panel tile's,
-// whose steps load one vector of 16 rows' weights and broadcast one input element, where the
-// row-major tile over long rows loads a vector from each of its 4 rows and 6 inputs.
 // Where decoded_lane_major_gemm runs (elsewhere the row-major tile): rows of 2048 columns or more
 // (the row-major tile's long rows, dot_impl.h kLongRow, whose steps all read from L2) and 64 inputs
 // or more (fewer do not pay for the packing). Intel Emerald Rapids, 2 threads,
@@ -132,6 +123,16 @@ void matmul_all_with(const DotKernels& k, std::span<const MatmulCall> calls, int
 constexpr int64_t kLaneMajorMinCols = 2048;
 constexpr int64_t kLaneMajorMinInputs = 64;
 constexpr int64_t kLaneMajorMinRows = 256;
+
+// matmul_decoded's GEMM as lane-major panels (panels.h lane_major_chunks), on an ISA with
+// reduce_lanes. The inputs are put in lane-major order once (xl, the caller arena's kCaller0).
+// Each work item decodes its rows a panel (16 rows) at a time, row by row, into a scratch block
+// (kBlock1) and packs them lane-major into its block (kBlock0); then for each tile of inputs and
+// tile of rows the panel tile runs over each lane's columns into lane sums (kBlock1 again) and
+// reduce_lanes adds them into y. The bits are the row-major tile's (each lane's chain and the tree
+// are the dot's); the speed is the panel tile's, whose steps load one vector of 16 rows' weights
+// and broadcast one input element from L1, where the row-major tile over long rows loads a vector
+// from each of its 4 rows and 6 inputs, all from L2.
 void decoded_lane_major_gemm(const DecodedMatrix& w, const float* x, int64_t T, float* y,
                              const DotKernels& k, ThreadPool& pool) {
   const int64_t lanes = k.lanes, cols = w.cols;
@@ -161,7 +162,7 @@ void decoded_lane_major_gemm(const DecodedMatrix& w, const float* x, int64_t T, 
                                 static_cast<size_t>(cols), k.lanes, block + p * ps);
         }
         // For each tile of inputs, tile of rows by tile of rows (its lane sums then stay in L1):
-        // lane_sums[(j * nt_max + u) * mr + r] is lane j's sum of row q + r and input t + u.
+        // lane_sums[(j * nt_max + u) * mr_max + r] is lane j's sum of row q + r and input t + u.
         const int64_t mr_max = k.panel_tile_rows;
         float* lane_sums =
             arena.get<float>(static_cast<size_t>(lanes * nt_max * mr_max), Arena::kBlock1);
