@@ -48,6 +48,10 @@ using GemmTileU16 = void (*)(const uint16_t* w, size_t w_stride, const float* x,
 // its lanes in. Null on an ISA whose row-major order cannot run that way (scalar: its
 // multiply-adds are not fused, the panels' are).
 using ReduceLanes = void (*)(const float* p, size_t stride, size_t count, float* y);
+// 16 rows' elements k .. k + lanes - 1 (rows[i] + k, i < 16) as `lanes` columns of 16 rows, column
+// j at dst[j * col_stride + i] - the whole chunks of a lane-major panel (kernels/panels.h
+// pack_lane_major_panel). Null where the ISA has none (the panels' SSE2 4 x 4 squares serve).
+using TransposeLanes = void (*)(const float* const* rows, size_t k, float* dst, size_t col_stride);
 // dst[i] = exact fp32 value of src[i] (fp16 or bf16), i < n.
 using Widen = void (*)(const uint16_t* src, float* dst, size_t n);
 
@@ -83,8 +87,9 @@ struct DotKernels {
   Widen widen_bf16;
   int tile_rows;  // the GEMM tile's register blocking
   int tile_inputs;
-  ReduceLanes reduce_lanes;  // nullable
-  int lanes;                 // fp32 lanes of the row-major order's accumulators
+  ReduceLanes reduce_lanes;        // nullable
+  TransposeLanes transpose_lanes;  // nullable
+  int lanes;                       // fp32 lanes of the row-major order's accumulators
   PanelGemvF32 panel_gemv_f32;
   PanelGemvU16 panel_gemv_f16;
   PanelGemvU16 panel_gemv_bf16;

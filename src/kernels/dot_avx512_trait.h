@@ -114,6 +114,34 @@ struct Avx512 {
   }
   static void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
   static void store_tail(float* p, Vec v, Tail m) { _mm512_mask_storeu_ps(p, m, v); }
+  // DotKernels::transpose_lanes: 16 rows' elements k .. k + 15 as 16 columns of 16 rows, column
+  // j at dst + j * col_stride; the 16 x 16 transposition in four rounds of 16 shuffles.
+  static void transpose_lanes(const float* const* rows, size_t k, float* dst, size_t col_stride) {
+    __m512 a[16], b[16];
+    for (int i = 0; i < 8; ++i) {  // pairs of rows, 32-bit interleave within 128-bit blocks
+      const __m512 x = _mm512_loadu_ps(rows[2 * i] + k), y = _mm512_loadu_ps(rows[2 * i + 1] + k);
+      a[2 * i] = _mm512_unpacklo_ps(x, y);
+      a[2 * i + 1] = _mm512_unpackhi_ps(x, y);
+    }
+    // 64-bit interleave: block L of b[4 i + q] holds column 4 L + q of rows 4 i .. 4 i + 3.
+    for (int i = 0; i < 4; ++i)
+      for (int h = 0; h < 2; ++h) {
+        const __m512d x = _mm512_castps_pd(a[4 * i + h]), y = _mm512_castps_pd(a[4 * i + 2 + h]);
+        b[4 * i + 2 * h] = _mm512_castpd_ps(_mm512_unpacklo_pd(x, y));
+        b[4 * i + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(x, y));
+      }
+    for (int q = 0; q < 4;
+         ++q) {  // column 4 L + q = blocks L of b[q], b[4 + q], b[8 + q], b[12 + q]
+      const __m512 c0 = _mm512_shuffle_f32x4(b[q], b[4 + q], 0x88);
+      const __m512 c1 = _mm512_shuffle_f32x4(b[q], b[4 + q], 0xDD);
+      const __m512 c2 = _mm512_shuffle_f32x4(b[8 + q], b[12 + q], 0x88);
+      const __m512 c3 = _mm512_shuffle_f32x4(b[8 + q], b[12 + q], 0xDD);
+      _mm512_storeu_ps(dst + q * col_stride, _mm512_shuffle_f32x4(c0, c2, 0x88));
+      _mm512_storeu_ps(dst + (4 + q) * col_stride, _mm512_shuffle_f32x4(c1, c3, 0x88));
+      _mm512_storeu_ps(dst + (8 + q) * col_stride, _mm512_shuffle_f32x4(c0, c2, 0xDD));
+      _mm512_storeu_ps(dst + (12 + q) * col_stride, _mm512_shuffle_f32x4(c1, c3, 0xDD));
+    }
+  }
 
  private:
   // reduce()'s tree of a, b, c and d side by side: lane 0 of 128-bit block q holds vector q's sum.

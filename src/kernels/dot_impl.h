@@ -33,6 +33,7 @@
 //   store(p, v), store_tail(p, v, t)
 //   kLaneMajorGemm          whether fma() is fused and reduce() a halving tree (reduce_lanes)
 //   add(a, b)               a + b, lane-wise (kLaneMajorGemm traits)
+//   transpose_lanes         optional: DotKernels::transpose_lanes
 // and, for the WKV head written against the same traits (kernels/wkv7_impl.h), kWkvRows, mul,
 // sub and broadcast.
 #pragma once
@@ -323,6 +324,15 @@ constexpr ReduceLanes lane_reducer() {
     return nullptr;
 }
 
+// DotKernels::transpose_lanes: the trait's own, where it has one.
+template <class V>
+constexpr TransposeLanes lane_transposer() {
+  if constexpr (requires { V::transpose_lanes; })
+    return V::transpose_lanes;
+  else
+    return nullptr;
+}
+
 // dst[i] = src[i] as fp32 (exact), i < n.
 template <class V, class E>
 void widen(const typename E::W* src, float* dst, size_t n) {
@@ -371,6 +381,7 @@ const DotKernels& kernels() {
                             V::kTileRows,
                             V::kTileInputs,
                             lane_reducer<V>(),
+                            lane_transposer<V>(),
                             static_cast<int>(V::kLanes),
                             panel_impl::gemv<V, F32>,
                             panel_impl::gemv<V, F16>,

@@ -159,7 +159,8 @@ void decoded_lane_major_gemm(const DecodedMatrix& w, const float* x, int64_t T, 
           for (int64_t i = 0; i < pr; ++i)
             w.decode(w.ctx, first + i, first + i + 1, rows + i * row_stride);
           pack_lane_major_panel(rows, static_cast<size_t>(row_stride), pr,
-                                static_cast<size_t>(cols), k.lanes, block + p * ps);
+                                static_cast<size_t>(cols), k.lanes, block + p * ps,
+                                k.transpose_lanes);
         }
         // For each tile of inputs, tile of rows by tile of rows (its lane sums then stay in L1):
         // lane_sums[(j * nt_max + u) * mr_max + r] is lane j's sum of row q + r and input t + u.

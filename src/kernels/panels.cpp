@@ -187,7 +187,7 @@ int64_t lane_major_stride(int64_t n, int lanes) {
 }
 
 void pack_lane_major_panel(const float* rows, size_t row_stride, int64_t nr, size_t n, int lanes,
-                           float* dst) {
+                           float* dst, TransposeLanes transpose) {
   WICK_CHECK(
       nr >= 1 && nr <= kPanelRows && lanes >= 4 && (lanes & (lanes - 1)) == 0 && row_stride >= n,
       "a lane-major panel packs 1-16 rows for a power of two (4 or more) lanes");
@@ -203,7 +203,14 @@ void pack_lane_major_panel(const float* rows, size_t row_stride, int64_t nr, siz
     }
   }
   // padded_cols = n: pack_panel then zeroes nothing more.
-  pack_panel(LaneMajor{shift, stride}, rows, row_stride, nr, n, n, 0, dst);
+  if (transpose == nullptr || nr < kPanelRows)
+    return pack_panel(LaneMajor{shift, stride}, rows, row_stride, nr, n, n, 0, dst);
+  const float* row[kP];
+  for (size_t i = 0; i < kP; ++i) row[i] = rows + i * row_stride;
+  const size_t full = n / l;  // whole chunks: the ISA's transposition; the partial one element-wise
+  for (size_t c = 0; c < full; ++c) transpose(row, c * l, dst + c * kP, stride * kP);
+  for (size_t k = full * l; k < n; ++k)
+    for (size_t i = 0; i < kP; ++i) dst[(k % l * stride + k / l) * kP + i] = row[i][k];
 }
 
 void lane_major_inputs(const float* x, size_t n, int lanes, float* dst) {

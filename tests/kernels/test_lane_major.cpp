@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kernel_test_util.h"
@@ -38,9 +39,17 @@ std::vector<float> random_values(size_t n, uint32_t seed) {
   return v;
 }
 
+// The generic packing at 8 and 16 lanes, and each ISA's transposition of whole chunks
+// (DotKernels::transpose_lanes) at its own lane count.
 TEST(LaneMajor, PackingPutsEveryElementWhereTheLayoutSaysAndZeroesTheRest) {
-  for (int lanes : {8, 16}) {
-    for (size_t n : {size_t{1}, size_t{5}, size_t{16}, size_t{37}, size_t{515}}) {
+  std::vector<std::pair<int, TransposeLanes>> packers = {{8, nullptr}, {16, nullptr}};
+  for (Isa isa : isas_of_this_cpu()) {
+    const DotKernels& k = dot_kernels_for(isa);
+    if (isa == Isa::kAvx512) EXPECT_NE(k.transpose_lanes, nullptr);
+    if (k.transpose_lanes != nullptr) packers.emplace_back(k.lanes, k.transpose_lanes);
+  }
+  for (const auto [lanes, transpose] : packers) {
+    for (size_t n : {size_t{1}, size_t{5}, size_t{16}, size_t{37}, size_t{64}, size_t{515}}) {
       for (int64_t nr : {int64_t{16}, int64_t{3}}) {
         const size_t stride = n + 3;
         const std::vector<float> rows = random_values(16 * stride, 11);
@@ -50,7 +59,7 @@ TEST(LaneMajor, PackingPutsEveryElementWhereTheLayoutSaysAndZeroesTheRest) {
         ASSERT_EQ(chunks, (n + l - 1) / l);
         ASSERT_GT(s, chunks);
         std::vector<float> dst(16 * l * s, std::numeric_limits<float>::quiet_NaN());
-        pack_lane_major_panel(rows.data(), stride, nr, n, lanes, dst.data());
+        pack_lane_major_panel(rows.data(), stride, nr, n, lanes, dst.data(), transpose);
         for (size_t j = 0; j < l; ++j)
           for (size_t c = 0; c < s; ++c)
             for (size_t i = 0; i < 16; ++i) {
@@ -58,8 +67,8 @@ TEST(LaneMajor, PackingPutsEveryElementWhereTheLayoutSaysAndZeroesTheRest) {
               const bool held = c < chunks && k < n && static_cast<int64_t>(i) < nr;
               const float want = held ? rows[i * stride + k] : 0.0f;
               ASSERT_EQ(bits_of(dst[(j * s + c) * 16 + i]), bits_of(want))
-                  << "lanes " << lanes << " n " << n << " nr " << nr << " lane " << j << " chunk "
-                  << c << " row " << i;
+                  << "lanes " << lanes << (transpose ? " (ISA transposition)" : "") << " n " << n
+                  << " nr " << nr << " lane " << j << " chunk " << c << " row " << i;
             }
       }
     }
