@@ -105,9 +105,8 @@ struct LaneMajor {
 #endif
 };
 
-// Panel p's rows of the row-major w into dst in `layout` (its 16 x padded_cols elements), the
-// missing rows and the padding columns zero.
-// src's rows lie src_stride elements apart.
+// Panel p's rows of the row-major w (rows src_stride elements apart) into dst in `layout` (its
+// 16 x padded_cols elements), the missing rows and the padding columns zero.
 template <class L, class W>
 void pack_panel(const L& layout, const W* src, size_t src_stride, int64_t rows, size_t cols,
                 size_t padded_cols, int64_t p, W* dst) {
@@ -202,18 +201,21 @@ void pack_lane_major_panel(const float* rows, size_t row_stride, int64_t nr, siz
       std::fill(dst + (j * stride + used) * kP, dst + (j + 1) * stride * kP, 0.0f);
     }
   }
+  const LaneMajor layout{shift, stride};
   // padded_cols = n: pack_panel then zeroes nothing more.
   if (transpose == nullptr || nr < kPanelRows)
-    return pack_panel(LaneMajor{shift, stride}, rows, row_stride, nr, n, n, 0, dst);
+    return pack_panel(layout, rows, row_stride, nr, n, n, 0, dst);
   const float* row[kP];
   for (size_t i = 0; i < kP; ++i) row[i] = rows + i * row_stride;
   const size_t full = n / l;  // whole chunks: the ISA's transposition; the partial one element-wise
-  for (size_t c = 0; c < full; ++c) transpose(row, c * l, dst + c * kP, stride * kP);
+  for (size_t c = 0; c < full; ++c) transpose(row, c * l, dst + layout.at(0, c * l), stride * kP);
   for (size_t k = full * l; k < n; ++k)
-    for (size_t i = 0; i < kP; ++i) dst[(k % l * stride + k / l) * kP + i] = row[i][k];
+    for (size_t i = 0; i < kP; ++i) dst[layout.at(i, k)] = row[i][k];
 }
 
 void lane_major_inputs(const float* x, size_t n, int lanes, float* dst) {
+  WICK_CHECK(lanes >= 4 && (lanes & (lanes - 1)) == 0,
+             "lane-major inputs take a power of two (4 or more) lanes");
   const auto l = static_cast<size_t>(lanes);
   const auto stride = static_cast<size_t>(lane_major_stride(static_cast<int64_t>(n), lanes));
   const size_t full = n / l;        // whole chunks
@@ -225,11 +227,9 @@ void lane_major_inputs(const float* x, size_t n, int lanes, float* dst) {
   }
   size_t c = 0;
 #if defined(__SSE2__)
-  if (l % 4 == 0) {  // 4 chunks x 4 lanes at a time: a square of the transposition
-    for (; c + 4 <= full; c += 4) {
-      const float* chunk[4] = {x + c * l, x + (c + 1) * l, x + (c + 2) * l, x + (c + 3) * l};
-      for (size_t j = 0; j < l; j += 4) transpose_square(chunk, j, dst + j * stride + c, stride);
-    }
+  for (; c + 4 <= full; c += 4) {  // 4 chunks x 4 lanes at a time: a square of the transposition
+    const float* chunk[4] = {x + c * l, x + (c + 1) * l, x + (c + 2) * l, x + (c + 3) * l};
+    for (size_t j = 0; j < l; j += 4) transpose_square(chunk, j, dst + j * stride + c, stride);
   }
 #endif
   for (; c < full; ++c)

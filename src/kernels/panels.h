@@ -68,7 +68,9 @@ int64_t panel_count(int64_t rows);
 // lane_major_stride(n, lanes) = C + 1, the panel tile over those columns gives lane j's sum
 // exactly (the same chain, from +0) and reduce_lanes adds the lanes as the dot does. (S is C + 1
 // so the lanes' columns do not lie a power of two apart: at 8192 columns and 16 lanes, C columns
-// of 64 bytes are 32 KiB, which put every lane's line in one L1 set.)
+// of 64 bytes are 32 KiB, which put every lane's line in one L1 set. One panel of 16 rows alone,
+// Intel Emerald Rapids: S = C packed 2.1-2.6 elements/ns at 2048 and 8192 columns, S = C + 1
+// 3.6-5.5.)
 int64_t lane_major_chunks(int64_t n, int lanes);
 int64_t lane_major_stride(int64_t n, int lanes);
 // Rows [0, nr) (1 <= nr <= 16; row i at rows + i * row_stride, n columns) into dst as one fp32
