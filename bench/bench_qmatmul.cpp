@@ -201,8 +201,9 @@ void shapes(benchmark::internal::Benchmark* b) {
   b->UseRealTime();
 }
 
-// The GEMM over decoded long rows (kernels/matmul.cpp matmul_decoded: the row-major tile or the
-// lane-major panels) across prompt lengths: the 0.1B FFN's value matrix and the 1.5B one's.
+// The GEMM over decoded rows (kernels/matmul.cpp matmul_decoded: the row-major tile or the
+// lane-major panels) across prompt lengths: the 0.1B FFN's key matrix (short rows: the row-major
+// tile at every T), its value matrix and the 1.5B one's (long rows: lane-major from 64 inputs).
 void long_row_prefill(benchmark::internal::Benchmark* b) {
   b->ArgNames({"rows", "cols", "T"});
   for (auto [r, c] : {std::pair<int64_t, int64_t>{3072, 768}, {768, 3072}, {2048, 8192}})

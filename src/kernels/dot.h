@@ -46,7 +46,7 @@ using GemmTileU16 = void (*)(const uint16_t* w, size_t w_stride, const float* x,
 // panels (kernels/matmul.cpp matmul_decoded): y[i] = reduce() of the `lanes` values
 // p[j * stride + i], j < lanes - lane j's sum at j - for i < count, bit for bit what the dot adds
 // its lanes in. Null on an ISA whose row-major order cannot run that way (scalar: its
-// multiply-adds are not fused, the panels' are).
+// multiply-adds are not fused, the panels' are, and its tree is not a halving one).
 using ReduceLanes = void (*)(const float* p, size_t stride, size_t count, float* y);
 // 16 rows' elements k .. k + lanes - 1 (rows[i] + k, i < 16) as `lanes` columns of 16 rows, column
 // j at dst[j * col_stride + i] - the whole chunks of a lane-major panel (kernels/panels.h

@@ -111,10 +111,11 @@ void matmul_all_with(const DotKernels& k, std::span<const MatmulCall> calls, int
                      ThreadPool& pool);
 
 // Where decoded_lane_major_gemm runs (elsewhere the row-major tile): rows of 2048 columns or more
-// (the row-major tile's long rows, dot_impl.h kLongRow, whose steps all read from L2) and 64 inputs
-// or more (fewer do not pay for the packing). Intel Emerald Rapids, 2 threads,
-// `build/bench/bench_qmatmul --benchmark_filter=long_rows --benchmark_repetitions=5`, fastest of
-// 5, two alternating rounds, row-major -> lane-major ms: 768 x 3072 T 32 1.07-1.11 -> 1.04-1.15,
+// (the row-major tile's long rows, dot_impl.h kLongRow, whose steps all read from L2), 64 inputs
+// or more (fewer do not pay for the packing) and 256 rows or more. Intel Emerald Rapids, 2
+// threads, `build/bench/bench_qmatmul --benchmark_filter=long_rows --benchmark_repetitions=5`,
+// fastest of 5, two alternating rounds of a temporary build that forced either path,
+// row-major -> lane-major ms: 768 x 3072 T 32 1.07-1.11 -> 1.04-1.15,
 // T 64 2.03 -> 1.78-1.98, T 128 3.99-4.04 -> 3.09-3.35, T 256 7.22-8.07 -> 5.71 (one round;
 // 8.67 in the other); 2048 x 8192 T 32 7.80-8.16 -> 7.40-10.2, T 64 13.8-15.8 -> 11.8-13.9, T 128
 // 26.6-27.7 -> 21.6-24.0, T 256 50.3-53.1 -> 38.8-44.3. Over 768 columns the row-major tile (its

@@ -101,7 +101,8 @@ void matmul_decoded(const DecodedMatrix& w, const float* x, int64_t T, float* y,
                     const DotKernels& dense, ThreadPool& pool);
 
 // Whether matmul_decoded runs a GEMM of T inputs over a rows x cols matrix as lane-major panels
-// (kernels/panels.h lane_major_chunks: the same bits, faster over long rows and many inputs) with
+// (kernels/panels.h lane_major_chunks: the same bits, faster over long rows and many inputs, for
+// matrices of enough rows; matmul.cpp kLaneMajorMinCols / MinInputs / MinRows) with
 // the kernel set `dense`, rather than the row-major tile. Thread-safe (no state).
 bool decoded_gemm_lane_major(const DotKernels& dense, int64_t rows, int64_t cols, int64_t T);
 

@@ -105,8 +105,9 @@ struct LaneMajor {
 #endif
 };
 
-// Panel p's rows of the row-major w (rows src_stride elements apart) into dst in `layout` (its
-// 16 x padded_cols elements), the missing rows and the padding columns zero.
+// Panel p's rows of the row-major w (rows src_stride elements apart) into dst in `layout`. For the
+// k-major and pair layouts (16 x padded_cols elements) the missing rows and the padding column
+// are zeroed here; a lane-major panel's caller zeroes its own (pack_lane_major_panel).
 template <class L, class W>
 void pack_panel(const L& layout, const W* src, size_t src_stride, int64_t rows, size_t cols,
                 size_t padded_cols, int64_t p, W* dst) {
@@ -202,7 +203,8 @@ void pack_lane_major_panel(const float* rows, size_t row_stride, int64_t nr, siz
     }
   }
   const LaneMajor layout{shift, stride};
-  // padded_cols = n: pack_panel then zeroes nothing more.
+  // padded_cols = n: pack_panel zeroes nothing more for a full panel (a partial one's first 16 n
+  // floats again: harmless).
   if (transpose == nullptr || nr < kPanelRows)
     return pack_panel(layout, rows, row_stride, nr, n, n, 0, dst);
   const float* row[kP];

@@ -83,7 +83,8 @@ void pack_lane_major_panel(const float* rows, size_t row_stride, int64_t nr, siz
                            float* dst, TransposeLanes transpose = nullptr);
 // One input of n elements in the same order: dst[j * S + c] = x[c * lanes + j] for c * lanes + j
 // < n, zero elsewhere (lanes * S elements), so the panel tile over lane j's columns reads lane j's
-// inputs in order.
+// inputs in order. Throws wick::InternalError (WICK_CHECK) for lanes other than a power of two of
+// 4 or more.
 void lane_major_inputs(const float* x, size_t n, int lanes, float* dst);
 // Bytes of the packed form of a rows x cols matrix of `dtype`: panel_count(rows) * 16 *
 // panel_cols(cols, dtype) elements. Throws wick::InternalError (WICK_CHECK) for a dtype other than

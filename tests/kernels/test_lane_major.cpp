@@ -6,6 +6,7 @@
 // element moves its own input's outputs only.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -50,7 +51,7 @@ TEST(LaneMajor, PackingPutsEveryElementWhereTheLayoutSaysAndZeroesTheRest) {
   }
   for (const auto [lanes, transpose] : packers) {
     for (size_t n : {size_t{1}, size_t{5}, size_t{16}, size_t{37}, size_t{64}, size_t{515}}) {
-      for (int64_t nr : {int64_t{16}, int64_t{3}}) {
+      for (int64_t nr : {int64_t{16}, int64_t{5}, int64_t{3}}) {
         const size_t stride = n + 3;
         const std::vector<float> rows = random_values(16 * stride, 11);
         const auto l = static_cast<size_t>(lanes);
@@ -81,7 +82,10 @@ TEST(LaneMajor, PackingPutsEveryElementWhereTheLayoutSaysAndZeroesTheRest) {
 }
 
 TEST(LaneMajor, InputsGoWhereTheirLanesColumnsAre) {
-  for (int lanes : {8, 16}) {
+  std::vector<float> in(8), out(64);
+  EXPECT_THROW(lane_major_inputs(in.data(), 8, 12, out.data()), InternalError);
+  EXPECT_THROW(lane_major_inputs(in.data(), 8, 2, out.data()), InternalError);
+  for (int lanes : {4, 8, 16}) {
     for (size_t n : {size_t{1}, size_t{5}, size_t{16}, size_t{37}, size_t{64}, size_t{515}}) {
       const std::vector<float> x = random_values(n, 12);
       const auto l = static_cast<size_t>(lanes);
@@ -159,6 +163,13 @@ TEST(LaneMajor, DecodedGemmRowsAreTheRowMajorDotForEveryIsaAndThreadCount) {
                          Shape{256, 2048, 70, true}, Shape{261, 8200, 65, true}}) {
     Fp32Rows m{random_values(static_cast<size_t>(sh.rows * sh.cols), 3), sh.rows, sh.cols};
     std::vector<float> x = random_values(static_cast<size_t>(sh.T * sh.cols), 4);
+    // Signed zeros among the weights and inputs, and (with 2 rows or more) the last row all -0:
+    // a chain from +0 never becomes -0; a path that started from -0 or multiplied before its
+    // first add would show it here.
+    for (size_t i = 5; i < m.w.size(); i += 13) m.w[i] = i % 2 ? -0.0f : 0.0f;
+    for (size_t i = 5; i < x.size(); i += 11) x[i] = -0.0f;
+    if (sh.rows > 1)
+      std::fill(m.w.end() - sh.cols, m.w.end(), -0.0f);
     const size_t outputs = static_cast<size_t>(sh.T * sh.rows);
     for (Isa isa : isas_of_this_cpu()) {
       const DotKernels& k = dot_kernels_for(isa);

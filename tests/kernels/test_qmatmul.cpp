@@ -26,6 +26,7 @@
 #include "kernels/dot.h"
 #include "kernels/int8_inputs.h"
 #include "kernels/kernel_table.h"
+#include "kernels/matmul.h"
 #include "kernels/qmatmul.h"
 #include "kernels/qmatmul_impl.h"
 #include "kernels/thread_pool.h"
@@ -638,6 +639,31 @@ TEST(Qmatmul, SpecWorkedExamplesDecode) {
 
 // The determinism contract: output (t, o) does not depend on T, on the tile of inputs it falls in
 // or on the thread count.
+// A prefill over long rows (2048 columns, 64 inputs: kernels/matmul.h decoded_gemm_lane_major,
+// the lane-major panels on AVX2 / AVX-512) with the real decoders, a block at a time: every
+// checked input's row equals the fused GEMV of that input bit for bit, with 1 and 3 threads.
+TEST(Qmatmul, LongRowPrefillRowsAreTheFusedGemvOfTheirInputs) {
+  const int64_t rows = 260, cols = 2048, T = 64;
+  const std::vector<float> x = random_inputs(T * cols, 6);
+  for (const auto& p : all_layouts(rows, cols, 901)) {
+    for (Isa isa : isas_of_this_cpu()) {
+      EXPECT_EQ(decoded_gemm_lane_major(dot_kernels_for(isa), rows, cols, T), isa != Isa::kScalar);
+      for (int threads : {1, 3}) {
+        set_test_threads(threads);
+        std::vector<float> y(T * rows), y1(rows);
+        p->qmatmul(isa, x.data(), T, y.data());
+        for (int64_t t = 0; t < T; t += 9) {
+          p->qmatmul(isa, x.data() + t * cols, 1, y1.data());
+          ASSERT_EQ(std::memcmp(y1.data(), y.data() + t * rows, rows * sizeof(float)), 0)
+              << p->name() << " " << isa_name(isa) << " threads=" << threads << " t=" << t;
+        }
+        EXPECT_NE(std::memcmp(y.data(), y.data() + rows, rows * sizeof(float)), 0);
+      }
+    }
+  }
+  set_test_threads(0);
+}
+
 TEST(Qmatmul, BatchRowsAreBitIdenticalToSingleInputsForAnyThreadCount) {
   // 71 rows: the last work item has an odd number of rows (the GEMV pairs rows).
   const int64_t rows = 71, cols = 512, T = 37;
