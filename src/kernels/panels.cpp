@@ -105,24 +105,22 @@ struct LaneMajor {
 #endif
 };
 
-// Panel p's rows of the row-major w (rows src_stride elements apart) into dst in `layout`. For the
-// k-major and pair layouts (16 x padded_cols elements) the missing rows and the padding column
-// are zeroed here; a lane-major panel's caller zeroes its own (pack_lane_major_panel).
+// Columns [k_begin, k_end) of panel p's rows of the row-major w (rows src_stride elements apart)
+// into dst in `layout`. Writes only the elements of rows that exist: the callers zero the missing
+// rows and padding columns (pack_panels, pack_lane_major_panel).
 template <class L, class W>
-void pack_panel(const L& layout, const W* src, size_t src_stride, int64_t rows, size_t cols,
-                size_t padded_cols, int64_t p, W* dst) {
+void pack_panel(const L& layout, const W* src, size_t src_stride, int64_t rows, int64_t p,
+                size_t k_begin, size_t k_end, W* dst) {
   const int64_t r0 = p * kPanelRows;
-  const int64_t n = std::min<int64_t>(kPanelRows, rows - r0);
-  if (n < kPanelRows || padded_cols != cols) std::fill_n(dst, kP * padded_cols, W{});
+  const auto n = static_cast<size_t>(std::min<int64_t>(kPanelRows, rows - r0));
   const W* row[kP];
-  for (int64_t i = 0; i < n; ++i) row[i] = src + static_cast<size_t>(r0 + i) * src_stride;
+  for (size_t i = 0; i < n; ++i) row[i] = src + (static_cast<size_t>(r0) + i) * src_stride;
   // Columns in blocks of 64: the block's 16 row pieces stay in L1 while it is written.
-  constexpr size_t kBlock = 64;  // a multiple of kGroupCols
-  const size_t rows_n = static_cast<size_t>(n);
-  for (size_t k0 = 0; k0 < cols; k0 += kBlock) {
-    const size_t k1 = std::min(cols, k0 + kBlock);
+  constexpr size_t kBlock = 64;                              // a multiple of kGroupCols
+  const size_t grouped = n / L::kGroupRows * L::kGroupRows;  // rows in whole groups
+  for (size_t k0 = k_begin; k0 < k_end; k0 += kBlock) {
+    const size_t k1 = std::min(k_end, k0 + kBlock);
     size_t k = k0;
-    const size_t grouped = rows_n / L::kGroupRows * L::kGroupRows;  // rows in whole groups
 #if defined(__SSE2__)
     // A group of columns for every group of rows in turn, so each column's line is written whole
     // before the next (a lane-major panel's columns lie far apart).
@@ -132,9 +130,16 @@ void pack_panel(const L& layout, const W* src, size_t src_stride, int64_t rows, 
 #endif
     for (; k < k1; ++k)
       for (size_t i = 0; i < grouped; ++i) dst[layout.at(i, k)] = row[i][k];
-    for (size_t i = grouped; i < rows_n; ++i)
+    for (size_t i = grouped; i < n; ++i)
       for (size_t c = k0; c < k1; ++c) dst[layout.at(i, c)] = row[i][c];
   }
+}
+
+// The lane count of a lane-major panel or input: a power of two, 4 or more (so a group of 4
+// columns of the SSE2 transposition is 4 neighbouring lanes of one chunk).
+void check_lanes(int lanes) {
+  WICK_CHECK(lanes >= 4 && (lanes & (lanes - 1)) == 0,
+             "the lane-major order takes a power of two (4 or more) lanes");
 }
 
 // The bytes of panel p's elements from column k0 on (k0 even for pairs).
@@ -165,15 +170,18 @@ MatrixRef pack_panels(const MatrixRef& w, void* dst, ThreadPool& pool) {
     const size_t at =
         static_cast<size_t>(p) * kP * static_cast<size_t>(panel_cols(w.cols, w.dtype));
     const size_t padded = static_cast<size_t>(panel_cols(w.cols, w.dtype));
+    const size_t es = dtype_size(w.dtype);
+    if ((p + 1) * kPanelRows > w.rows || padded != cols)  // missing rows, a padding column
+      std::memset(static_cast<uint8_t*>(dst) + at * es, 0, kP * padded * es);
     const auto* h = static_cast<const uint16_t*>(w.data);
     auto* hd = static_cast<uint16_t*>(dst) + at;
     if (w.dtype == DType::F32)
-      pack_panel(KMajor<float>{}, static_cast<const float*>(w.data), cols, w.rows, cols, padded, p,
+      pack_panel(KMajor<float>{}, static_cast<const float*>(w.data), cols, w.rows, p, 0, cols,
                  static_cast<float*>(dst) + at);
     else if (panel_pairs(w.dtype))
-      pack_panel(Pairs{}, h, cols, w.rows, cols, padded, p, hd);
+      pack_panel(Pairs{}, h, cols, w.rows, p, 0, cols, hd);
     else
-      pack_panel(KMajor<uint16_t>{}, h, cols, w.rows, cols, padded, p, hd);
+      pack_panel(KMajor<uint16_t>{}, h, cols, w.rows, p, 0, cols, hd);
   });
   return {dst, w.dtype, w.rows, w.cols, MatrixLayout::kPanels};
 }
@@ -188,9 +196,9 @@ int64_t lane_major_stride(int64_t n, int lanes) {
 
 void pack_lane_major_panel(const float* rows, size_t row_stride, int64_t nr, size_t n, int lanes,
                            float* dst, TransposeLanes transpose) {
-  WICK_CHECK(
-      nr >= 1 && nr <= kPanelRows && lanes >= 4 && (lanes & (lanes - 1)) == 0 && row_stride >= n,
-      "a lane-major panel packs 1-16 rows for a power of two (4 or more) lanes");
+  check_lanes(lanes);
+  WICK_CHECK(nr >= 1 && nr <= kPanelRows && row_stride >= n,
+             "a lane-major panel packs 1-16 rows of n elements (row_stride >= n)");
   const auto stride = static_cast<size_t>(lane_major_stride(static_cast<int64_t>(n), lanes));
   const auto shift = static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(lanes)));
   const size_t l = static_cast<size_t>(lanes);
@@ -203,21 +211,16 @@ void pack_lane_major_panel(const float* rows, size_t row_stride, int64_t nr, siz
     }
   }
   const LaneMajor layout{shift, stride};
-  // padded_cols = n: pack_panel zeroes nothing more for a full panel (a partial one's first 16 n
-  // floats again: harmless).
-  if (transpose == nullptr || nr < kPanelRows)
-    return pack_panel(layout, rows, row_stride, nr, n, n, 0, dst);
+  const size_t full = transpose == nullptr || nr < kPanelRows ? 0 : n / l;
+  // Whole chunks of a full panel through the ISA's transposition, the rest group by group.
   const float* row[kP];
-  for (size_t i = 0; i < kP; ++i) row[i] = rows + i * row_stride;
-  const size_t full = n / l;  // whole chunks: the ISA's transposition; the partial one element-wise
+  for (size_t i = 0; i < kP && i < static_cast<size_t>(nr); ++i) row[i] = rows + i * row_stride;
   for (size_t c = 0; c < full; ++c) transpose(row, c * l, dst + layout.at(0, c * l), stride * kP);
-  for (size_t k = full * l; k < n; ++k)
-    for (size_t i = 0; i < kP; ++i) dst[layout.at(i, k)] = row[i][k];
+  pack_panel(layout, rows, row_stride, nr, 0, full * l, n, dst);
 }
 
 void lane_major_inputs(const float* x, size_t n, int lanes, float* dst) {
-  WICK_CHECK(lanes >= 4 && (lanes & (lanes - 1)) == 0,
-             "lane-major inputs take a power of two (4 or more) lanes");
+  check_lanes(lanes);
   const auto l = static_cast<size_t>(lanes);
   const auto stride = static_cast<size_t>(lane_major_stride(static_cast<int64_t>(n), lanes));
   const size_t full = n / l;        // whole chunks

@@ -75,10 +75,10 @@ int64_t lane_major_chunks(int64_t n, int lanes);
 int64_t lane_major_stride(int64_t n, int lanes);
 // Rows [0, nr) (1 <= nr <= 16; row i at rows + i * row_stride, n columns) into dst as one fp32
 // panel of lanes * S columns: element (i, k) at dst[((k % lanes) * S + k / lanes) * 16 + i]; rows
-// past nr and the other columns zero. lanes: a power of two, 4 or more. `transpose` (nullable;
-// kernels/dot.h DotKernels::transpose_lanes of an ISA with `lanes` lanes) moves the whole chunks
-// of a full panel (nr = 16); the same placement either way. Throws
-// wick::InternalError (WICK_CHECK) for other nr, lanes or a row_stride below n.
+// past nr and the other columns zero (zeroed here). lanes: a power of two, 4 or more. `transpose`
+// (nullable; kernels/dot.h DotKernels::transpose_lanes of an ISA with `lanes` lanes) moves the
+// whole chunks of a full panel (nr = 16); the same placement either way. Throws wick::InternalError
+// (WICK_CHECK) for other nr, lanes or a row_stride below n.
 void pack_lane_major_panel(const float* rows, size_t row_stride, int64_t nr, size_t n, int lanes,
                            float* dst, TransposeLanes transpose = nullptr);
 // One input of n elements in the same order: dst[j * S + c] = x[c * lanes + j] for c * lanes + j
