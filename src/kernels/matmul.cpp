@@ -124,16 +124,24 @@ void matmul_all_with(const DotKernels& k, std::span<const MatmulCall> calls, int
 constexpr int64_t kLaneMajorMinCols = 2048;
 constexpr int64_t kLaneMajorMinInputs = 64;
 constexpr int64_t kLaneMajorMinRows = 256;
+// Columns decoded at once for the lane-major packing (16 rows of them: 16 KiB, in L1 when packed,
+// where whole rows of 8192 columns, 512 KiB, came back from L2). Intel Emerald Rapids, 2 threads,
+// `build/bench/bench_qmatmul --benchmark_filter='long_rows/rows:(768|2048)/.*T:(128|256)'
+// --benchmark_repetitions=5`, fastest of 5, three alternating rounds, whole rows -> blocks of 256:
+// 2048 x 8192 T 128 17.5-18.0 -> 17.3-17.4 ms (3 of 3 faster), T 256 32.1-34.3 -> 32.4-36.2,
+// 768 x 3072 T 128 2.40-2.92 -> 2.42-2.49 (level).
+constexpr int64_t kDecodeColumns = 256;
 
 // matmul_decoded's GEMM as lane-major panels (panels.h lane_major_chunks), on an ISA with
 // reduce_lanes. The inputs are put in lane-major order once (xl, the caller arena's kCaller0).
-// Each work item decodes its rows a panel (16 rows) at a time, row by row, into a scratch block
-// (kBlock1) and packs them lane-major into its block (kBlock0); then for each tile of inputs and
-// tile of rows the panel tile runs over each lane's columns into lane sums (kBlock1 again) and
-// reduce_lanes adds them into y. The bits are the row-major tile's (each lane's chain and the tree
-// are the dot's); the speed is the panel tile's, whose steps load one vector of 16 rows' weights
-// and broadcast one input element from L1, where the row-major tile over long rows loads a vector
-// from each of its 4 rows and 6 inputs, all from L2.
+// Each work item decodes its rows a panel (16 rows) and a block of kDecodeColumns columns at a
+// time, row by row, into a scratch block (kBlock1, so the packing reads them from L1) and packs
+// them lane-major into its block (kBlock0); then for each tile of inputs and tile of rows the panel
+// tile runs over each lane's columns into lane sums (kBlock1 again) and reduce_lanes adds them into
+// y. The bits are the row-major tile's (each lane's chain and the tree are the dot's); the speed is
+// the panel tile's, whose steps load one vector of 16 rows' weights and broadcast one input element
+// from L1, where the row-major tile over long rows loads a vector from each of its 4 rows and 6
+// inputs, all from L2.
 void decoded_lane_major_gemm(const DecodedMatrix& w, const float* x, int64_t T, float* y,
                              const DotKernels& k, ThreadPool& pool) {
   const int64_t lanes = k.lanes, cols = w.cols;
@@ -146,8 +154,12 @@ void decoded_lane_major_gemm(const DecodedMatrix& w, const float* x, int64_t T, 
   });
   const int64_t ps = kPanelRows * ls;  // a panel's floats
   const int64_t nt_max = k.panel_tile_inputs;
+  // Rows are decoded a block of columns at a time (about kDecodeColumns, whole decode blocks, a
+  // multiple of the lanes; else whole rows), the panel's 16 rows of it then in L1 for the packing.
+  int64_t cb = std::max<int64_t>(1, kDecodeColumns / w.col_block) * w.col_block;
+  if (cb % lanes != 0 || cb >= cols) cb = cols;
   // Decoded rows lie a line more than a row apart (not a power of two: see lane_major_stride).
-  const int64_t row_stride = cols + 16;
+  const int64_t row_stride = cb + 16;
   for_each_gemm_item(
       w.rows, ls, T, k.panel_tile_rows, ls * int64_t{sizeof(float)}, pool,
       [&](int64_t r0, int64_t r1, int64_t t0, int64_t t1, Arena& arena) {
@@ -157,11 +169,15 @@ void decoded_lane_major_gemm(const DecodedMatrix& w, const float* x, int64_t T, 
             arena.get<float>(static_cast<size_t>(kPanelRows * row_stride), Arena::kBlock1);
         for (int64_t p = 0; p < panels; ++p) {
           const int64_t first = r0 + p * kPanelRows, pr = std::min(kPanelRows, r1 - first);
-          for (int64_t i = 0; i < pr; ++i)
-            w.decode(w.ctx, first + i, first + i + 1, rows + i * row_stride);
-          pack_lane_major_panel(rows, static_cast<size_t>(row_stride), pr,
-                                static_cast<size_t>(cols), k.lanes, block + p * ps,
-                                k.transpose_lanes);
+          for (int64_t c0 = 0; c0 < cols; c0 += cb) {
+            const int64_t c1 = std::min(cols, c0 + cb);
+            for (int64_t i = 0; i < pr; ++i)
+              w.decode(w.ctx, first + i, first + i + 1, c0, c1, rows + i * row_stride);
+            pack_lane_major_panel(rows, static_cast<size_t>(row_stride), pr,
+                                  static_cast<size_t>(cols), k.lanes, block + p * ps,
+                                  k.transpose_lanes, static_cast<size_t>(c0),
+                                  static_cast<size_t>(c1));
+          }
         }
         // For each tile of inputs, tile of rows by tile of rows (its lane sums then stay in L1):
         // lane_sums[(j * nt_max + u) * mr_max + r] is lane j's sum of row q + r and input t + u.
@@ -315,8 +331,9 @@ bool decoded_gemm_lane_major(const DotKernels& k, int64_t rows, int64_t cols, in
 
 void matmul_decoded(const DecodedMatrix& w, const float* x, int64_t T, float* y,
                     const DotKernels& k, ThreadPool& pool) {
-  WICK_CHECK(w.decode != nullptr && w.rows >= 0 && w.cols > 0 && T >= 1,
-             "a decoded matrix has a decoder and a shape");
+  WICK_CHECK(w.decode != nullptr && w.rows >= 0 && w.cols > 0 && T >= 1 && w.col_block >= 1 &&
+                 w.cols % w.col_block == 0,
+             "a decoded matrix has a decoder, a shape and column blocks that divide its rows");
   if (w.rows == 0) return;
   const size_t n = static_cast<size_t>(w.cols);
   if (T == 1) {
@@ -329,7 +346,7 @@ void matmul_decoded(const DecodedMatrix& w, const float* x, int64_t T, float* y,
       float* rows = arena.get<float>(static_cast<size_t>(sub) * n, Arena::kBlock0);
       for (int64_t r = r0; r < r1; r += sub) {
         const int64_t nr = std::min(sub, r1 - r);
-        w.decode(w.ctx, r, r + nr, rows);
+        w.decode(w.ctx, r, r + nr, 0, w.cols, rows);
         k.gemv_f32(rows, n, x, n, static_cast<int>(nr), y + r);
       }
     });
@@ -342,7 +359,7 @@ void matmul_decoded(const DecodedMatrix& w, const float* x, int64_t T, float* y,
       w.rows, w.cols, T, k.tile_rows, w.cols * int64_t{sizeof(float)}, pool,
       [&](int64_t r0, int64_t r1, int64_t t0, int64_t t1, Arena& arena) {
         float* rows = arena.get<float>(static_cast<size_t>(r1 - r0) * n, Arena::kBlock0);
-        w.decode(w.ctx, r0, r1, rows);
+        w.decode(w.ctx, r0, r1, 0, w.cols, rows);
         gemm_tiles_f32(k, rows, w.cols, w.rows, x, y, r0, r1, t0, t1);
       },
       work::row_gemm_block_bytes());

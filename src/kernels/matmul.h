@@ -74,16 +74,19 @@ inline constexpr size_t kMaxMatmulCalls = 16;
 void matmul_all(std::span<const MatmulCall> calls, int64_t T, ThreadPool& pool);
 
 // A matrix whose rows are produced as fp32 on demand (the packed formats of kernels/qmatmul.h
-// decode their codes this way): decode(ctx, r0, r1, dst) writes rows [r0, r1), `cols` floats
-// each, row-major to dst. gemv, when not null, computes y[r - r0] = row r . x for r in [r0, r1)
+// decode their codes this way): decode(ctx, r0, r1, c0, c1, dst) writes columns [c0, c1) of rows
+// [r0, r1), c1 - c0 floats each, row-major to dst (c0, c1 multiples of col_block, which divides
+// cols). gemv, when not null, computes y[r - r0] = row r . x for r in [r0, r1)
 // without storing the rows, bit-identical to the dense fp32 GEMV over decode's rows (a fused
 // decoder). Both are called from the pool's threads, concurrently for disjoint rows.
 struct DecodedMatrix {
-  void (*decode)(const void* ctx, int64_t r0, int64_t r1, float* dst) = nullptr;
+  void (*decode)(const void* ctx, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                 float* dst) = nullptr;
   void (*gemv)(const void* ctx, int64_t r0, int64_t r1, const float* x, float* y) = nullptr;
   const void* ctx = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
+  int64_t col_block = 1;  // decode's unit of columns (divides cols; 1: any column range)
 };
 
 // Y = X . W^T for a decoded matrix, with the fp32 kernels of `dense` over the decoded rows: each

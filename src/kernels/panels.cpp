@@ -105,12 +105,13 @@ struct LaneMajor {
 #endif
 };
 
-// Columns [k_begin, k_end) of panel p's rows of the row-major w (rows src_stride elements apart)
-// into dst in `layout`. Writes only the elements of rows that exist: the callers zero the missing
-// rows and padding columns (pack_panels, pack_lane_major_panel).
+// Columns [k_begin, k_end) of panel p's rows of the row-major src (rows src_stride elements apart,
+// its first element column src_k0) into dst in `layout`. Writes only the elements of rows that
+// exist: the callers zero the missing rows and padding columns (pack_panels,
+// pack_lane_major_panel).
 template <class L, class W>
 void pack_panel(const L& layout, const W* src, size_t src_stride, int64_t rows, int64_t p,
-                size_t k_begin, size_t k_end, W* dst) {
+                size_t k_begin, size_t k_end, W* dst, size_t src_k0 = 0) {
   const int64_t r0 = p * kPanelRows;
   const auto n = static_cast<size_t>(std::min<int64_t>(kPanelRows, rows - r0));
   const W* row[kP];
@@ -120,18 +121,25 @@ void pack_panel(const L& layout, const W* src, size_t src_stride, int64_t rows, 
   const size_t grouped = n / L::kGroupRows * L::kGroupRows;  // rows in whole groups
   for (size_t k0 = k_begin; k0 < k_end; k0 += kBlock) {
     const size_t k1 = std::min(k_end, k0 + kBlock);
-    size_t k = k0;
+    // Columns [g0, g1): whole groups from a multiple of kGroupCols (a lane-major group is 4 lanes
+    // of one chunk, a pair group begins on a pair); the others element by element.
+    size_t g0 = k1, g1 = k1;
 #if defined(__SSE2__)
+    g0 = std::min(k1, (k0 + L::kGroupCols - 1) / L::kGroupCols * L::kGroupCols);
+    g1 = g0 + (k1 - g0) / L::kGroupCols * L::kGroupCols;
     // A group of columns for every group of rows in turn, so each column's line is written whole
     // before the next (a lane-major panel's columns lie far apart).
-    for (; k + L::kGroupCols <= k1; k += L::kGroupCols)
+    for (size_t k = g0; k < g1; k += L::kGroupCols)
       for (size_t i = 0; i < grouped; i += L::kGroupRows)
-        layout.group(row + i, k, dst + layout.at(i, k));
+        layout.group(row + i, k - src_k0, dst + layout.at(i, k));
 #endif
-    for (; k < k1; ++k)
-      for (size_t i = 0; i < grouped; ++i) dst[layout.at(i, k)] = row[i][k];
+    const auto one = [&](size_t k) {
+      for (size_t i = 0; i < grouped; ++i) dst[layout.at(i, k)] = row[i][k - src_k0];
+    };
+    for (size_t k = k0; k < g0; ++k) one(k);
+    for (size_t k = g1; k < k1; ++k) one(k);
     for (size_t i = grouped; i < n; ++i)
-      for (size_t c = k0; c < k1; ++c) dst[layout.at(i, c)] = row[i][c];
+      for (size_t c = k0; c < k1; ++c) dst[layout.at(i, c)] = row[i][c - src_k0];
   }
 }
 
@@ -195,14 +203,18 @@ int64_t lane_major_stride(int64_t n, int lanes) {
 }
 
 void pack_lane_major_panel(const float* rows, size_t row_stride, int64_t nr, size_t n, int lanes,
-                           float* dst, TransposeLanes transpose) {
+                           float* dst, TransposeLanes transpose, size_t k_begin, size_t k_end) {
   check_lanes(lanes);
-  WICK_CHECK(nr >= 1 && nr <= kPanelRows && row_stride >= n,
-             "a lane-major panel packs 1-16 rows of n elements (row_stride >= n)");
+  k_end = std::min(k_end, n);
+  WICK_CHECK(nr >= 1 && nr <= kPanelRows && k_begin < k_end && row_stride >= k_end - k_begin,
+             "a lane-major panel packs 1-16 rows of a non-empty range of columns (row_stride >= "
+             "its width)");
   const auto stride = static_cast<size_t>(lane_major_stride(static_cast<int64_t>(n), lanes));
   const auto shift = static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(lanes)));
   const size_t l = static_cast<size_t>(lanes);
-  if (nr < kPanelRows) {
+  if (k_begin > 0) {
+    // the call with the first block zeroed what no element lands in
+  } else if (nr < kPanelRows) {
     std::fill_n(dst, kP * l * stride, 0.0f);
   } else {  // only the columns no element lands in: lane j's past its ceil((n - j) / lanes)
     for (size_t j = 0; j < l; ++j) {
@@ -211,12 +223,19 @@ void pack_lane_major_panel(const float* rows, size_t row_stride, int64_t nr, siz
     }
   }
   const LaneMajor layout{shift, stride};
-  const size_t full = transpose == nullptr || nr < kPanelRows ? 0 : n / l;
-  // Whole chunks of a full panel through the ISA's transposition, the rest group by group.
-  const float* row[kP];
-  for (size_t i = 0; i < kP && i < static_cast<size_t>(nr); ++i) row[i] = rows + i * row_stride;
-  for (size_t c = 0; c < full; ++c) transpose(row, c * l, dst + layout.at(0, c * l), stride * kP);
-  pack_panel(layout, rows, row_stride, nr, 0, full * l, n, dst);
+  // The whole chunks [t0, t1) of a full panel through the ISA's transposition, the columns before
+  // and after them group by group.
+  size_t t0 = k_begin, t1 = k_begin;
+  if (transpose != nullptr && nr == kPanelRows) {
+    t0 = std::min(k_end, (k_begin + l - 1) / l * l);
+    t1 = std::max(t0, k_end / l * l);
+    const float* row[kP];
+    for (size_t i = 0; i < kP; ++i) row[i] = rows + i * row_stride;
+    for (size_t c = t0; c < t1; c += l)
+      transpose(row, c - k_begin, dst + layout.at(0, c), stride * kP);
+  }
+  pack_panel(layout, rows, row_stride, nr, 0, k_begin, t0, dst, k_begin);
+  pack_panel(layout, rows, row_stride, nr, 0, t1, k_end, dst, k_begin);
 }
 
 void lane_major_inputs(const float* x, size_t n, int lanes, float* dst) {

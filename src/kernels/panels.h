@@ -77,10 +77,14 @@ int64_t lane_major_stride(int64_t n, int lanes);
 // panel of lanes * S columns: element (i, k) at dst[((k % lanes) * S + k / lanes) * 16 + i]; rows
 // past nr and the other columns zero (zeroed here). lanes: a power of two, 4 or more. `transpose`
 // (nullable; kernels/dot.h DotKernels::transpose_lanes of an ISA with `lanes` lanes) moves the
-// whole chunks of a full panel (nr = 16); the same placement either way. Throws wick::InternalError
-// (WICK_CHECK) for other nr, lanes or a row_stride below n.
+// whole chunks of a full panel (nr = 16); the same placement either way. With k_begin / k_end
+// only columns [k_begin, k_end) are placed, rows then holding just those (row i's column k at
+// rows[i * row_stride + k - k_begin]): a panel packed block by block, k_begin = 0 first (that
+// call does the zeroing). Throws wick::InternalError (WICK_CHECK) for other nr or lanes, an empty
+// range or a row_stride below its width.
 void pack_lane_major_panel(const float* rows, size_t row_stride, int64_t nr, size_t n, int lanes,
-                           float* dst, TransposeLanes transpose = nullptr);
+                           float* dst, TransposeLanes transpose = nullptr, size_t k_begin = 0,
+                           size_t k_end = SIZE_MAX);
 // One input of n elements in the same order: dst[j * S + c] = x[c * lanes + j] for c * lanes + j
 // < n, zero elsewhere (lanes * S elements), so the panel tile over lane j's columns reads lane j's
 // inputs in order. Throws wick::InternalError (WICK_CHECK) for lanes other than a power of two of

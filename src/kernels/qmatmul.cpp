@@ -38,7 +38,7 @@ bool valid(const SymMatrix& w) {
 template <class M>
 struct Source {
   const M* w;
-  void (*decode)(const M& w, int64_t r0, int64_t r1, float* out);
+  void (*decode)(const M& w, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* out);
   void (*gemv)(const M& w, int64_t r0, int64_t r1, const float* x, float* y);
 };
 
@@ -47,9 +47,9 @@ void run(const M& w, const Source<M>& src, const DotKernels& dense, const float*
          float* y, ThreadPool& pool) {
   WICK_CHECK(valid(w) && T >= 1, "PackedLinear builds valid packed views");
   DecodedMatrix d;
-  d.decode = [](const void* ctx, int64_t r0, int64_t r1, float* dst) {
+  d.decode = [](const void* ctx, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* dst) {
     const auto* s = static_cast<const Source<M>*>(ctx);
-    s->decode(*s->w, r0, r1, dst);
+    s->decode(*s->w, r0, r1, c0, c1, dst);
   };
   if (src.gemv != nullptr) {
     d.gemv = [](const void* ctx, int64_t r0, int64_t r1, const float* xv, float* yv) {
@@ -60,6 +60,7 @@ void run(const M& w, const Source<M>& src, const DotKernels& dense, const float*
   d.ctx = &src;
   d.rows = w.rows;
   d.cols = w.cols;
+  d.col_block = 256;  // a superblock (sym's 16-column blocks lie whole within it)
   matmul_decoded(d, x, T, y, dense, pool);
 }
 

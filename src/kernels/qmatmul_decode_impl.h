@@ -30,21 +30,23 @@ namespace {
 template <class V>
 constexpr int kParts = static_cast<int>(32 / V::kLanes);
 
+// Rows [r0, r1) x columns [c0, c1) (whole superblocks; Kernels::decode_sb6).
 template <class V, class Fmt>
-void decode_rows(const typename Fmt::Matrix& w, int64_t r0, int64_t r1, float* out) {
+void decode_rows(const typename Fmt::Matrix& w, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                 float* out) {
   using Vec = typename V::Vec;
-  const int64_t cols = w.cols, nsb = cols / 256;
+  const int64_t width = c1 - c0;
   for (int64_t r = r0; r < r1; ++r) {
     Fmt fmt;
     fmt.init(w, r);
-    float* o = out + (r - r0) * cols;
-    for (int64_t j = 0; j < nsb; ++j) {
+    float* o = out + (r - r0) * width;  // column c at o[c - c0]
+    for (int64_t j = c0 / 256; j < c1 / 256; ++j) {
       fmt.superblock(j);
       for (int i = 0; i < 8; ++i) {
         const int64_t u = 8 * j + i;
         Vec wv[kParts<V>];
         fmt.weights(i, u, wv);
-        for (int p = 0; p < kParts<V>; ++p) V::store(o + 32 * u + p * V::kLanes, wv[p]);
+        for (int p = 0; p < kParts<V>; ++p) V::store(o + (32 * u - c0) + p * V::kLanes, wv[p]);
       }
     }
   }
@@ -111,8 +113,8 @@ void by_bits(const M& w, A... a) {
 template <class V>
 struct DecodeRows {
   template <class Fmt, class M>
-  static void run(const M& w, int64_t r0, int64_t r1, float* out) {
-    decode_rows<V, Fmt>(w, r0, r1, out);
+  static void run(const M& w, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* out) {
+    decode_rows<V, Fmt>(w, r0, r1, c0, c1, out);
   }
 };
 template <class V>
@@ -127,12 +129,10 @@ struct FusedGemv {
 // Sym<bits>, named V::kName.
 template <class V, template <int> class Sb6, template <int> class Sym>
 const Kernels& packed_kernels() {
-  static const Kernels k{[](const Sb6Matrix& w, int64_t r0, int64_t r1, float* out) {
-                           by_bits<Sb6, DecodeRows<V>>(w, r0, r1, out);
-                         },
-                         [](const SymMatrix& w, int64_t r0, int64_t r1, float* out) {
-                           by_bits<Sym, DecodeRows<V>>(w, r0, r1, out);
-                         },
+  static const Kernels k{[](const Sb6Matrix& w, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                            float* out) { by_bits<Sb6, DecodeRows<V>>(w, r0, r1, c0, c1, out); },
+                         [](const SymMatrix& w, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                            float* out) { by_bits<Sym, DecodeRows<V>>(w, r0, r1, c0, c1, out); },
                          [](const Sb6Matrix& w, int64_t r0, int64_t r1, const float* x, float* y) {
                            by_bits<Sb6, FusedGemv<V>>(w, r0, r1, x, y);
                          },

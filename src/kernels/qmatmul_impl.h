@@ -22,9 +22,12 @@ class ThreadPool;
 namespace wick::kernels::qmat {
 
 struct Kernels {
-  // Rows [r0, r1) of w as fp32: out[(r - r0) * w.cols + c] = the dequantised W[r, c].
-  void (*decode_sb6)(const Sb6Matrix& w, int64_t r0, int64_t r1, float* out);
-  void (*decode_sym)(const SymMatrix& w, int64_t r0, int64_t r1, float* out);
+  // Rows [r0, r1) x columns [c0, c1) of w as fp32 (c0 <= c1 <= w.cols, both multiples of 256:
+  // whole superblocks): out[(r - r0) * (c1 - c0) + c - c0] = the dequantised W[r, c].
+  void (*decode_sb6)(const Sb6Matrix& w, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                     float* out);
+  void (*decode_sym)(const SymMatrix& w, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                     float* out);
   // y[r - r0] = W[r] . x for r in [r0, r1) with the codes decoded in registers, bit-identical to
   // the dense fp32 GEMV of this instruction set over decode_*'s rows; null where the instruction
   // set has none (then the GEMV sums decoded blocks of rows).

@@ -81,35 +81,41 @@ struct Sb6Row {
   int code(int64_t c) const { return sb6_code(nib, qh, qh2, c); }
 };
 
-}  // namespace
-
-void decode_rows(const Sb6Matrix& w, int64_t r0, int64_t r1, float* out) {
-  const int64_t cols = w.cols, nsb = cols / 256;
+// Rows [r0, r1) x columns [c0, c1) (whole superblocks; qmat::Kernels::decode_sb6).
+void decode_block(const Sb6Matrix& w, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* out) {
   for (int64_t r = r0; r < r1; ++r) {
     const Sb6Row row(w, r);
-    float* o = out + (r - r0) * cols;
-    for (int64_t j = 0; j < nsb; ++j) {
+    float* o = out + (r - r0) * (c1 - c0);  // column c at o[c - c0]
+    for (int64_t j = c0 / 256; j < c1 / 256; ++j) {
       float s[8], m[8];
       sb6_scales(w, r, j, s, m);
       for (int64_t c = 256 * j; c < 256 * (j + 1); ++c) {
         const int i = static_cast<int>((c / 32) % 8);
         const float scaled = static_cast<float>(row.code(c)) * s[i];
-        o[c] = scaled + m[i];
+        o[c - c0] = scaled + m[i];
       }
     }
   }
 }
-
-void decode_rows(const SymMatrix& w, int64_t r0, int64_t r1, float* out) {
-  const int64_t cols = w.cols;
+void decode_block(const SymMatrix& w, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* out) {
   for (int64_t r = r0; r < r1; ++r) {
-    float* o = out + (r - r0) * cols;
-    for (int64_t b = 0; b < cols / 16; ++b) {
+    float* o = out + (r - r0) * (c1 - c0);
+    for (int64_t b = c0 / 16; b < c1 / 16; ++b) {
       const float s = sym_scale(w, r, b);
       for (int64_t c = b * 16; c < b * 16 + 16; ++c)
-        o[c] = static_cast<float>(sym_code(w, r, c)) * s;
+        o[c - c0] = static_cast<float>(sym_code(w, r, c)) * s;
     }
   }
+}
+
+}  // namespace
+
+void decode_rows(const Sb6Matrix& w, int64_t r0, int64_t r1, float* out) {
+  decode_block(w, r0, r1, 0, w.cols, out);
+}
+
+void decode_rows(const SymMatrix& w, int64_t r0, int64_t r1, float* out) {
+  decode_block(w, r0, r1, 0, w.cols, out);
 }
 
 namespace qmat {
@@ -173,8 +179,8 @@ void repack_sym6_high_bits_rows(const SymMatrix& w, int64_t r0, int64_t r1, uint
 }  // namespace
 
 const Kernels& kernels_scalar() {
-  static const Kernels k{decode_rows,
-                         decode_rows,
+  static const Kernels k{decode_block,
+                         decode_block,
                          nullptr,
                          nullptr,
                          unpack_sb6_scales_rows,

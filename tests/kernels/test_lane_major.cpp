@@ -76,9 +76,61 @@ TEST(LaneMajor, PackingPutsEveryElementWhereTheLayoutSaysAndZeroesTheRest) {
   }
   std::vector<float> rows(64), dst(1024);
   EXPECT_THROW(pack_lane_major_panel(rows.data(), 4, 0, 4, 8, dst.data()), InternalError);
+  EXPECT_THROW(pack_lane_major_panel(rows.data(), 4, 2, 4, 8, dst.data(), nullptr, 3, 3),
+               InternalError);  // an empty range of columns
+  EXPECT_THROW(pack_lane_major_panel(rows.data(), 2, 2, 8, 8, dst.data(), nullptr, 0, 3),
+               InternalError);  // a row_stride below the range's width
   EXPECT_THROW(pack_lane_major_panel(rows.data(), 4, 17, 4, 8, dst.data()), InternalError);
   EXPECT_THROW(pack_lane_major_panel(rows.data(), 4, 2, 4, 12, dst.data()), InternalError);
   EXPECT_THROW(pack_lane_major_panel(rows.data(), 3, 2, 4, 8, dst.data()), InternalError);
+}
+
+// A panel packed a range of columns at a time (kernels/matmul.cpp decodes a block of columns of
+// the panel's rows at once, rows then holding only that block) is the panel packed whole, bit for
+// bit - blocks that begin and end inside a chunk and inside a group of 4 lanes included, with and
+// without the ISA's transposition, full and partial panels.
+TEST(LaneMajor, PackingByBlocksOfColumnsIsPackingWhole) {
+  std::vector<std::pair<int, TransposeLanes>> packers = {{8, nullptr}, {16, nullptr}};
+  for (Isa isa : isas_of_this_cpu()) {
+    const DotKernels& k = dot_kernels_for(isa);
+    if (k.transpose_lanes != nullptr) packers.emplace_back(k.lanes, k.transpose_lanes);
+  }
+  for (const auto [lanes, transpose] : packers) {
+    for (size_t n : {size_t{37}, size_t{515}, size_t{2051}}) {
+      for (size_t block : {size_t{1}, size_t{3}, size_t{16}, size_t{50}, size_t{256}}) {
+        for (int64_t nr : {int64_t{16}, int64_t{7}}) {
+          const size_t stride = n + 5;
+          const std::vector<float> rows = random_values(16 * stride, 13);
+          const auto s = static_cast<size_t>(lane_major_stride(static_cast<int64_t>(n), lanes));
+          const size_t size = 16 * static_cast<size_t>(lanes) * s;
+          std::vector<float> whole(size, std::numeric_limits<float>::quiet_NaN());
+          std::vector<float> blocks(size, std::numeric_limits<float>::quiet_NaN());
+          pack_lane_major_panel(rows.data(), stride, nr, n, lanes, whole.data(), transpose);
+          std::vector<float> piece(16 * (block + 1));
+          for (size_t k0 = 0; k0 < n; k0 += block) {
+            const size_t k1 = std::min(n, k0 + block);
+            for (size_t i = 0; i < 16; ++i)  // rows of just this block, block + 1 apart
+              std::copy(rows.begin() + static_cast<ptrdiff_t>(i * stride + k0),
+                        rows.begin() + static_cast<ptrdiff_t>(i * stride + k1),
+                        piece.begin() + static_cast<ptrdiff_t>(i * (block + 1)));
+            pack_lane_major_panel(piece.data(), block + 1, nr, n, lanes, blocks.data(), transpose,
+                                  k0, k1);
+          }
+          for (size_t e = 0; e < size; ++e)
+            ASSERT_EQ(bits_of(blocks[e]), bits_of(whole[e]))
+                << "lanes " << lanes << (transpose ? " (ISA transposition)" : "") << " n " << n
+                << " block " << block << " nr " << nr << " element " << e;
+          // A different element of the rows lands in the whole panel (the two packings are not
+          // equal for want of reading the rows).
+          std::vector<float> changed = rows;
+          changed[n - 1] *= 3.0f;
+          std::vector<float> other(size);
+          pack_lane_major_panel(changed.data(), stride, nr, n, lanes, other.data(), transpose);
+          EXPECT_NE(other, whole);
+        }
+      }
+    }
+  }
 }
 
 TEST(LaneMajor, InputsGoWhereTheirLanesColumnsAre) {
@@ -139,9 +191,10 @@ struct Fp32Rows {
   int64_t rows, cols;
   DecodedMatrix view() const {
     DecodedMatrix d;
-    d.decode = [](const void* ctx, int64_t r0, int64_t r1, float* dst) {
+    d.decode = [](const void* ctx, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* dst) {
       const auto* m = static_cast<const Fp32Rows*>(ctx);
-      std::copy(m->w.begin() + r0 * m->cols, m->w.begin() + r1 * m->cols, dst);
+      for (int64_t r = r0; r < r1; ++r, dst += c1 - c0)
+        std::copy(m->w.begin() + r * m->cols + c0, m->w.begin() + r * m->cols + c1, dst);
     };
     d.ctx = this;
     d.rows = rows;

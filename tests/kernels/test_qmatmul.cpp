@@ -310,23 +310,30 @@ TEST(Qmatmul, EveryIsaAgreesWithTheDequantisedMatrixInDouble) {
 
 // Every decoder writes exactly the floats of the dequantiser (quant/dequant.h, itself checked
 // against rwkv-quant's hashes), degenerate scales (zero, subnormal: the 1e-8 floor) included, for
-// a whole matrix and for a range of rows starting inside it.
+// a whole matrix, for a range of rows starting inside it and for ranges of columns (whole
+// superblocks: the first, a middle one, the last two).
 TEST(Qmatmul, EveryIsaDecodesTheDequantisersFloats) {
-  const int64_t rows = 21, cols = 768;
+  const int64_t rows = 21, cols = 1024;
   for (const auto& p : all_layouts(rows, cols, 500)) {
     const std::vector<float> w = p->dequantized();
     for (Isa isa : isas_of_this_cpu()) {
       const qmat::Kernels& k = qmat::kernels_for(isa);
-      for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, rows}, {5, 12}}) {
-        std::vector<float> got((r1 - r0) * cols, -1.0f);
-        if (p->sym) {
-          k.decode_sym(p->symm, r0, r1, got.data());
-        } else {
-          k.decode_sb6(p->sb6, r0, r1, got.data());
+      for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, rows}, {5, 12}})
+        for (auto [c0, c1] : {std::pair<int64_t, int64_t>{0, cols}, {0, 256}, {256, 512}, {512, cols}}) {
+          const int64_t width = c1 - c0;
+          std::vector<float> got((r1 - r0) * width, -1.0f);
+          if (p->sym) {
+            k.decode_sym(p->symm, r0, r1, c0, c1, got.data());
+          } else {
+            k.decode_sb6(p->sb6, r0, r1, c0, c1, got.data());
+          }
+          for (int64_t r = r0; r < r1; ++r)
+            ASSERT_EQ(std::memcmp(got.data() + (r - r0) * width, w.data() + r * cols + c0,
+                                  static_cast<size_t>(width) * sizeof(float)),
+                      0)
+                << p->name() << " " << isa_name(isa) << " row " << r << " columns " << c0 << ".."
+                << c1;
         }
-        ASSERT_EQ(std::memcmp(got.data(), w.data() + r0 * cols, got.size() * sizeof(float)), 0)
-            << p->name() << " " << isa_name(isa) << " rows " << r0 << ".." << r1;
-      }
     }
   }
 }
@@ -351,7 +358,7 @@ TEST(Qmatmul, EveryIsaDecodesFloorScaleBlocksAsTheDequantiser) {
     const std::vector<float> w = p->dequantized();
     for (Isa isa : isas_of_this_cpu()) {
       std::vector<float> got(rows * cols);
-      qmat::kernels_for(isa).decode_sb6(p->sb6, 0, rows, got.data());
+      qmat::kernels_for(isa).decode_sb6(p->sb6, 0, rows, 0, cols, got.data());
       ASSERT_EQ(std::memcmp(got.data(), w.data(), got.size() * sizeof(float)), 0)
           << p->name() << " " << isa_name(isa);
     }
