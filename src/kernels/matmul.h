@@ -99,7 +99,8 @@ struct DecodedMatrix {
 // the row-major tile over the decoded rows, or where decoded_gemm_lane_major() says so the panel
 // tile over them packed lane-major (kernels/panels.h), each lane's sum then added in the dot's
 // tree (DotKernels::reduce_lanes). Scratch: the pool's arenas (kBlock0, kBlock1) and, lane-major,
-// the caller arena's kCaller0 (the inputs reordered).
+// the caller arena's kCaller0 (the inputs reordered). Throws wick::InternalError (WICK_CHECK)
+// without a decoder, for rows < 0, cols < 1, T < 1 or a col_block that does not divide cols.
 void matmul_decoded(const DecodedMatrix& w, const float* x, int64_t T, float* y,
                     const DotKernels& dense, ThreadPool& pool);
 

@@ -119,8 +119,8 @@ void pack_panel(const L& layout, const W* src, size_t src_stride, int64_t rows, 
   // Columns in blocks of 64: the block's 16 row pieces stay in L1 while it is written.
   constexpr size_t kBlock = 64;                              // a multiple of kGroupCols
   const size_t grouped = n / L::kGroupRows * L::kGroupRows;  // rows in whole groups
-  for (size_t k0 = k_begin; k0 < k_end; k0 += kBlock) {
-    const size_t k1 = std::min(k_end, k0 + kBlock);
+  for (size_t k0 = k_begin; k0 < k_end;) {
+    const size_t k1 = std::min(k_end, (k0 / kBlock + 1) * kBlock);  // blocks on multiples of 64
     // Columns [g0, g1): whole groups from a multiple of kGroupCols (a lane-major group is 4 lanes
     // of one chunk, a pair group begins on a pair); the others element by element.
     size_t g0 = k1, g1 = k1;
@@ -140,6 +140,7 @@ void pack_panel(const L& layout, const W* src, size_t src_stride, int64_t rows, 
     for (size_t k = g1; k < k1; ++k) one(k);
     for (size_t i = grouped; i < n; ++i)
       for (size_t c = k0; c < k1; ++c) dst[layout.at(i, c)] = row[i][c - src_k0];
+    k0 = k1;
   }
 }
 

@@ -80,8 +80,10 @@ int64_t lane_major_stride(int64_t n, int lanes);
 // whole chunks of a full panel (nr = 16); the same placement either way. With k_begin / k_end
 // only columns [k_begin, k_end) are placed, rows then holding just those (row i's column k at
 // rows[i * row_stride + k - k_begin]): a panel packed block by block, k_begin = 0 first (that
-// call does the zeroing). Throws wick::InternalError (WICK_CHECK) for other nr or lanes, an empty
-// range or a row_stride below its width.
+// call does the zeroing), every later call with the same dst, nr, n, lanes and transpose, the
+// ranges together covering [0, n) (a column left out keeps whatever dst held); k_end is clamped
+// to n. Throws wick::InternalError (WICK_CHECK) for other nr or lanes, an empty range or a
+// row_stride below its width.
 void pack_lane_major_panel(const float* rows, size_t row_stride, int64_t nr, size_t n, int lanes,
                            float* dst, TransposeLanes transpose = nullptr, size_t k_begin = 0,
                            size_t k_end = SIZE_MAX);

@@ -2,7 +2,8 @@
 // for qmatmul_avx2.cpp and qmatmul_avx512.cpp against their dense vector trait V
 // (kernels/dot_avx2_trait.h, kernels/dot_avx512_trait.h) and their formats' code decoders Fmt:
 //
-//   decode_rows   rows of W as fp32 (the GEMM's blocks and the scalar-free GEMV fallback)
+//   decode_rows   a block of W (rows x a range of whole superblocks of columns) as fp32 (the
+//                 GEMM's blocks and the scalar-free GEMV fallback)
 //   gemv          y[r] = W[r] . x with the codes decoded in registers and never stored: the
 //                 dense GEMV's summation order exactly (kernels/dot_impl.h: one accumulator per
 //                 row over chunks of V::kLanes in column order, V::fma, then V::reduce), so it

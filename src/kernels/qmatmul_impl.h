@@ -23,7 +23,9 @@ namespace wick::kernels::qmat {
 
 struct Kernels {
   // Rows [r0, r1) x columns [c0, c1) of w as fp32 (c0 <= c1 <= w.cols, both multiples of 256:
-  // whole superblocks): out[(r - r0) * (c1 - c0) + c - c0] = the dequantised W[r, c].
+  // whole superblocks; unchecked, this is the GEMM's inner loop - kernels/matmul.cpp
+  // matmul_decoded checks the DecodedMatrix's col_block once): out[(r - r0) * (c1 - c0) + c - c0]
+  // = the dequantised W[r, c].
   void (*decode_sb6)(const Sb6Matrix& w, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                      float* out);
   void (*decode_sym)(const SymMatrix& w, int64_t r0, int64_t r1, int64_t c0, int64_t c1,

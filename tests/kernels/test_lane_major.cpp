@@ -189,6 +189,7 @@ TEST(LaneMajor, ReduceLanesAddsTheLanesAsTheDotDoes) {
 struct Fp32Rows {
   std::vector<float> w;
   int64_t rows, cols;
+  int64_t col_block = 1;
   DecodedMatrix view() const {
     DecodedMatrix d;
     d.decode = [](const void* ctx, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* dst) {
@@ -199,22 +200,30 @@ struct Fp32Rows {
     d.ctx = this;
     d.rows = rows;
     d.cols = cols;
+    d.col_block = col_block;
     return d;
   }
 };
 
 // Shapes on both sides of decoded_gemm_lane_major: small ones (the row-major tile) and long rows
 // with many inputs (lane-major on AVX2 / AVX-512), among them columns that are no multiple of
-// the lanes and rows that are no multiple of the panels'.
+// the lanes and rows that are no multiple of the panels'. The decoder's unit of columns
+// (col_block) sets the blocks the lane-major path decodes at once: 1 (blocks of 256, a partial
+// last one), 512 (blocks of 512), 100 (200 columns, no multiple of the lanes: whole rows) and
+// the whole row.
 TEST(LaneMajor, DecodedGemmRowsAreTheRowMajorDotForEveryIsaAndThreadCount) {
   struct Shape {
     int64_t rows, cols, T;
     bool lane_major;  // on an ISA with reduce_lanes
+    int64_t col_block = 1;
   };
   for (const Shape sh : {Shape{1, 1, 2, false}, Shape{5, 7, 3, false}, Shape{45, 100, 9, false},
                          Shape{50, 2051, 40, false}, Shape{300, 2051, 64, true},
-                         Shape{256, 2048, 70, true}, Shape{261, 8200, 65, true}}) {
-    Fp32Rows m{random_values(static_cast<size_t>(sh.rows * sh.cols), 3), sh.rows, sh.cols};
+                         Shape{256, 2048, 70, true}, Shape{261, 8200, 65, true},
+                         Shape{256, 2048, 64, true, 512}, Shape{260, 2100, 64, true, 100},
+                         Shape{256, 2048, 64, true, 2048}}) {
+    Fp32Rows m{random_values(static_cast<size_t>(sh.rows * sh.cols), 3), sh.rows, sh.cols,
+               sh.col_block};
     std::vector<float> x = random_values(static_cast<size_t>(sh.T * sh.cols), 4);
     // Signed zeros among the weights and inputs, and (with 2 rows or more) the last row all -0:
     // a chain from +0 never becomes -0; a path that started from -0 or multiplied before its
@@ -258,6 +267,11 @@ TEST(LaneMajor, DecodedGemmRowsAreTheRowMajorDotForEveryIsaAndThreadCount) {
     }
   }
   set_test_threads(0);
+  // A col_block that does not divide the columns is refused.
+  Fp32Rows bad{random_values(64 * 2048, 5), 64, 2048, 300};
+  std::vector<float> x(64 * 2048, 1.0f), y(64 * 64);
+  EXPECT_THROW(matmul_decoded(bad.view(), x.data(), 64, y.data(), dot_kernels(), test_pool()),
+               InternalError);
 }
 
 }  // namespace

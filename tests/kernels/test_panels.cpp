@@ -51,7 +51,8 @@ Matrix make_matrix(DType dtype, int64_t rows, int64_t cols, uint32_t seed) {
     std::memcpy(m.stored.data() + 2 * i, &h, 2);
     m.values[i] = dtype == DType::F16 ? base::f16_to_f32(h) : base::bf16_to_f32(h);
   }
-  m.packed.resize(panel_bytes(rows, cols, dtype));
+  // A dirty buffer: pack_panels itself zeroes the last panel's missing rows and the padding.
+  m.packed.assign(panel_bytes(rows, cols, dtype), 0xAB);
   m.panels = pack_panels(MatrixRef{m.stored.data(), dtype, rows, cols}, m.packed.data(), test_pool());
   return m;
 }
