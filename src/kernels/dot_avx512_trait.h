@@ -130,8 +130,8 @@ struct Avx512 {
         b[4 * i + 2 * h] = _mm512_castpd_ps(_mm512_unpacklo_pd(x, y));
         b[4 * i + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(x, y));
       }
-    for (int q = 0; q < 4;
-         ++q) {  // column 4 L + q = blocks L of b[q], b[4 + q], b[8 + q], b[12 + q]
+    // Column 4 L + q = blocks L of b[q], b[4 + q], b[8 + q], b[12 + q].
+    for (int q = 0; q < 4; ++q) {
       const __m512 c0 = _mm512_shuffle_f32x4(b[q], b[4 + q], 0x88);
       const __m512 c1 = _mm512_shuffle_f32x4(b[q], b[4 + q], 0xDD);
       const __m512 c2 = _mm512_shuffle_f32x4(b[8 + q], b[12 + q], 0x88);

@@ -176,9 +176,8 @@ MatrixRef pack_panels(const MatrixRef& w, void* dst, ThreadPool& pool) {
   WICK_CHECK(w.layout == MatrixLayout::kRows, "pack_panels() packs row-major matrices");
   const size_t cols = static_cast<size_t>(w.cols);
   parallel_for(pool, panel_count(w.rows), w.rows * w.cols, [&](int64_t p, Arena&) {
-    const size_t at =
-        static_cast<size_t>(p) * kP * static_cast<size_t>(panel_cols(w.cols, w.dtype));
     const size_t padded = static_cast<size_t>(panel_cols(w.cols, w.dtype));
+    const size_t at = static_cast<size_t>(p) * kP * padded;
     const size_t es = dtype_size(w.dtype);
     if ((p + 1) * kPanelRows > w.rows || padded != cols)  // missing rows, a padding column
       std::memset(static_cast<uint8_t*>(dst) + at * es, 0, kP * padded * es);
@@ -213,14 +212,14 @@ void pack_lane_major_panel(const float* rows, size_t row_stride, int64_t nr, siz
   const auto stride = static_cast<size_t>(lane_major_stride(static_cast<int64_t>(n), lanes));
   const auto shift = static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(lanes)));
   const size_t l = static_cast<size_t>(lanes);
-  if (k_begin > 0) {
-    // the call with the first block zeroed what no element lands in
-  } else if (nr < kPanelRows) {
-    std::fill_n(dst, kP * l * stride, 0.0f);
-  } else {  // only the columns no element lands in: lane j's past its ceil((n - j) / lanes)
-    for (size_t j = 0; j < l; ++j) {
-      const size_t used = j < n ? (n - j + l - 1) / l : 0;
-      std::fill(dst + (j * stride + used) * kP, dst + (j + 1) * stride * kP, 0.0f);
+  if (k_begin == 0) {  // the first block's call zeroes what no element lands in
+    if (nr < kPanelRows) {
+      std::fill_n(dst, kP * l * stride, 0.0f);
+    } else {  // only the columns no element lands in: lane j's past its ceil((n - j) / lanes)
+      for (size_t j = 0; j < l; ++j) {
+        const size_t used = j < n ? (n - j + l - 1) / l : 0;
+        std::fill(dst + (j * stride + used) * kP, dst + (j + 1) * stride * kP, 0.0f);
+      }
     }
   }
   const LaneMajor layout{shift, stride};

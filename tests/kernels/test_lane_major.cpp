@@ -40,16 +40,21 @@ std::vector<float> random_values(size_t n, uint32_t seed) {
   return v;
 }
 
-// The generic packing at 8 and 16 lanes, and each ISA's transposition of whole chunks
-// (DotKernels::transpose_lanes) at its own lane count.
-TEST(LaneMajor, PackingPutsEveryElementWhereTheLayoutSaysAndZeroesTheRest) {
+// The packers of lane-major panels to test: the generic packing at 8 and 16 lanes, and each ISA's
+// transposition of whole chunks (DotKernels::transpose_lanes) at its own lane count.
+std::vector<std::pair<int, TransposeLanes>> lane_major_packers() {
   std::vector<std::pair<int, TransposeLanes>> packers = {{8, nullptr}, {16, nullptr}};
   for (Isa isa : isas_of_this_cpu()) {
     const DotKernels& k = dot_kernels_for(isa);
-    if (isa == Isa::kAvx512) EXPECT_NE(k.transpose_lanes, nullptr);
     if (k.transpose_lanes != nullptr) packers.emplace_back(k.lanes, k.transpose_lanes);
   }
-  for (const auto [lanes, transpose] : packers) {
+  return packers;
+}
+
+TEST(LaneMajor, PackingPutsEveryElementWhereTheLayoutSaysAndZeroesTheRest) {
+  for (Isa isa : isas_of_this_cpu())
+    if (isa == Isa::kAvx512) EXPECT_NE(dot_kernels_for(isa).transpose_lanes, nullptr);
+  for (const auto [lanes, transpose] : lane_major_packers()) {
     for (size_t n : {size_t{1}, size_t{5}, size_t{16}, size_t{37}, size_t{64}, size_t{515}}) {
       for (int64_t nr : {int64_t{16}, int64_t{5}, int64_t{3}}) {
         const size_t stride = n + 3;
@@ -90,12 +95,7 @@ TEST(LaneMajor, PackingPutsEveryElementWhereTheLayoutSaysAndZeroesTheRest) {
 // bit - blocks that begin and end inside a chunk and inside a group of 4 lanes included, with and
 // without the ISA's transposition, full and partial panels.
 TEST(LaneMajor, PackingByBlocksOfColumnsIsPackingWhole) {
-  std::vector<std::pair<int, TransposeLanes>> packers = {{8, nullptr}, {16, nullptr}};
-  for (Isa isa : isas_of_this_cpu()) {
-    const DotKernels& k = dot_kernels_for(isa);
-    if (k.transpose_lanes != nullptr) packers.emplace_back(k.lanes, k.transpose_lanes);
-  }
-  for (const auto [lanes, transpose] : packers) {
+  for (const auto [lanes, transpose] : lane_major_packers()) {
     for (size_t n : {size_t{37}, size_t{515}, size_t{2051}}) {
       for (size_t block : {size_t{1}, size_t{3}, size_t{16}, size_t{50}, size_t{256}}) {
         for (int64_t nr : {int64_t{16}, int64_t{7}}) {

@@ -644,8 +644,6 @@ TEST(Qmatmul, SpecWorkedExamplesDecode) {
   }
 }
 
-// The determinism contract: output (t, o) does not depend on T, on the tile of inputs it falls in
-// or on the thread count.
 // A prefill over long rows (2048 columns, 64 inputs: kernels/matmul.h decoded_gemm_lane_major,
 // the lane-major panels on AVX2 / AVX-512) with the real decoders, a block at a time: every
 // checked input's row equals the fused GEMV of that input bit for bit, with 1 and 3 threads.
@@ -671,6 +669,8 @@ TEST(Qmatmul, LongRowPrefillRowsAreTheFusedGemvOfTheirInputs) {
   set_test_threads(0);
 }
 
+// The determinism contract: output (t, o) does not depend on T, on the tile of inputs it falls in
+// or on the thread count.
 TEST(Qmatmul, BatchRowsAreBitIdenticalToSingleInputsForAnyThreadCount) {
   // 71 rows: the last work item has an odd number of rows (the GEMV pairs rows).
   const int64_t rows = 71, cols = 512, T = 37;
