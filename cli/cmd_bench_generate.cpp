@@ -1,20 +1,27 @@
-// wick bench generate [--model F] [--prompt-tokens N] [--gen N] [--reps R] [--batch 1,4,8] [--json]
+// wick bench generate [--model F] [--prompt-tokens N] [--gen N] [--reps R] [--batch 1,4,8]
+//                     [--bandwidth-mib 1024] [--json]
 // Decode speed as users see it through generate(): ms/token greedy vs with sampling (temperature
 // + top-p + penalties; the difference is the sampler's overhead), and batch generation throughput
 // at several row counts vs the same rows generated one by one. The variants run interleaved in
-// every repetition (this machine is shared and noisy) and medians are reported.
+// every repetition (this machine is shared and noisy) and medians are reported. Each repetition
+// also measures the fp32 FMA peak and the read bandwidth (bench/probes.h), and each batch figure
+// is judged against the limit they set (bench/roofline.h batch_decode_limit_tokens_per_s): its
+// FLOP rate as a fraction of the peak, and the largest speed-up over one row the machine allows.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "bench/probes.h"
+#include "bench/roofline.h"
 #include "bench/stats.h"
 #include "bench/timer.h"
 #include "commands.h"
 #include "common.h"
 #include "wick/errors.h"
 #include "wick/generate.h"
+#include "wick/runtime.h"
 
 namespace wick::cli {
 namespace {
@@ -27,6 +34,7 @@ struct BenchGenerateOptions {
   int gen = 64;
   int reps = 3;
   std::vector<int> batch = {1, 4, 8};
+  int bandwidth_mib = 1024;  // the bandwidth probe's working set, all threads together
   bool json = false;
 };
 
@@ -65,8 +73,9 @@ void run_bench_generate(const BenchGenerateOptions& o) {
     if (sample_ms) *sample_ms = r.timings.sample_ms / std::max(1, r.timings.decode_steps);
     return r.timings.decode_ms / std::max(1, r.timings.decode_steps);
   };
-  std::vector<double> g_ms, s_ms, s_sample_ms;
+  std::vector<double> g_ms, s_ms, s_sample_ms, peaks, bws;
   std::map<int, std::vector<double>> batch_tps, single_tps;
+  const int nthreads = cli_runtime()->threads();
   for (int rep = 0; rep < o.reps; ++rep) {
     g_ms.push_back(decode_ms_per_token(greedy, nullptr));
     double sm = 0;
@@ -87,9 +96,34 @@ void run_bench_generate(const BenchGenerateOptions& o) {
       batch_tps[B].push_back(B * o.gen / tb);
       single_tps[B].push_back(B * o.gen / ts);
     }
+    // The limits, right after the repetition's runs (the same conditions of a shared machine).
+    peaks.push_back(bench::measure_fma_peak({.threads = nthreads}).flops_per_s);
+    bws.push_back(
+        bench::measure_read_bandwidth({.threads = nthreads,
+                                       .bytes = static_cast<uint64_t>(o.bandwidth_mib) << 20,
+                                       .passes = 3})
+            .bytes_per_s);
   }
   const Geometry& g = model.geometry();
   const double gm = median(g_ms), sm = median(s_ms);
+  // A batch figure against its limit. Its FLOPs are the generated tokens' products (each with its
+  // logits); the prompts' prefill is left out, so the rate and its fraction are lower bounds. A
+  // step's bytes are the weights' (RWKV-X: attention's K and V rows not counted).
+  const double flops = bench::decode_flops_per_token(g), peak = median(peaks), bw = median(bws);
+  const auto bytes = static_cast<double>(model.info().bytes_per_token);
+  struct Judged {
+    double gflop_s, peak_fraction, limit_tps, limit_fraction, speedup, speedup_limit;
+  };
+  const auto judge = [&](int B) {
+    const double tps = median(batch_tps[B]), one = median(single_tps[B]);
+    const double limit = bench::batch_decode_limit_tokens_per_s(B, flops, peak, bytes, bw);
+    return Judged{tps * flops / 1e9,
+                  bench::peak_fraction(tps * flops, peak),
+                  limit,
+                  bench::peak_fraction(tps, limit),
+                  tps / one,
+                  limit / one};
+  };
   if (o.json) {
     auto line = [](const nlohmann::json& j) { std::cout << j.dump() << "\n"; };
     line({{"test", "decode_greedy"}, {"ms_per_token", gm}, {"n_gen", o.gen}});
@@ -98,12 +132,24 @@ void run_bench_generate(const BenchGenerateOptions& o) {
           {"sampler_ms_per_token", median(s_sample_ms)},
           {"overhead_pct", 100.0 * (sm - gm) / gm},
           {"n_gen", o.gen}});
-    for (int B : o.batch)
+    for (int B : o.batch) {
+      const Judged j = judge(B);
       line({{"test", "batch"},
             {"rows", B},
             {"batch_tokens_per_s", median(batch_tps[B])},
             {"one_by_one_tokens_per_s", median(single_tps[B])},
-            {"speedup", median(batch_tps[B]) / median(single_tps[B])}});
+            {"speedup", j.speedup},
+            {"threads", nthreads},
+            {"flops_per_token", flops},
+            {"gflop_s", j.gflop_s},
+            {"fma_peak_gflop_s", peak / 1e9},
+            {"fma_peak_fraction", j.peak_fraction},
+            {"bytes_per_token", bytes},
+            {"bandwidth_gb_s", bw / 1e9},
+            {"limit_tokens_per_s", j.limit_tps},
+            {"limit_fraction", j.limit_fraction},
+            {"speedup_limit", j.speedup_limit}});
+    }
     return;
   }
   fmt::print(
@@ -115,10 +161,20 @@ void run_bench_generate(const BenchGenerateOptions& o) {
       "sampled    {:.3f} ms/token (T 1, top-p 0.9, presence/frequency 0.2, decay 0.996): "
       "{:+.1f} %, of which the sampler {:.3f} ms/token\n",
       sm, 100.0 * (sm - gm) / gm, median(s_sample_ms));
-  fmt::print("{:>6} {:>16} {:>16} {:>8}\n", "rows", "batch tok/s", "one-by-one tok/s", "speedup");
-  for (int B : o.batch)
-    fmt::print("{:>6} {:>16.1f} {:>16.1f} {:>7.2f}x\n", B, median(batch_tps[B]),
-               median(single_tps[B]), median(batch_tps[B]) / median(single_tps[B]));
+  fmt::print(
+      "limits     FMA peak {:.1f} GFLOP/s, read bandwidth {:.1f} GB/s ({} threads); {:.1f} MFLOP "
+      "and {:.1f} MB of weights a token\n",
+      peak / 1e9, bw / 1e9, nthreads, flops / 1e6, bytes / 1e6);
+  fmt::print("{:>6} {:>16} {:>16} {:>8} {:>8} {:>8} {:>12} {:>8} {:>8}\n", "rows", "batch tok/s",
+             "one-by-one tok/s", "speedup", "GFLOP/s", "of peak", "limit tok/s", "of limit",
+             "bound");
+  for (int B : o.batch) {
+    const Judged j = judge(B);
+    fmt::print(
+        "{:>6} {:>16.1f} {:>16.1f} {:>7.2f}x {:>8.1f} {:>7.0f}% {:>12.1f} {:>7.0f}% {:>7.2f}x\n", B,
+        median(batch_tps[B]), median(single_tps[B]), j.speedup, j.gflop_s, 100 * j.peak_fraction,
+        j.limit_tps, 100 * j.limit_fraction, j.speedup_limit);
+  }
 }
 
 }  // namespace
@@ -142,6 +198,10 @@ void register_bench_generate(CLI::App* bench) {
   cmd->add_option("--batch", o->batch, "Row counts for the batch test (default 1,4,8)")
       ->delimiter(',')
       ->check(CLI::Range(1, 4096));
+  cmd->add_option("--bandwidth-mib", o->bandwidth_mib,
+                  "Working set of the read-bandwidth probe run after every repetition, MiB over "
+                  "all threads (default 1024: far beyond the last-level cache)")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_flag("--json", o->json, "One JSON object per test and line");
   cmd->callback([o] { run_bench_generate(*o); });
 }

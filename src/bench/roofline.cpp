@@ -1,5 +1,7 @@
 #include "bench/roofline.h"
 
+#include <algorithm>
+
 #include "wick/geometry.h"
 
 namespace wick::bench {
@@ -27,6 +29,20 @@ double prefill_flops_per_token(const Geometry& g, int n_prompt) {
       g.n_layer * rwkv + (g.n_layer > 0 ? g.n_layer - 1 : 0) * value_lora + g.n_attn * attention;
   const double head = static_cast<double>(g.vocab) * C / n_prompt;
   return 2 * (per_token + head);
+}
+
+double decode_flops_per_token(const Geometry& g) {
+  return prefill_flops_per_token(g, 1);
+}
+
+double batch_decode_limit_tokens_per_s(int rows, double flops_per_token, double flops_per_s,
+                                       double bytes_per_step, double bytes_per_s) {
+  if (rows < 1 || flops_per_token <= 0 || flops_per_s <= 0 || bytes_per_step <= 0 ||
+      bytes_per_s <= 0)
+    return 0;
+  const double step_s =
+      std::max(rows * flops_per_token / flops_per_s, bytes_per_step / bytes_per_s);
+  return rows / step_s;
 }
 
 }  // namespace wick::bench

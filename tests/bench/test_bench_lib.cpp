@@ -94,6 +94,33 @@ TEST(BenchRoofline, PrefillFlopsCountEveryMatrixOnceAndTheHeadOncePerPrompt) {
   EXPECT_LT(per_token, 185e6);
 }
 
+TEST(BenchRoofline, DecodeFlopsCountTheHeadEveryToken) {
+  Geometry g;
+  g.n_layer = 2, g.n_embd = 4, g.ffn_dim = 16, g.vocab = 10;
+  g.lora_w = 1, g.lora_a = 2, g.lora_g = 3, g.lora_v = 5;
+  // The blocks' 2 * 240 + 40 weights and the whole head, 10 * 4, every token.
+  EXPECT_DOUBLE_EQ(bench::decode_flops_per_token(g), 2.0 * (480 + 40 + 40));
+  g.vocab = 20;  // a larger head costs every decoded token
+  EXPECT_DOUBLE_EQ(bench::decode_flops_per_token(g), 2.0 * (480 + 40 + 80));
+}
+
+TEST(BenchRoofline, BatchDecodeLimitIsTheLongerOfReadingAndComputing) {
+  // 1 GFLOP and 1 GB a token, 100 GFLOP/s and 10 GB/s: one row reads for 0.1 s (10 tok/s); 10
+  // rows compute for 0.1 s as they read (100 tok/s); 20 rows compute for 0.2 s (still 100 tok/s).
+  EXPECT_DOUBLE_EQ(bench::batch_decode_limit_tokens_per_s(1, 1e9, 100e9, 1e9, 10e9), 10);
+  EXPECT_DOUBLE_EQ(bench::batch_decode_limit_tokens_per_s(4, 1e9, 100e9, 1e9, 10e9), 40);
+  EXPECT_DOUBLE_EQ(bench::batch_decode_limit_tokens_per_s(10, 1e9, 100e9, 1e9, 10e9), 100);
+  EXPECT_DOUBLE_EQ(bench::batch_decode_limit_tokens_per_s(20, 1e9, 100e9, 1e9, 10e9), 100);
+  // Twice the bandwidth doubles a bandwidth-bound row, twice the peak a compute-bound batch.
+  EXPECT_DOUBLE_EQ(bench::batch_decode_limit_tokens_per_s(1, 1e9, 100e9, 1e9, 20e9), 20);
+  EXPECT_DOUBLE_EQ(bench::batch_decode_limit_tokens_per_s(20, 1e9, 200e9, 1e9, 10e9), 200);
+  // No limit from a missing figure.
+  EXPECT_EQ(bench::batch_decode_limit_tokens_per_s(0, 1e9, 100e9, 1e9, 10e9), 0);
+  EXPECT_EQ(bench::batch_decode_limit_tokens_per_s(4, 1e9, 0, 1e9, 10e9), 0);
+  EXPECT_EQ(bench::batch_decode_limit_tokens_per_s(4, 1e9, 100e9, 1e9, 0), 0);
+  EXPECT_EQ(bench::batch_decode_limit_tokens_per_s(4, 0, 100e9, 1e9, 10e9), 0);
+}
+
 TEST(BenchProbes, ReadBandwidthOnASmallBufferReadsEveryElement) {
   bench::BandwidthOptions o;
   o.threads = 2;

@@ -48,5 +48,43 @@ TEST(CliBenchModel, JsonLinesCarryTheContractFields) {
   EXPECT_NE(run_wick("bench --prompt -1").status, 0);
 }
 
+// `wick bench generate --json`: the batch records keep their fields and carry the limit of the
+// same run (bench/roofline.h batch_decode_limit_tokens_per_s) beside them.
+TEST(CliBenchGenerate, BatchRecordsCarryTheirLimit) {
+  const CliRun r = run_wick(
+      "bench generate --prompt-tokens 2 --gen 3 --reps 1 --batch 1,2 --bandwidth-mib 16 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::vector<nlohmann::json> lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 4u) << r.out;
+  EXPECT_EQ(lines[0]["test"], "decode_greedy");
+  EXPECT_EQ(lines[1]["test"], "decode_sampled");
+  for (int i : {2, 3}) {
+    const nlohmann::json& j = lines[i];
+    EXPECT_EQ(j["test"], "batch");
+    EXPECT_EQ(j["rows"], i - 1);
+    for (const char* k : {"batch_tokens_per_s", "one_by_one_tokens_per_s", "speedup", "threads",
+                          "flops_per_token", "gflop_s", "fma_peak_gflop_s", "fma_peak_fraction",
+                          "bytes_per_token", "bandwidth_gb_s", "limit_tokens_per_s",
+                          "limit_fraction", "speedup_limit"})
+      EXPECT_GT(j.value(k, 0.0), 0) << k << " in " << j.dump();
+    // The figures are each other's arithmetic: the FLOP rate is tokens/s x FLOPs a token, the
+    // fractions its share of the peak and the batch's share of the limit, the bound the limit
+    // over one row's speed.
+    const double tps = j["batch_tokens_per_s"], limit = j["limit_tokens_per_s"];
+    EXPECT_NEAR(j["gflop_s"].get<double>(), tps * j["flops_per_token"].get<double>() / 1e9,
+                1e-9 * tps * j["flops_per_token"].get<double>());
+    EXPECT_NEAR(j["fma_peak_fraction"].get<double>(),
+                j["gflop_s"].get<double>() / j["fma_peak_gflop_s"].get<double>(), 1e-9);
+    EXPECT_NEAR(j["limit_fraction"].get<double>(), tps / limit, 1e-9);
+    EXPECT_NEAR(j["speedup_limit"].get<double>(),
+                limit / j["one_by_one_tokens_per_s"].get<double>(), 1e-9);
+  }
+  // The limit grows with the rows (the same peak and bandwidth judge both): two rows read the
+  // weights once for two tokens.
+  EXPECT_GT(lines[3]["limit_tokens_per_s"].get<double>(),
+            lines[2]["limit_tokens_per_s"].get<double>());
+  EXPECT_NE(run_wick("bench generate --bandwidth-mib 0").status, 0);
+}
+
 }  // namespace
 }  // namespace wick::test

@@ -32,4 +32,16 @@ double peak_fraction(double rate, double peak);
 // peak computed from it is a lower bound. 0 for n_prompt < 1.
 double prefill_flops_per_token(const Geometry& g, int n_prompt);
 
+// FLOPs of the matrix products of one decoded token: prefill_flops_per_token(g, 1), every block's
+// products and the head (each decode step computes its token's logits).
+double decode_flops_per_token(const Geometry& g);
+
+// The fastest a batched decode of `rows` rows can run, in tokens per second (all rows together):
+// a step reads the weights once (bytes_per_step at bytes_per_s) and runs rows x flops_per_token
+// FLOPs at flops_per_s, so it takes at least the longer of the two. Judged against it, a batch's
+// speed-up over one row has the bound limit / (one row's tokens per second). 0 when rows < 1 or
+// any rate or amount is not positive.
+double batch_decode_limit_tokens_per_s(int rows, double flops_per_token, double flops_per_s,
+                                       double bytes_per_step, double bytes_per_s);
+
 }  // namespace wick::bench
