@@ -21,6 +21,7 @@
 #include "bench/roofline.h"
 #include "bench/stats.h"
 #include "bench/timer.h"
+#include "bench_format.h"
 #include "commands.h"
 #include "common.h"
 #include "wick/errors.h"
@@ -44,24 +45,6 @@ struct BenchModelOptions {
 
 using bench::Clock;
 using bench::seconds_since;
-
-std::string weight_format(const ModelInfo& i) {
-  // Quantised at load (--quantize): the projections, FFN and head are int8 codes.
-  if (i.quantization == WeightQuantization::kInt8) return "int8";
-  if (i.container.rfind("rwkvq", 0) == 0) {
-    // The layout holding most parameters names the file, e.g. "rwkvq sb6@4".
-    std::string best;
-    uint64_t most = 0;
-    for (auto& [l, n] : i.packed_parameters)
-      if (n > most) most = n, best = l;
-    return "rwkvq " + best;
-  }
-  std::string f;
-  uint64_t most = 0;
-  for (auto& [d, n] : i.dtype_parameters)
-    if (n > most) most = n, f = std::string(dtype_name(d));
-  return f;
-}
 
 std::vector<int32_t> bench_tokens(int n, int vocab, uint32_t seed) {
   std::vector<int32_t> t(n);
@@ -212,13 +195,7 @@ void run_bench_model(const BenchModelOptions& o) {
     // The fp32 FMA peak is measured right after every repetition, as the bandwidth is for decode;
     // at bf16 precision with bf16 weights (most parameters) where the BF16 dot product runs (the
     // CPU has it and WICK_ISA does not cap it), its peak too: the limit of the kernel there.
-    const auto choices = kernel_choices();
-    const bool bf16_kernel = std::any_of(choices.begin(), choices.end(), [](const auto& c) {
-      return c.first == "bf16-dot" && c.second != "fp32-dot";
-    });
-    const bool bf16_limit = model.precision() == Precision::kBf16 &&
-                            format == dtype_name(DType::BF16) && bf16_kernel &&
-                            bench::has_bf16_dot_peak();
+    const bool bf16_limit = products_run_bf16_dot(model);
     std::vector<double> tps, peaks, bf16_peaks;
     bench::FmaPeakResult fma;
     for (int r = 0; r < o.reps; ++r) {

@@ -37,8 +37,9 @@ double decode_flops_per_token(const Geometry& g) {
 
 double batch_decode_limit_tokens_per_s(int rows, double flops_per_token, double flops_per_s,
                                        double bytes_per_step, double bytes_per_s) {
-  if (rows < 1 || flops_per_token <= 0 || flops_per_s <= 0 || bytes_per_step <= 0 ||
-      bytes_per_s <= 0)
+  // (Written so that a NaN argument also gives 0.)
+  if (rows < 1 || !(flops_per_token > 0) || !(flops_per_s > 0) || !(bytes_per_step > 0) ||
+      !(bytes_per_s > 0))
     return 0;
   const double step_s =
       std::max(rows * flops_per_token / flops_per_s, bytes_per_step / bytes_per_s);

@@ -33,14 +33,18 @@ double peak_fraction(double rate, double peak);
 double prefill_flops_per_token(const Geometry& g, int n_prompt);
 
 // FLOPs of the matrix products of one decoded token: prefill_flops_per_token(g, 1), every block's
-// products and the head (each decode step computes its token's logits).
+// products and the head (each decode step computes its token's logits). Like the prefill count it
+// leaves out the WKV recurrence, attention scores, norms and element-wise work (and a LoRA
+// adapter's factors), so a rate computed from it is a lower bound.
 double decode_flops_per_token(const Geometry& g);
 
 // The fastest a batched decode of `rows` rows can run, in tokens per second (all rows together):
-// a step reads the weights once (bytes_per_step at bytes_per_s) and runs rows x flops_per_token
-// FLOPs at flops_per_s, so it takes at least the longer of the two. Judged against it, a batch's
-// speed-up over one row has the bound limit / (one row's tokens per second). 0 when rows < 1 or
-// any rate or amount is not positive.
+// a step reads the weights once for all its rows (bytes_per_step at bytes_per_s, a memory read
+// bandwidth: weights that fit in a cache can beat it) and runs rows x flops_per_token FLOPs at
+// flops_per_s (the peak of the arithmetic the products run: the fp32 FMA peak, or the BF16 dot
+// peak where they use it), so a step takes at least the longer of the two. Judged against it, a
+// batch's speed-up over one row has the bound limit / (one row's tokens per second). 0 when
+// rows < 1 or any rate or amount is not positive (or NaN).
 double batch_decode_limit_tokens_per_s(int rows, double flops_per_token, double flops_per_s,
                                        double bytes_per_step, double bytes_per_s);
 
